@@ -1,0 +1,1 @@
+"""Pure PyTorch logic. Never imports Qt (PySide6) or pyqtgraph."""

@@ -1,0 +1,83 @@
+"""The project's own exception types.
+
+Every failure a user can cause ends in one of these, with a message that names
+the file or step, says what is wrong and what to do next.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class WorkbenchError(Exception):
+    """Base class of every error Workbench reports to a user."""
+
+
+class CheckpointError(WorkbenchError):
+    """A checkpoint file could not be read.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong and what to do.
+    path : str or Path, optional
+        The file concerned; its name is put in front of the message.
+    """
+
+    def __init__(self, message: str, path: str | Path | None = None):
+        self.path = Path(path) if path is not None else None
+        text = f"{self.path}: {message}" if self.path is not None else message
+        super().__init__(text)
+
+
+class TrustRequired(CheckpointError):
+    """Loading this file would run code from it; it needs an explicit trust decision.
+
+    Parameters
+    ----------
+    path : str or Path
+        The checkpoint.
+    globals_ : list of str
+        The globals the unpickler would import (``module.qualname``), as reported
+        by ``torch.serialization.get_unsafe_globals_in_checkpoint``.
+    kind : {"pickle", "torchscript"}
+        Why trust is needed: a pickle with custom globals, or a TorchScript archive
+        (which runs code by design).
+    """
+
+    def __init__(self, path: str | Path, globals_: list[str], kind: str = "pickle"):
+        self.globals = list(globals_)
+        self.kind = kind
+        if kind == "torchscript":
+            what = "is a TorchScript archive; loading it runs code stored in the file"
+        else:
+            listed = ", ".join(self.globals) if self.globals else "(unknown)"
+            what = f"needs these globals that weights-only loading refuses: {listed}"
+        super().__init__(
+            f"{what}. Load it only if you trust its source (--trust on the command line).",
+            path,
+        )
+
+
+class ArchitectureError(WorkbenchError):
+    """A state_dict does not fit the chosen architecture, or no architecture is known.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong and what to do.
+    report : LoadReport, optional
+        The load report (missing / unexpected / mismatched keys) when there is one.
+    """
+
+    def __init__(self, message: str, report=None):
+        self.report = report
+        super().__init__(message)
+
+
+class DataError(WorkbenchError):
+    """A dataset is missing, unreadable or does not fit the model."""
+
+
+class TrainingError(WorkbenchError):
+    """A training step or run could not continue."""

@@ -1,0 +1,1 @@
+"""Qt widgets: they show core data and send user intent to core."""
