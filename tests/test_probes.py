@@ -210,3 +210,95 @@ def test_constant_and_all_nonfinite_outputs():
         model(torch.full((2, 2), float("nan")))
         s = probe.collect()[""]
         assert s.nonfinite_fraction == 1.0 and math.isnan(s.mean) and s.histogram.counts.sum() == 0
+
+
+# -- the training callback, driven by a minimal loop with the Trainer's hook points -----------
+class _LoopTrainer:
+    """The hook order of core.training.Trainer: zero_grad, forward, backward, (hook), step, on_step_end."""
+
+    def __init__(self, model, callbacks, after_backward=True):
+        self.model, self.callbacks, self.after_backward = model, callbacks, after_backward
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+        class _State:
+            step = 0
+
+        self.state = _State()
+
+    def fit(self, steps, between=None):
+        for cb in self.callbacks:
+            cb.on_fit_start(self)
+        for i in range(steps):
+            if between:
+                between(i)
+            self.opt.zero_grad(set_to_none=True)
+            x, y = torch.randn(8, 1, 8, 8), torch.randint(0, 10, (8,))
+            nn.functional.cross_entropy(self.model(x), y).backward()
+            if self.after_backward:
+                for cb in self.callbacks:
+                    cb.on_after_backward(self)
+            self.opt.step()
+            self.state.step += 1
+            for cb in self.callbacks:
+                cb.on_step_end(self, {"step": self.state.step, "loss": 0.0})
+        for cb in self.callbacks:
+            cb.on_fit_end(self, "completed")
+
+
+@pytest.mark.parametrize("after_backward", [True, False])
+def test_probe_callback_cadence_and_cleanup(after_backward):
+    from workbench.core.probe_callback import ProbeCallback
+
+    model = DigitsCNN()
+    got = []
+    cb = ProbeCallback(got.extend, every=5, probed=["features.2", "classifier"], flush_ms=0)
+    seen_hooks = []
+    _LoopTrainer(model, [cb], after_backward).fit(
+        12, between=lambda i: seen_hooks.append(len(model.classifier._forward_hooks))
+    )
+    assert [r.step for r in got] == [1, 6, 11]
+    assert seen_hooks == [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0]  # hooks only for measured steps
+    r = got[0]
+    assert set(r.activations) == {"features.2", "classifier"}
+    assert r.activations["features.2"].step == 1
+    assert r.grads is not None and r.grads.global_norm > 0 and len(r.grads.params) == 12
+    assert set(r.update_ratios) == {n for n, _ in model.named_parameters()}
+    # conv biases before a BatchNorm get no gradient (ratio 0); zero-init biases get exactly 1
+    assert all(0 <= v < 1.001 for v in r.update_ratios.values())
+    assert 1e-4 < r.update_ratios["classifier.weight"] < 1
+    assert all(len(m._forward_hooks) == 0 for m in model.modules())
+
+
+def test_probe_callback_unfreezing_mid_run_starts_tracking_and_set_probed():
+    from workbench.core.probe_callback import ProbeCallback
+
+    model = DigitsCNN()
+    for p in model.features.parameters():
+        p.requires_grad_(False)
+    got = []
+    cb = ProbeCallback(got.extend, every=2, grad_every=1, probed=["classifier"], flush_ms=0)
+
+    def between(i):
+        if i == 3:
+            model.features[0].weight.requires_grad_(True)
+            cb.set_probed(["features.0"])
+
+    _LoopTrainer(model, [cb]).fit(6, between)
+    assert len(got) == 6
+    assert "features.0.weight" in got[2].grads.frozen
+    assert got[3].grads.params["features.0.weight"] > 0  # tracked from the step it was unfrozen
+    assert set(got[4].activations) == {"features.0"} and cb.probed() == ["features.0"]
+
+
+def test_probe_callback_batches_sink_calls_and_reports_badges():
+    from workbench.core.probe_callback import ProbeCallback
+
+    model = DigitsCNN()
+    with torch.no_grad():
+        model.features[7].bias.fill_(-1e4)  # the conv before features.8 (ReLU, no BatchNorm between) -> dead
+    calls = []
+    cb = ProbeCallback(calls.append, every=1, probed=["features.8"], flush_ms=1e6)
+    _LoopTrainer(model, [cb]).fit(4)
+    assert len(calls) == 1 and len(calls[0]) == 4  # one flush at the end
+    kinds = [b.kind for b in calls[0][-1].badges.get("features.8", [])]
+    assert "dead_units" in kinds
