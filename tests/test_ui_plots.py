@@ -1,0 +1,131 @@
+"""The live plots and their growing buffer (no training involved)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from workbench.ui.loss_plot import EmaFilter, TrainingPlots
+from workbench.ui.plot_buffer import PlotBuffer
+
+# The offscreen platform plugin warns once per shown top-level window; harmless.
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+
+def test_buffer_doubles_and_keeps_values():
+    buf = PlotBuffer(("step", "loss"), capacity=2)
+    buf.append(step=0, loss=1.0)
+    buf.append_many({"step": [1, 2, 3], "loss": [0.5, 0.25, np.nan]})
+    assert len(buf) == 4 and buf.capacity == 4
+    buf.append(step=4)
+    assert buf.capacity == 8
+    assert buf["step"].tolist() == [0, 1, 2, 3, 4]
+    assert np.isnan(buf["loss"][3]) and np.isnan(buf["loss"][4])
+    assert buf.last("step") == 4
+    with pytest.raises(ValueError):
+        buf.append_many({"step": [1, 2], "loss": [1.0]})
+    buf.clear()
+    assert len(buf) == 0 and buf.capacity == 8
+
+
+def test_ema_is_chunk_invariant_and_skips_nonfinite():
+    x = np.array([1.0, 2.0, np.nan, 3.0, np.inf, 4.0])
+    whole = EmaFilter(0.8)(x)
+    f = EmaFilter(0.8)
+    parts = np.concatenate([f(x[:2]), f(x[2:5]), f(x[5:])])
+    np.testing.assert_allclose(whole, parts)
+    assert np.isfinite(whole).all()
+    assert whole[0] == 1.0  # debiased: the first value is not pulled towards 0
+    np.testing.assert_array_equal(EmaFilter(0.0)(np.array([1.0, 2.0])), [1.0, 2.0])
+
+
+@pytest.fixture
+def plots(qtbot):
+    w = TrainingPlots()
+    qtbot.addWidget(w)
+    w.resize(700, 500)
+    w.show()
+    return w
+
+
+def _feed(plots, n=300):
+    step = np.arange(n, dtype=float)
+    plots.add_steps(step, 2 * np.exp(-step / 100), lr=np.full(n, 1e-3), epoch=step / 100, time=step / 50)
+    for e in range(3):
+        plots.add_epoch(e + 1, (e + 1) * 100, val_loss=[1.5, 1.2, 1.3][e], val_acc=0.5 + 0.1 * e, time=e + 1)
+    plots.refresh()
+
+
+def test_curves_hold_data_and_best_epoch_marked(plots):
+    _feed(plots)
+    items = plots.loss_plot.getPlotItem().listDataItems()
+    names = [i.name() for i in items]
+    assert names[:3] == ["train loss", "train loss (EMA)", "val loss"]
+    x, y = items[0].getData()
+    assert len(x) == 300 and y[0] == pytest.approx(2.0)
+    assert plots.best_epoch() == 1
+    bx, by = plots.best_marker.getData()
+    assert bx.tolist() == [200.0] and by.tolist() == [1.2]
+    assert plots.best_line.isVisible() and plots.best_line.value() == 200.0
+
+
+def test_nan_loss_does_not_break_plot(plots):
+    plots.add_steps([0, 1, 2, 3], [1.0, np.nan, np.inf, 0.5])
+    plots.refresh()
+    plots.grab()  # paints without raising
+    assert np.isnan(plots.steps["loss"][1])
+    assert np.isfinite(plots.steps["ema"]).all()
+
+
+def test_x_axis_switch_and_freeze_marker(plots):
+    _feed(plots)
+    line = plots.mark_freeze(150, "freeze features (6)", epoch=1.5, time=3.0)
+    assert line.value() == 150
+    assert plots.freeze_markers() == [line]
+    plots.set_x_mode("epoch")
+    assert line.value() == 1.5
+    x, _ = plots.loss_curve.getData()
+    assert x[-1] == pytest.approx(2.99)
+    assert plots.val_loss_curve.getData()[0].tolist() == [1.0, 2.0, 3.0]
+    plots.set_x_mode("time")
+    assert line.value() == 3.0
+    with pytest.raises(ValueError):
+        plots.set_x_mode("bogus")
+
+
+def test_smoothing_slider_recomputes_ema(plots):
+    plots.add_steps(np.arange(4), [4.0, 0.0, 4.0, 0.0])
+    plots.set_smoothing(0.0)
+    np.testing.assert_array_equal(plots.steps["ema"], [4.0, 0.0, 4.0, 0.0])
+    plots.set_smoothing(0.9)
+    assert np.ptp(plots.steps["ema"]) < 4.0
+
+
+def test_downsampling_and_clip_to_view_on(plots):
+    for w in (plots.loss_plot, plots.accuracy_plot, plots.lr_plot):
+        opts = w.getPlotItem().ctrl
+        assert opts.autoDownsampleCheck.isChecked() and opts.peakRadio.isChecked()
+        assert opts.clipToViewCheck.isChecked()
+
+
+def test_export_csv_and_png(plots, tmp_path):
+    _feed(plots, n=10)
+    path = plots.export_csv(tmp_path / "curves.csv")
+    rows = list(csv.DictReader(path.open()))
+    assert [r["kind"] for r in rows].count("step") == 10
+    assert [r["kind"] for r in rows].count("epoch") == 3
+    assert float(rows[0]["loss"]) == pytest.approx(2.0)
+    assert float(rows[-1]["val_acc"]) == pytest.approx(0.7)
+    png = plots.export_png(tmp_path / "plots.png")
+    assert png.stat().st_size > 1000
+
+
+def test_million_points_redraw(plots):
+    n = 1_000_000
+    step = np.arange(n, dtype=float)
+    plots.add_steps(step, np.random.default_rng(0).random(n))
+    plots.refresh()
+    plots.loss_plot.repaint()
+    assert plots.steps.capacity >= n and len(plots.loss_curve.getData()[0]) <= n
