@@ -1,0 +1,757 @@
+"""Read every checkpoint form people have, safely, and strip wrapper key prefixes.
+
+The format is found from the file's content, never from its suffix:
+
+* ``PK\\x03\\x04`` (zip): a ``torch.save`` archive (state_dict, training dict,
+  Lightning ``.ckpt``, pickled ``nn.Module``) or a TorchScript archive (it has
+  ``constants.pkl`` / ``code/`` records);
+* an 8-byte little-endian header length followed by ``{``: safetensors
+  (https://github.com/huggingface/safetensors#format);
+* ``0x80`` (the pickle PROTO opcode): the legacy, pre-1.6 ``torch.save`` format.
+
+Safety: ``torch.load`` always runs with ``weights_only=True``. A file that needs
+more (a pickled module, custom classes, TorchScript) raises
+:class:`~workbench.core.errors.TrustRequired` listing the globals it would import,
+and is loaded with ``weights_only=False`` / ``torch.jit.load`` only when the caller
+passes ``trust=True``. Every other failure raises
+:class:`~workbench.core.errors.CheckpointError` naming the file, what is wrong and
+what to do.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import pickletools
+import struct
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import torch
+from torch import nn
+
+from workbench.core.errors import CheckpointError, TrustRequired
+
+ZIP_MAGIC = b"PK\x03\x04"
+PICKLE_PROTO = 0x80
+#: Largest safetensors JSON header we accept (the library's own limit is 100 MB).
+MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
+
+#: Keys under which training scripts store the model's state_dict, in order of preference.
+STATE_DICT_KEYS = ("model_state_dict", "state_dict", "model", "net", "model_state", "ema", "weights")
+#: Keys under which training scripts store an optimizer's state_dict.
+OPTIMIZER_KEYS = ("optimizer_state_dict", "optimizer", "optim", "optimizer_state")
+#: Prefixes added by wrappers that never belong to an architecture's own keys:
+#: ``module.`` (nn.DataParallel / DistributedDataParallel), ``_orig_mod.`` (torch.compile).
+ALWAYS_STRIPPED = ("module.", "_orig_mod.")
+#: Wrapper prefixes stripped only when that makes the keys match the architecture.
+WRAPPER_PREFIXES = ("model.", "net.", "backbone.", "network.", "encoder.", "student.", "teacher.")
+
+FIX_HINT = "Check that the file was copied completely, or save it again with torch.save."
+
+
+@dataclass
+class CheckpointMetadata:
+    """What a checkpoint file says about itself.
+
+    Attributes
+    ----------
+    format : str
+        ``"state_dict" | "training_dict" | "lightning" | "safetensors" | "torchscript" |
+        "pickled_module"``.
+    container : str
+        ``"zip" | "legacy_pickle" | "safetensors" | "torchscript"``.
+    state_dict_key : str or None
+        Key of the state_dict inside a training dict (``"model_state_dict"``, ...);
+        None for a raw state_dict.
+    epoch, global_step : int or None
+        Training progress stored in the file (``global_step`` also reads ``step``).
+    loss : float or None
+        The stored loss value.
+    optimizer_class : str or None
+        ``"SGD"``, ``"AdamW"``...: stored by Workbench, else inferred from the
+        ``param_groups`` keys (Adam and AdamW share keys; ``decoupled_weight_decay``
+        tells them apart).
+    optimizer_hparams : dict
+        ``param_groups[0]`` without ``"params"``, as plain Python values.
+    num_tensors : int
+        Number of entries of the state_dict.
+    total_params : int
+        Sum of ``numel`` over unique tensors (tied tensors counted once).
+    dtypes : dict of str to int
+        dtype name (``"float32"``) -> number of tensors.
+    file_size : int
+        Size of the file in bytes.
+    arch : dict or None
+        The ``"arch"`` entry written by Workbench (``{"name": ..., "kwargs": {...}}``).
+    frozen : list of str
+        The ``"frozen"`` entry written by Workbench (qualified parameter names).
+    extra : dict
+        Anything else worth showing: safetensors ``__metadata__``, Lightning
+        ``hyper_parameters``, other scalar entries of a training dict.
+    """
+
+    format: str
+    container: str
+    state_dict_key: str | None = None
+    epoch: int | None = None
+    global_step: int | None = None
+    loss: float | None = None
+    optimizer_class: str | None = None
+    optimizer_hparams: dict = field(default_factory=dict)
+    num_tensors: int = 0
+    total_params: int = 0
+    dtypes: dict[str, int] = field(default_factory=dict)
+    file_size: int = 0
+    arch: dict | None = None
+    frozen: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint read from disk.
+
+    Attributes
+    ----------
+    path : Path
+        The file.
+    state_dict : dict of str to torch.Tensor
+        The model's tensors, on CPU (memory-mapped for zip files), prefixes not yet stripped.
+    metadata : CheckpointMetadata
+        Format, progress, optimizer, counts.
+    raw : dict or None
+        The whole loaded dict (optimizer_state_dict, scheduler_state_dict, rng_state...);
+        None for safetensors, TorchScript and pickled modules.
+    module : nn.Module or None
+        The model itself for ``pickled_module`` / ``torchscript`` (trusted loads only).
+    """
+
+    path: Path
+    state_dict: dict[str, torch.Tensor]
+    metadata: CheckpointMetadata
+    raw: dict | None = None
+    module: nn.Module | None = None
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def _check_file(path: Path) -> int:
+    """Return the size of ``path`` in bytes, or raise CheckpointError if it is not a readable file."""
+    if not path.exists():
+        raise CheckpointError("file not found. Check the path and try again.", path)
+    if path.is_dir():
+        raise CheckpointError("is a directory, not a checkpoint file. Choose the .pt/.pth/.ckpt/.safetensors file inside it.", path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise CheckpointError(f"cannot be read ({exc.strerror}). Check its permissions.", path) from exc
+    if size == 0:
+        raise CheckpointError("the file is empty (0 bytes). It was probably not written completely; save it again.", path)
+    return size
+
+
+def _read_head(path: Path, n: int = 16) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError as exc:
+        raise CheckpointError(f"cannot be read ({exc.strerror}). Check its permissions.", path) from exc
+
+
+def _looks_like_safetensors(path: Path, head: bytes, size: int) -> bool:
+    if len(head) < 9:
+        return False
+    (n,) = struct.unpack("<Q", head[:8])
+    return 2 <= n <= min(size - 8, MAX_SAFETENSORS_HEADER) and head[8:9] == b"{"
+
+
+def _zip_names(path: Path) -> list[str]:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return zf.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise CheckpointError(
+            f"is a damaged or truncated zip archive ({exc}). {FIX_HINT}", path
+        ) from exc
+
+
+def detect_container(path: str | Path) -> str:
+    """Find a checkpoint's container from its first bytes (never its suffix).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+
+    Returns
+    -------
+    str
+        ``"zip"`` (``torch.save`` archive), ``"torchscript"`` (zip holding
+        ``constants.pkl`` or ``code/``), ``"safetensors"`` or ``"legacy_pickle"``.
+
+    Raises
+    ------
+    CheckpointError
+        Missing file, directory, empty file, damaged zip, or content that is none
+        of the above.
+    """
+    path = Path(path)
+    size = _check_file(path)
+    head = _read_head(path)
+    if head.startswith(ZIP_MAGIC):
+        names = _zip_names(path)
+        if any(n.endswith("/constants.pkl") or "/code/" in n for n in names):
+            return "torchscript"
+        return "zip"
+    if _looks_like_safetensors(path, head, size):
+        return "safetensors"
+    if head[:1] == bytes([PICKLE_PROTO]):
+        return "legacy_pickle"
+    raise CheckpointError(
+        "is not a PyTorch checkpoint: it is neither a torch.save zip archive, a legacy "
+        "pickle nor a safetensors file. Choose a .pt/.pth/.ckpt/.bin/.safetensors file.",
+        path,
+    )
+
+
+# --------------------------------------------------------------------------- safety
+
+
+def pickle_globals(data: bytes) -> list[str]:
+    """List the globals a pickle would import, by scanning its opcodes (never unpickling).
+
+    ``torch.serialization.get_unsafe_globals_in_checkpoint`` only reads zip
+    archives; legacy (pre-1.6) ``torch.save`` files are a sequence of pickles, so
+    this walks them with :mod:`pickletools` instead. Scanning opcodes runs no code,
+    which is the whole point: ``pickle.load`` would call ``__reduce__`` results
+    such as ``os.system`` before we could look at them.
+
+    Parameters
+    ----------
+    data : bytes
+        One or more concatenated pickles.
+
+    Returns
+    -------
+    list of str
+        Sorted ``"module.qualname"`` strings from GLOBAL / STACK_GLOBAL opcodes
+        (STACK_GLOBAL names are resolved from the two preceding string opcodes).
+        Scanning stops quietly at the first undecodable byte.
+    """
+    found: set[str] = set()
+    stream = io.BytesIO(data)
+    while stream.tell() < len(data):
+        start = stream.tell()
+        strings: list[str] = []
+        try:
+            for op, arg, _ in pickletools.genops(stream):
+                if op.name == "GLOBAL":
+                    found.add(str(arg).replace(" ", "."))
+                elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                    found.add(f"{strings[-2]}.{strings[-1]}")
+                elif isinstance(arg, str):
+                    strings.append(arg)
+        except Exception:  # a damaged pickle: report what was found so far
+            break
+        if stream.tell() == start:
+            break
+    return sorted(found)
+
+
+def _safe_global_names() -> set[str]:
+    from torch import _weights_only_unpickler as wou
+
+    return set(wou._get_allowed_globals()) | set(wou._get_user_allowed_globals())
+
+
+def unsafe_globals(path: str | Path) -> list[str]:
+    """List the globals in a ``torch.save`` file that weights-only loading refuses.
+
+    Parameters
+    ----------
+    path : str or Path
+        A zip (``torch.save``) or legacy-pickle checkpoint.
+
+    Returns
+    -------
+    list of str
+        Sorted ``"module.qualname"`` strings, from
+        ``torch.serialization.get_unsafe_globals_in_checkpoint`` for zip files and
+        from :func:`pickle_globals` for legacy files. Nothing is unpickled.
+
+    Raises
+    ------
+    CheckpointError
+        The file is damaged or is not a pickle-based checkpoint.
+    """
+    path = Path(path)
+    container = detect_container(path)
+    try:
+        if container == "zip":
+            return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+        if container == "legacy_pickle":
+            safe = _safe_global_names()
+            return [g for g in pickle_globals(path.read_bytes()) if g not in safe]
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(f"its pickle data is damaged ({type(exc).__name__}: {exc}). {FIX_HINT}", path) from exc
+    raise CheckpointError(f"is a {container} file, which holds no pickle globals.", path)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _torch_load(path: Path, container: str, *, weights_only: bool, mmap: bool) -> Any:
+    use_mmap = mmap and container == "zip"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.load(path, map_location="cpu", weights_only=weights_only, mmap=use_mmap)
+
+
+def _load_pickled(path: Path, container: str, *, trust: bool, mmap: bool) -> Any:
+    """``torch.load`` with weights_only=True; on refusal list the globals and ask for trust."""
+    try:
+        return _torch_load(path, container, weights_only=True, mmap=mmap)
+    except Exception as exc:  # torch raises many types for damaged files
+        first = exc
+    try:
+        globals_ = unsafe_globals(path)
+    except CheckpointError:
+        globals_ = []
+    if not globals_:
+        raise CheckpointError(
+            f"cannot be read: {type(first).__name__}: {_short(first)}. The file is damaged or "
+            f"truncated. {FIX_HINT}",
+            path,
+        ) from first
+    if not trust:
+        raise TrustRequired(path, globals_, kind="pickle") from first
+    try:
+        return _torch_load(path, container, weights_only=False, mmap=mmap)
+    except Exception as exc:
+        raise CheckpointError(
+            f"could not be loaded even with trust: {type(exc).__name__}: {_short(exc)}. "
+            "The classes it needs must be importable (install or add the code that defined them).",
+            path,
+        ) from exc
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
+    from safetensors import safe_open
+
+    try:
+        tensors: dict[str, torch.Tensor] = {}
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            meta = dict(f.metadata() or {})
+            for key in f.keys():
+                tensors[key] = f.get_tensor(key)
+        return tensors, meta
+    except Exception as exc:  # SafetensorError, OSError, ...
+        raise CheckpointError(
+            f"is not a valid safetensors file ({type(exc).__name__}: {_short(exc)}). "
+            "Its header or data is damaged; save it again with safetensors.torch.save_file.",
+            path,
+        ) from exc
+
+
+def _read_torchscript(path: Path, trust: bool) -> nn.Module:
+    if not trust:
+        raise TrustRequired(path, [], kind="torchscript")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:
+        raise CheckpointError(
+            f"is a damaged TorchScript archive ({type(exc).__name__}: {_short(exc)}). {FIX_HINT}",
+            path,
+        ) from exc
+
+
+def _is_tensor_dict(obj: Any) -> bool:
+    return (
+        isinstance(obj, Mapping)
+        and len(obj) > 0
+        and all(isinstance(k, str) for k in obj)
+        and all(isinstance(v, torch.Tensor) for v in obj.values())
+    )
+
+
+def _find_state_dict(obj: dict) -> tuple[str, Any] | None:
+    """The (key, value) of a training dict that holds the model: known keys first, else the largest tensor dict."""
+    for key in STATE_DICT_KEYS:
+        value = obj.get(key)
+        if _is_tensor_dict(value) or isinstance(value, nn.Module):
+            return key, value
+    best = None
+    for key, value in obj.items():
+        if isinstance(key, str) and _is_tensor_dict(value) and (best is None or len(value) > len(best[1])):
+            best = (key, value)
+    return best
+
+
+def _is_lightning(obj: Mapping) -> bool:
+    marks = ("pytorch-lightning_version", "global_step", "optimizer_states", "lr_schedulers", "callbacks")
+    return "state_dict" in obj and any(m in obj for m in marks)
+
+
+def _classify(path: Path, obj: Any) -> tuple[str, str | None, dict, nn.Module | None]:
+    """Return (format, state_dict_key, state_dict, module) for a loaded object."""
+    if isinstance(obj, nn.Module):
+        return "pickled_module", None, obj.state_dict(), obj
+    if _is_tensor_dict(obj):
+        return "state_dict", None, dict(obj), None
+    if isinstance(obj, Mapping) and all(isinstance(k, str) for k in obj):
+        fmt = "lightning" if _is_lightning(obj) else "training_dict"
+        found = _find_state_dict(dict(obj))
+        if found is not None:
+            key, value = found
+            if isinstance(value, nn.Module):
+                return fmt, key, value.state_dict(), value
+            return fmt, key, dict(value), None
+        keys = ", ".join(repr(k) for k in list(obj)[:12])
+        raise CheckpointError(
+            f"holds a dict without any state_dict of tensors (top-level keys: {keys}). "
+            f"Save the model's state_dict under one of {', '.join(STATE_DICT_KEYS)}.",
+            path,
+        )
+    raise CheckpointError(
+        f"holds a {type(obj).__name__}, not a state_dict or a training checkpoint dict. "
+        "Save model.state_dict() (or a dict containing it) with torch.save.",
+        path,
+    )
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def _plain(value: Any) -> Any:
+    """Tensors, tuples and nested containers as plain JSON-able Python values."""
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _optimizer_state(raw: Mapping) -> Mapping | None:
+    for key in OPTIMIZER_KEYS:
+        value = raw.get(key)
+        if isinstance(value, Mapping) and "param_groups" in value:
+            return value
+    states = raw.get("optimizer_states")  # Lightning: a list, one per optimizer
+    if isinstance(states, (list, tuple)) and states and isinstance(states[0], Mapping):
+        return states[0]
+    return None
+
+
+def guess_optimizer_class(group_keys: Iterable[str], group: Mapping | None = None) -> str | None:
+    """Name the ``torch.optim`` class whose constructor arguments match a param group's keys.
+
+    Parameters
+    ----------
+    group_keys : iterable of str
+        Keys of ``param_groups[0]`` (``"params"`` is ignored).
+    group : mapping, optional
+        The group itself; ``decoupled_weight_decay`` in it tells AdamW from Adam.
+
+    Returns
+    -------
+    str or None
+        The class name with the best Jaccard overlap of keys (at least 0.6), or None.
+    """
+    import inspect
+
+    keys = set(group_keys) - {"params", "initial_lr", "param_names"}
+    if not keys:
+        return None
+    best, best_score = None, 0.6
+    for name in dir(torch.optim):
+        cls = getattr(torch.optim, name)
+        if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)) or cls is torch.optim.Optimizer:
+            continue
+        try:
+            args = set(inspect.signature(cls.__init__).parameters) - {"self", "params"}
+        except (TypeError, ValueError):
+            continue
+        score = len(keys & args) / len(keys | args) if args else 0.0
+        if score > best_score or (score == best_score and best is not None and name < best):
+            best, best_score = name, score
+    if best in ("Adam", "AdamW") and group is not None and "decoupled_weight_decay" in group:
+        best = "AdamW" if group["decoupled_weight_decay"] else "Adam"
+    return best
+
+
+def _optimizer_info(raw: Mapping) -> tuple[str | None, dict]:
+    state = _optimizer_state(raw)
+    if state is None:
+        return None, {}
+    groups = state.get("param_groups") or [{}]
+    group = groups[0] if isinstance(groups[0], Mapping) else {}
+    hparams = {str(k): _plain(v) for k, v in group.items() if k not in ("params", "param_names")}
+    name = raw.get("optimizer_class")
+    if not isinstance(name, str):
+        name = guess_optimizer_class(group.keys(), group)
+    return name, hparams
+
+
+def tensor_stats(state_dict: Mapping[str, torch.Tensor]) -> tuple[int, int, dict[str, int]]:
+    """Count a state_dict's tensors.
+
+    Returns
+    -------
+    (num_tensors, total_params, dtypes)
+        ``total_params`` is the sum of ``numel`` over unique tensors (same storage,
+        offset, shape and stride count once); ``dtypes`` maps ``"float32"`` -> count.
+    """
+    seen: set[tuple] = set()
+    total = 0
+    dtypes: dict[str, int] = {}
+    for t in state_dict.values():
+        name = str(t.dtype).removeprefix("torch.")
+        dtypes[name] = dtypes.get(name, 0) + 1
+        try:
+            ident = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+        except (RuntimeError, NotImplementedError):  # meta / exotic tensors
+            ident = (id(t),)
+        if t.numel() and ident in seen:
+            continue
+        seen.add(ident)
+        total += t.numel()
+    return len(state_dict), total, dtypes
+
+
+def _scalar_extras(raw: Mapping, used: set[str]) -> dict:
+    out = {}
+    for key, value in raw.items():
+        if key in used or not isinstance(key, str):
+            continue
+        if isinstance(value, (str, int, float, bool)) or (isinstance(value, torch.Tensor) and value.numel() == 1):
+            out[key] = _plain(value)
+    return out
+
+
+def _metadata_from_raw(fmt: str, container: str, key: str | None, raw: Mapping | None) -> CheckpointMetadata:
+    meta = CheckpointMetadata(format=fmt, container=container, state_dict_key=key)
+    if raw is None:
+        return meta
+    meta.epoch = _as_int(raw.get("epoch"))
+    meta.global_step = _as_int(raw.get("global_step", raw.get("step")))
+    meta.loss = _as_float(raw.get("loss"))
+    meta.optimizer_class, meta.optimizer_hparams = _optimizer_info(raw)
+    arch = raw.get("arch")
+    if isinstance(arch, Mapping) and isinstance(arch.get("name"), str):
+        meta.arch = {"name": arch["name"], "kwargs": dict(arch.get("kwargs") or {})}
+    frozen = raw.get("frozen")
+    if isinstance(frozen, (list, tuple)):
+        meta.frozen = [str(n) for n in frozen]
+    if isinstance(raw.get("hyper_parameters"), Mapping):
+        meta.extra["hyper_parameters"] = _plain(raw["hyper_parameters"])
+    used = {"epoch", "global_step", "step", "loss", "optimizer_class", key or ""}
+    meta.extra.update(_scalar_extras(raw, used))
+    return meta
+
+
+def _safetensors_metadata(meta: CheckpointMetadata, header: dict) -> None:
+    meta.extra["__metadata__"] = dict(header)
+    for field_name in ("arch", "frozen"):  # Workbench-style entries stored as JSON strings
+        if field_name in header:
+            try:
+                value = json.loads(header[field_name])
+            except (TypeError, ValueError):
+                continue
+            if field_name == "arch" and isinstance(value, dict) and isinstance(value.get("name"), str):
+                meta.arch = {"name": value["name"], "kwargs": dict(value.get("kwargs") or {})}
+            elif field_name == "frozen" and isinstance(value, list):
+                meta.frozen = [str(v) for v in value]
+    for field_name, conv in (("epoch", _as_int), ("global_step", _as_int), ("loss", _as_float)):
+        text = header.get(field_name)
+        if text is not None:
+            try:
+                setattr(meta, field_name, conv(float(text)))
+            except (TypeError, ValueError):
+                pass
+
+
+# --------------------------------------------------------------------------- read_checkpoint
+
+
+def read_checkpoint(path: str | Path, *, trust: bool = False, mmap: bool = True) -> Checkpoint:
+    """Read any supported checkpoint file to CPU.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file. Its format is found from its content (see :func:`detect_container`).
+    trust : bool
+        Allow loading that runs code from the file: full pickles (``weights_only=False``)
+        and TorchScript (``torch.jit.load``). Default False.
+    mmap : bool
+        Memory-map zip archives (``torch.load(mmap=True)``): a 1 GB file opens in
+        milliseconds and pages are read on first use. Default True.
+
+    Returns
+    -------
+    Checkpoint
+        Its ``state_dict`` keys keep their prefixes; see :func:`strip_prefixes`.
+
+    Raises
+    ------
+    TrustRequired
+        The file is TorchScript, or a pickle needing globals that weights-only loading
+        refuses (listed in ``.globals``), and ``trust`` is False. Nothing from the file ran.
+    CheckpointError
+        Missing, empty, truncated, damaged or unrecognised file; a dict without a state_dict.
+    """
+    path = Path(path)
+    container = detect_container(path)
+    size = path.stat().st_size
+    raw: dict | None = None
+    module: nn.Module | None = None
+    if container == "safetensors":
+        state_dict, header = _read_safetensors(path)
+        meta = CheckpointMetadata(format="safetensors", container=container)
+        _safetensors_metadata(meta, header)
+    elif container == "torchscript":
+        module = _read_torchscript(path, trust)
+        state_dict = dict(module.state_dict())
+        meta = CheckpointMetadata(format="torchscript", container=container)
+    else:
+        obj = _load_pickled(path, container, trust=trust, mmap=mmap)
+        fmt, key, state_dict, module = _classify(path, obj)
+        raw = dict(obj) if isinstance(obj, Mapping) and fmt != "state_dict" else None
+        meta = _metadata_from_raw(fmt, container, key, raw)
+    if not state_dict:
+        raise CheckpointError("holds no tensors. Save a model's state_dict into it.", path)
+    meta.num_tensors, meta.total_params, meta.dtypes = tensor_stats(state_dict)
+    meta.file_size = size
+    return Checkpoint(path=path, state_dict=state_dict, metadata=meta, raw=raw, module=module)
+
+
+# --------------------------------------------------------------------------- prefixes
+
+
+def _strip_component(keys: Iterable[str], component: str) -> dict[str, str]:
+    """Map each key to the key without the module path component ``component`` (anywhere)."""
+    out = {}
+    for key in keys:
+        parts = key.split(".")
+        out[key] = ".".join([p for p in parts[:-1] if p != component] + parts[-1:])
+    return out
+
+
+def _strip_leading(keys: Iterable[str], prefix: str) -> dict[str, str]:
+    return {k: k[len(prefix):] if k.startswith(prefix) else k for k in keys}
+
+
+def _apply(state_dict: Mapping, mapping: dict[str, str]) -> dict | None:
+    """Rename keys; None if two keys would collide."""
+    new = {mapping[k]: v for k, v in state_dict.items()}
+    return new if len(new) == len(state_dict) else None
+
+
+def _common_leading(keys: list[str]) -> list[str]:
+    """First path components shared by at least half of the keys, most frequent first."""
+    counts: dict[str, int] = {}
+    for k in keys:
+        if "." in k:
+            first = k.split(".", 1)[0] + "."
+            counts[first] = counts.get(first, 0) + 1
+    half = max(1, len(keys) // 2)
+    return [p for p, c in sorted(counts.items(), key=lambda kv: -kv[1]) if c >= half]
+
+
+def strip_prefixes(
+    state_dict: Mapping[str, torch.Tensor], reference_keys: Iterable[str] | None = None
+) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Remove wrapper prefixes from state_dict keys.
+
+    ``module.`` (``nn.DataParallel`` / DDP) and ``_orig_mod.`` (``torch.compile``)
+    are removed wherever they occur as a path component, also nested
+    (``module._orig_mod.``), unless ``reference_keys`` use them. A leading wrapper
+    prefix (``model.`` as in Lightning, ``net.``, ``backbone.``, or any first
+    component shared by at least half of the keys) is removed only when
+    ``reference_keys`` are given and more keys match them afterwards.
+
+    Parameters
+    ----------
+    state_dict : mapping of str to Tensor
+        The checkpoint's tensors.
+    reference_keys : iterable of str, optional
+        The target module's ``state_dict()`` keys.
+
+    Returns
+    -------
+    (dict, list of str)
+        The renamed dict (same tensor objects) and the stripped prefixes in order,
+        e.g. ``["module.", "model."]``.
+    """
+    ref = set(reference_keys) if reference_keys is not None else None
+    current = dict(state_dict)
+    stripped: list[str] = []
+
+    def score(d: Mapping) -> int:
+        return len(ref.intersection(d)) if ref is not None else 0
+
+    for prefix in ALWAYS_STRIPPED:
+        comp = prefix[:-1]
+        if ref is not None and any(comp in k.split(".")[:-1] for k in ref):
+            continue
+        if any(comp in k.split(".")[:-1] for k in current):
+            new = _apply(current, _strip_component(current, comp))
+            if new is not None:
+                current = new
+                stripped.append(prefix)
+    if ref is None:
+        return current, stripped
+    for _ in range(3):  # nested wrappers such as "model.net."
+        best, best_prefix = score(current), None
+        options = list(dict.fromkeys([*WRAPPER_PREFIXES, *_common_leading(list(current))]))
+        for prefix in options:
+            if not any(k.startswith(prefix) for k in current):
+                continue
+            new = _apply(current, _strip_leading(current, prefix))
+            if new is not None and score(new) > best:
+                best, best_prefix, best_dict = score(new), prefix, new
+        if best_prefix is None:
+            break
+        current = best_dict
+        stripped.append(best_prefix)
+    return current, stripped

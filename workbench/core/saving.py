@@ -1,0 +1,232 @@
+"""Write Workbench training checkpoints that load with ``torch.load(weights_only=True)``.
+
+The layout follows the PyTorch tutorial "Saving and loading a general checkpoint"
+(https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html)::
+
+    {
+        "model_state_dict": {...},          # tensors on CPU
+        "optimizer_state_dict": {...},      # when there is an optimizer
+        "optimizer_class": "AdamW",
+        "scheduler_state_dict": {...},      # when there is a scheduler
+        "scheduler_class": "StepLR",
+        "epoch": 3, "step": 1200, "loss": 0.41,
+        "arch": {"name": "resnet18", "kwargs": {"num_classes": 10}},   # or None
+        "frozen": ["conv1.weight", ...],    # qualified names of parameters with requires_grad False
+        "workbench_version": "0.1.0",
+        "rng_state": {"torch": ByteTensor, "cuda": [ByteTensor, ...], "numpy": [...], "python": [...]},
+    }
+
+Only tensors, dicts, lists, tuples, str, int, float, bool and None are stored, so
+the weights-only unpickler accepts the file and opening it never runs code.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from workbench.core.errors import CheckpointError
+from workbench.core.io import atomic_save
+
+_RESERVED = frozenset(
+    {"model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "arch", "frozen", "workbench_version"}
+)
+
+
+def to_plain(value: Any, *, copy: bool = True) -> Any:
+    """Convert a value to what ``torch.load(weights_only=True)`` accepts.
+
+    Parameters
+    ----------
+    value : Any
+        Tensors are detached and moved to CPU (cloned when ``copy``); numpy arrays
+        become tensors, numpy scalars Python numbers; sets become sorted lists;
+        mappings become dicts with the same keys; callables (e.g. ``LambdaLR``
+        lambdas) and other objects become None.
+    copy : bool
+        Clone tensors so later in-place updates (the next optimizer step) do not
+        change what is saved.
+
+    Returns
+    -------
+    Any
+        A value made of tensors, dict, list, tuple, str, int, float, bool and None.
+    """
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu()
+        return t.clone() if copy and t.data_ptr() == value.data_ptr() else t
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {k: to_plain(v, copy=copy) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(to_plain(v, copy=copy) for v in value)
+    if isinstance(value, list):
+        return [to_plain(v, copy=copy) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((to_plain(v, copy=copy) for v in value), key=repr)
+    return _numpy_to_plain(value)
+
+
+def _numpy_to_plain(value: Any) -> Any:
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        return None
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy()) if value.dtype != object else [to_plain(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    return None
+
+
+def rng_state() -> dict:
+    """The torch, CUDA, numpy and Python random states as weights-only-loadable values.
+
+    Returns
+    -------
+    dict
+        ``{"torch": ByteTensor, "cuda": list of ByteTensor (empty without CUDA),
+        "numpy": [name, list of int, pos, has_gauss, cached_gaussian],
+        "python": [version, list of int, gauss_next]}``.
+    """
+    import numpy as np
+
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": [str(name), [int(k) for k in keys], int(pos), int(has_gauss), float(cached)],
+        "python": [int(version), list(internal), gauss_next],
+    }
+
+
+def restore_rng_state(state: Mapping) -> None:
+    """Inverse of :func:`rng_state`; missing entries are left alone."""
+    import numpy as np
+
+    if isinstance(state.get("torch"), torch.Tensor):
+        torch.set_rng_state(state["torch"].to(torch.uint8))
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([t.to(torch.uint8) for t in state["cuda"]])
+    if state.get("numpy"):
+        name, keys, pos, has_gauss, cached = state["numpy"]
+        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    if state.get("python"):
+        version, internal, gauss_next = state["python"]
+        random.setstate((version, tuple(internal), gauss_next))
+
+
+def frozen_names(model: nn.Module) -> list[str]:
+    """Qualified names of parameters with ``requires_grad`` False (shared ones listed once)."""
+    return [name for name, p in model.named_parameters() if not p.requires_grad]
+
+
+def _arch_dict(arch: Any) -> dict | None:
+    if arch is None:
+        return None
+    if hasattr(arch, "to_dict"):
+        return arch.to_dict()
+    if isinstance(arch, Mapping):
+        return {"name": str(arch["name"]), "kwargs": dict(arch.get("kwargs") or {})}
+    return {"name": str(arch), "kwargs": {}}
+
+
+def checkpoint_payload(
+    model: nn.Module,
+    *,
+    arch: Any = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    epoch: int | None = None,
+    step: int | None = None,
+    loss: float | torch.Tensor | None = None,
+    extra: Mapping | None = None,
+    include_rng: bool = True,
+) -> dict:
+    """Collect everything a Workbench checkpoint holds (see the module docstring for the layout).
+
+    Parameters
+    ----------
+    model : nn.Module
+        Its ``state_dict`` is cloned to CPU (safe to hand to another thread).
+    arch : ArchSpec, dict, str or None
+        The architecture, stored as ``{"name", "kwargs"}`` so the file reopens
+        without asking.
+    optimizer, scheduler : optional
+        Their ``state_dict()`` (tensors cloned) and class names.
+    epoch, step : int, optional
+    loss : float or 0-d Tensor, optional
+    extra : mapping, optional
+        More top-level entries (converted with :func:`to_plain`); they may not
+        replace the reserved keys.
+    include_rng : bool
+        Store :func:`rng_state` under ``"rng_state"``. Default True.
+
+    Returns
+    -------
+    dict
+        Loadable with ``torch.load(path, weights_only=True)`` once saved.
+
+    Raises
+    ------
+    ValueError
+        ``extra`` uses a reserved key, or ``arch`` kwargs are not plain values.
+    """
+    import workbench
+
+    payload: dict[str, Any] = {"model_state_dict": to_plain(model.state_dict())}
+    if optimizer is not None:
+        payload["optimizer_state_dict"] = to_plain(optimizer.state_dict())
+        payload["optimizer_class"] = type(optimizer).__name__
+    if scheduler is not None:
+        payload["scheduler_state_dict"] = to_plain(scheduler.state_dict())
+        payload["scheduler_class"] = type(scheduler).__name__
+    payload["epoch"] = None if epoch is None else int(epoch)
+    payload["step"] = None if step is None else int(step)
+    payload["loss"] = None if loss is None else float(loss)
+    payload["arch"] = _arch_dict(arch)
+    payload["frozen"] = frozen_names(model)
+    payload["workbench_version"] = workbench.__version__
+    if include_rng:
+        payload["rng_state"] = rng_state()
+    for key, value in (extra or {}).items():
+        if key in _RESERVED:
+            raise ValueError(f"extra entry {key!r} would replace a reserved checkpoint entry")
+        payload[key] = to_plain(value)
+    return payload
+
+
+def save_checkpoint(path: str | Path, payload: Mapping) -> Path:
+    """Write a payload atomically with ``torch.save`` (temporary file + ``os.replace``).
+
+    Parameters
+    ----------
+    path : str or Path
+        Target file; its folder is created. A failed save leaves the previous file intact.
+    payload : mapping
+        Usually from :func:`checkpoint_payload`.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    CheckpointError
+        The file could not be written (permissions, disk full, ...).
+    """
+    path = Path(path)
+    try:
+        return atomic_save(dict(payload), path)
+    except OSError as exc:
+        raise CheckpointError(
+            f"could not be written ({exc.strerror or exc}). Check that the folder is writable and the disk has space; "
+            "the previous file, if any, is unchanged.",
+            path,
+        ) from exc
