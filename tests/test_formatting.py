@@ -46,6 +46,7 @@ def test_shapes():
     assert parse_shape(" (1, 3, 8, 8) ") == (1, 3, 8, 8)
     assert parse_shape("1x3x8x8") == (1, 3, 8, 8)
     assert parse_shape([2, 4]) == (2, 4)
-    for bad in ["", "1,a", "1,0", "-1,3"]:
+    assert parse_shape("(8,)") == (8,)
+    for bad in ["", "1,a", "1,0", "-1,3", "1,x", "1,,3", "1x3,4"]:
         with pytest.raises(ValueError):
             parse_shape(bad)

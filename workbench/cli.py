@@ -1,5 +1,403 @@
-"""Placeholder; replaced below."""
+"""The ``workbench`` command.
+
+``workbench inspect PATH ...``
+    Print a checkpoint's metadata, how it was loaded, and its module tree with
+    output shapes, parameters and FLOPs (or the same as JSON).
+``workbench train RUN.toml``
+    Train from a run configuration, without the GUI
+    (:func:`workbench.core.training.train_from_toml`).
+``workbench [PATH] [--arch NAME|SPEC] [--trust] ...``
+    Open the desktop app (:func:`workbench.ui.app.main`).
+
+Exit codes of ``inspect``: 0 loaded (also when no architecture fits and the
+weights-only tree is shown); 1 the file could not be loaded, needs trust that
+was not given, does not fit the chosen architecture, or the input shape does
+not fit the model (a short message on stderr; a traceback only with
+``--debug``); 2 usage error.
+
+Imports are lazy: torch is imported when a command needs it, Qt only for the GUI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main", "inspect_main", "build_inspect_parser", "DETECT_THRESHOLD"]
+
+#: Auto-detection uses the best candidate when its score is at least this.
+DETECT_THRESHOLD = 0.9
+
+_EPILOG = """\
+exit codes: 0 loaded (also when only the weights-only tree can be shown);
+1 the file could not be loaded, needs --trust, does not fit the architecture,
+or the input shape does not fit the model; 2 usage error.
+
+examples:
+  workbench inspect resnet18.pth --input-shape 1,3,224,224
+  workbench inspect run/last.pt --json
+  workbench inspect model.ckpt --arch "resnet50(num_classes=10)" --partial
+"""
 
 
-def main(argv=None):
+def _shape_arg(text: str) -> tuple[int, ...]:
+    from workbench.core.formatting import parse_shape
+
+    try:
+        return parse_shape(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_inspect_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``workbench inspect``."""
+    parser = argparse.ArgumentParser(
+        prog="workbench inspect",
+        description="Show what a checkpoint holds: metadata, load report, module tree, shapes, parameters, FLOPs.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("path", help="checkpoint file (.pt, .pth, .bin, .ckpt, .safetensors, TorchScript)")
+    parser.add_argument(
+        "--arch",
+        metavar="NAME|SPEC",
+        help='architecture: a torchvision name ("resnet18", "resnet18(num_classes=10)"), "digits_cnn", '
+        'or a factory "pkg.mod:fn" / "file.py:fn". Default: the checkpoint\'s own entry, else auto-detection',
+    )
+    parser.add_argument("--num-classes", type=int, metavar="N", help="num_classes passed to the architecture")
+    parser.add_argument(
+        "--input-shape",
+        type=_shape_arg,
+        metavar="N,C,H,W",
+        help="example input shape, e.g. 1,3,224,224: adds output shapes and FLOPs",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="allow loading a full pickled model / TorchScript / custom classes (runs code from the file)",
+    )
+    parser.add_argument(
+        "--partial", action="store_true", help="load every matching tensor and list the rest (not strict)"
+    )
+    parser.add_argument("--max-depth", type=int, metavar="D", help="show modules down to this depth only")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    return parser
+
+
+class _Failure(Exception):
+    """Ends ``inspect`` with exit code 1 and a message for stderr."""
+
+
+def _load(args: argparse.Namespace) -> dict[str, Any]:
+    """Read the file and get a module. Returns the pieces for the output.
+
+    Raises
+    ------
+    WorkbenchError
+        From reading / strict loading; the caller turns it into exit code 1.
+    """
+    from workbench.core.architectures import (
+        ArchSpec,
+        detect_architecture,
+        load_model,
+        weights_only_model,
+    )
+    from workbench.core.checkpoint import read_checkpoint
+    from workbench.core.errors import ArchitectureError
+
+    ckpt = read_checkpoint(args.path, trust=args.trust)
+    extra_kwargs = {"num_classes": args.num_classes} if args.num_classes is not None else {}
+    out: dict[str, Any] = {
+        "checkpoint": ckpt,
+        "spec": None,
+        "arch_source": None,
+        "candidates": [],
+        "report": None,
+        "weights_only": False,
+        "notes": [],
+    }
+    strict = not args.partial
+
+    if args.arch:
+        spec = ArchSpec.parse(args.arch, **extra_kwargs)
+        out["arch_source"] = "--arch"
+    elif ckpt.module is not None:
+        out["model"] = ckpt.module
+        out["arch_source"] = "file (full module)"
+        out["spec"] = ArchSpec(type(ckpt.module).__name__)
+        return out
+    elif ckpt.metadata.arch:
+        spec = ArchSpec.from_dict(ckpt.metadata.arch)
+        spec.kwargs.update(extra_kwargs)
+        out["arch_source"] = "checkpoint"
+    else:
+        candidates = detect_architecture(ckpt.state_dict, top_k=5)
+        out["candidates"] = candidates
+        best = candidates[0] if candidates else None
+        if best is not None and best.score >= DETECT_THRESHOLD:
+            spec = ArchSpec(best.spec.name, {**best.spec.kwargs, **extra_kwargs})
+            out["arch_source"] = f"detected (score {best.score:.3f})"
+        else:
+            spec = None
+            found = f"best guess {best.spec} scores {best.score:.2f}" if best else "no architecture matches"
+            out["notes"].append(
+                f"No architecture fits well enough ({found}); showing the weights-only tree. "
+                "Forward passes and training need an architecture: choose one with --arch."
+            )
+    if spec is None:
+        out["model"] = weights_only_model(ckpt.state_dict)
+        out["weights_only"] = True
+        return out
+
+    out["spec"] = spec
+    try:
+        model, report = load_model(ckpt, spec, strict=strict)
+    except ArchitectureError as exc:
+        if out["arch_source"] and out["arch_source"].startswith("detected"):
+            # Auto-detection was a guess: fall back to the weights-only tree (exit 0).
+            out["notes"].append(
+                f"Detected {spec} but it does not load strictly ({exc}). Showing the weights-only tree; "
+                f"load the matching tensors with --arch {spec.name} --partial."
+            )
+            out["model"] = weights_only_model(ckpt.state_dict)
+            out["weights_only"] = True
+            out["report"] = getattr(exc, "report", None)
+            return out
+        raise
+    out["model"] = model
+    out["report"] = report
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly copy: tuples -> lists, tensors/other objects -> str."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _report_dict(report) -> dict | None:
+    if report is None:
+        return None
+    return {
+        "ok": bool(report.ok),
+        "strict": bool(report.strict),
+        "loaded": int(report.loaded),
+        "stripped_prefixes": list(report.stripped_prefixes),
+        "missing": list(report.missing),
+        "unexpected": list(report.unexpected),
+        "mismatched": [
+            {"name": n, "expected": list(map(int, e)), "found": list(map(int, f))} for n, e, f in report.mismatched
+        ],
+    }
+
+
+def _to_json(args, loaded: dict, root, rows: list[dict]) -> str:
+    ckpt = loaded["checkpoint"]
+    spec = loaded["spec"]
+    meta = dataclasses.asdict(ckpt.metadata)
+    doc = {
+        "path": str(ckpt.path),
+        "arch": spec.name if spec is not None else None,
+        "arch_kwargs": _plain(spec.kwargs) if spec is not None else None,
+        "arch_source": loaded["arch_source"],
+        "weights_only": loaded["weights_only"],
+        "candidates": [
+            {"arch": c.spec.name, "kwargs": _plain(c.spec.kwargs), "score": float(c.score)}
+            for c in loaded["candidates"]
+        ],
+        "load_report": _report_dict(loaded["report"]),
+        "metadata": _plain(meta),
+        "input_shape": list(args.input_shape) if args.input_shape else None,
+        "total_params": int(root.total_params),
+        "trainable_params": int(root.trainable_params),
+        "total_bytes": int(root.total_bytes),
+        "total_flops": None if root.flops is None else int(root.flops),
+        "notes": loaded["notes"],
+        "modules": rows,
+    }
+    return json.dumps(doc, indent=2)
+
+
+def _table(loaded: dict, root, rows: list[dict]) -> str:
+    from workbench.core.formatting import (
+        format_bytes,
+        format_count,
+        format_flops,
+        format_int,
+        format_shape,
+    )
+
+    ckpt = loaded["checkpoint"]
+    meta = ckpt.metadata
+    lines = [f"File        {ckpt.path}"]
+    lines.append(
+        f"Format      {meta.format} ({meta.container})"
+        + (f", state_dict at '{meta.state_dict_key}'" if meta.state_dict_key else "")
+        + f", {format_bytes(meta.file_size)}"
+    )
+    progress = []
+    if meta.epoch is not None:
+        progress.append(f"epoch {meta.epoch}")
+    if meta.global_step is not None:
+        progress.append(f"step {meta.global_step}")
+    if meta.loss is not None:
+        progress.append(f"loss {meta.loss:.6g}")
+    if progress:
+        lines.append("Progress    " + ", ".join(progress))
+    if meta.optimizer_class or meta.optimizer_hparams:
+        hp = ", ".join(
+            f"{k}={v}" for k, v in meta.optimizer_hparams.items() if isinstance(v, (int, float, str, bool, tuple, list))
+        )
+        lines.append(f"Optimizer   {meta.optimizer_class or '?'}" + (f" ({hp})" if hp else ""))
+    dtypes = ", ".join(f"{k} x{v}" for k, v in meta.dtypes.items())
+    lines.append(f"Tensors     {format_int(meta.num_tensors)} ({dtypes}), {format_int(meta.total_params)} values")
+
+    spec = loaded["spec"]
+    if loaded["weights_only"]:
+        lines.append("Arch        none (weights-only tree: forward passes and training need an architecture)")
+    elif spec is not None:
+        lines.append(f"Arch        {spec} [{loaded['arch_source']}]")
+    if loaded["candidates"]:
+        top = ", ".join(f"{c.spec} {c.score:.3f}" for c in loaded["candidates"][:3])
+        lines.append(f"Detected    {top}")
+    report = loaded["report"]
+    if report is not None:
+        kind = "strict" if report.strict else "partial"
+        stripped = ", ".join(repr(p) for p in report.stripped_prefixes) or "none"
+        lines.append(f"Load        {kind}, {report.loaded} tensors loaded, stripped prefixes: {stripped}")
+        lines.append(f"            {report.summary()}")
+    for note in loaded["notes"]:
+        lines.append(f"Note        {note}")
+    lines.append("")
+
+    header = ("Name", "Type", "Output shape", "Params", "Trainable", "FLOPs")
+    table = []
+    for row in rows:
+        name = row["name"] or root.short_name
+        table.append(
+            (
+                "  " * row["depth"] + name,
+                row["type"],
+                format_shape(row["output_shape"]),
+                format_int(row["params"]),
+                format_int(row["trainable"]),
+                format_int(row["flops"]),
+            )
+        )
+    widths = [max(len(header[i]), *(len(r[i]) for r in table)) for i in range(len(header))]
+    right = {3, 4, 5}
+
+    def fmt(cells):
+        return "  ".join(c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
+
+    lines.append(fmt(header))
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(fmt(r) for r in table)
+    lines.append("")
+    lines.append(f"Total params      {format_int(root.total_params)} ({format_count(root.total_params)})")
+    lines.append(f"Trainable params  {format_int(root.trainable_params)}")
+    lines.append(f"Size              {format_bytes(root.total_bytes)} (parameters and buffers)")
+    if root.flops is not None:
+        lines.append(f"FLOPs             {format_int(root.flops)} ({format_flops(root.flops)})")
+    return "\n".join(lines)
+
+
+def inspect_main(argv: Sequence[str]) -> int:
+    """Run ``workbench inspect`` with ``argv`` (the arguments after ``inspect``).
+
+    Returns
+    -------
+    int
+        Exit code: 0 loaded, 1 could not load, 2 usage error (argparse exits
+        via SystemExit(2) and this returns 2).
+    """
+    parser = build_inspect_parser()
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:  # argparse: usage error (2) or --help (0)
+        return int(exc.code or 0)
+
+    from workbench.core.errors import WorkbenchError
+
+    try:
+        from workbench.core.summary import annotate_shapes_and_flops, build_summary, summary_rows
+
+        loaded = _load(args)
+        root = build_summary(loaded["model"])
+        if args.input_shape:
+            if loaded["weights_only"]:
+                loaded["notes"].append("No output shapes or FLOPs: the weights-only tree cannot run a forward pass.")
+            else:
+                label = loaded["spec"].name if loaded["spec"] is not None else None
+                annotate_shapes_and_flops(root, args.input_shape, label=label)
+        rows = summary_rows(root, args.max_depth)
+        text = _to_json(args, loaded, root, rows) if args.json else _table(loaded, root, rows)
+    except WorkbenchError as exc:
+        return _fail(str(exc), args.debug)
+    except Exception as exc:  # a bug or an unforeseen torch error: still no traceback by default
+        return _fail(f"{args.path}: unexpected error: {type(exc).__name__}: {exc}", args.debug)
+    print(text)
     return 0
+
+
+def _fail(message: str, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"workbench inspect: {message}", file=sys.stderr)
+    if not debug:
+        print("(run with --debug for the full traceback)", file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``workbench`` console script and ``python -m workbench``.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The process exit code.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "inspect":
+        return inspect_main(argv[1:])
+    if argv and argv[0] == "train":
+        return _train_main(argv[1:])
+    from workbench.ui.app import main as gui_main
+
+    return gui_main(argv)
+
+
+def _train_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="workbench train", description="Train from a run configuration (TOML).")
+    parser.add_argument("config", help="RUN.toml")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.training import train_from_toml
+
+    try:
+        return int(train_from_toml(args.config, out=print))
+    except WorkbenchError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"workbench train: {exc}", file=sys.stderr)
+        return 1

@@ -175,8 +175,12 @@ def parse_shape(text: str | Sequence[int]) -> tuple[int, ...]:
         When a dimension is not a positive integer or the shape is empty.
     """
     if isinstance(text, str):
-        cleaned = text.strip().strip("()[]").replace("x", ",").replace("×", ",")
-        parts = [p.strip() for p in cleaned.split(",") if p.strip()]
+        cleaned = text.strip().strip("()[]")
+        if "," not in cleaned:
+            cleaned = cleaned.replace("x", ",").replace("×", ",")
+        parts = [p.strip() for p in cleaned.split(",")]
+        if parts and parts[-1] == "":  # a trailing comma: "(1,)"
+            parts.pop()
     else:
         parts = list(text)
     if not parts:
