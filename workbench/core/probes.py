@@ -605,3 +605,28 @@ def leaf_modules(model: nn.Module) -> list[str]:
 
 
 __all__ += ["eval_mode", "leaf_modules", "model_device", "DEFAULT_BINS"]
+
+
+def dataset_batch(config, batch_size: int = 16, split: str = "val") -> torch.Tensor:
+    """The first ``batch_size`` inputs of a dataset, stacked: e.g. ``(N, C, H, W)``.
+
+    Parameters
+    ----------
+    config : workbench.core.config.DataConfig
+        Which dataset and transforms (the same ones training uses).
+    batch_size : int
+        Number of samples.
+    split : str
+        ``"val"`` (default: deterministic, no augmentation) or ``"train"``.
+
+    Raises
+    ------
+    workbench.core.errors.DataError
+        The dataset is missing or broken (from :func:`workbench.core.data.build_datasets`).
+    """
+    from workbench.core.data import build_datasets
+
+    train_ds, val_ds, _ = build_datasets(config)
+    ds = val_ds if split == "val" and len(val_ds) else train_ds
+    n = min(int(batch_size), len(ds))
+    return torch.stack([torch.as_tensor(ds[i][0]) for i in range(n)])

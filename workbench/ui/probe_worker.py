@@ -1,0 +1,86 @@
+"""Run one probe batch off the GUI thread.
+
+:class:`ProbeBatchWorker` is a QObject moved to a QThread (superqt wiring, see
+:func:`start_probe_worker`). Its :meth:`~ProbeBatchWorker.run` slot builds the
+batch (random data of the input shape, or the first samples of a dataset) and
+calls :func:`workbench.core.probes.probe_batch`, which runs one forward pass in
+``eval()`` under ``torch.no_grad()`` and restores every module's mode. Only
+CPU results (:class:`~workbench.core.probes.ActivationStats`) come back, by the
+``done`` signal; an exception comes back as ``failed(traceback text)``.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from workbench.core.health import activation_badges
+from workbench.core.probes import probe_batch
+
+_LIVE: set[QObject] = set()
+
+
+class ProbeBatchWorker(QObject):
+    """One probe batch: ``make_batch()`` then ``probe_batch(model, batch, names)``.
+
+    Parameters
+    ----------
+    model : nn.Module
+    names : list of str
+        Modules to probe.
+    make_batch : callable
+        ``make_batch() -> Tensor``, run on the worker thread (may raise ``DataError``).
+    probe_kwargs : dict, optional
+        Passed to :class:`~workbench.core.probes.ActivationProbe`.
+
+    Signals
+    -------
+    done(dict)
+        ``{"stats": dict[str, ActivationStats], "badges": dict[str, list[Badge]]}``.
+    failed(str)
+        The formatted traceback.
+    finished()
+        Always last.
+    """
+
+    done = Signal(dict)
+    failed = Signal(str)
+    finished = Signal()
+
+    def __init__(self, model, names: list[str], make_batch: Callable, probe_kwargs: dict | None = None):
+        super().__init__()
+        self.model = model
+        self.names = list(names)
+        self.make_batch = make_batch
+        self.probe_kwargs = dict(probe_kwargs or {})
+        self.aborted = False
+
+    @Slot()
+    def run(self) -> None:
+        """Build the batch, probe, emit ``done`` (unless aborted) or ``failed``, then ``finished``."""
+        try:
+            stats = probe_batch(self.model, self.make_batch(), self.names, **self.probe_kwargs)
+            if not self.aborted:
+                self.done.emit({"stats": stats, "badges": activation_badges(stats)})
+        except Exception as exc:  # noqa: BLE001 - reported to the GUI, never swallowed
+            if not self.aborted:
+                self.failed.emit("".join(traceback.format_exception(exc)))
+        finally:
+            self.finished.emit()
+
+
+def start_probe_worker(worker: ProbeBatchWorker) -> QThread:
+    """Start ``worker`` on a new QThread; both stay referenced until the thread finished."""
+    thread = QThread()
+    thread.setObjectName("probeThread")
+    worker.moveToThread(thread)
+    thread.started.connect(worker.run)
+    worker.finished.connect(thread.quit)
+    worker.finished.connect(worker.deleteLater)
+    thread.finished.connect(thread.deleteLater)
+    _LIVE.update((thread, worker))
+    thread.finished.connect(lambda: (_LIVE.discard(thread), _LIVE.discard(worker)))
+    thread.start()
+    return thread
