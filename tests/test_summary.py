@@ -237,7 +237,8 @@ def test_20k_leaves_fast():
         refresh.append(time.perf_counter() - t)
     assert sum(1 for _ in root.walk()) == 21_051
     assert root.total_params == 20_000 * 20
-    # generous bounds for a shared CI machine; measured ~75 ms build / ~25 ms refresh on 2 slow cores
-    assert min(build) < 0.25
-    assert min(refresh) < 0.1
+    # Measured ~75 ms build / ~20 ms refresh on an idle 2-core machine. The bounds are loose
+    # for loaded CI machines, but still fail for per-node recursion (quadratic: seconds).
+    assert min(build) < 0.5
+    assert min(refresh) < 0.25
     assert isinstance(root, ModuleNode) and not hasattr(root, "__dict__")

@@ -439,9 +439,13 @@ def refresh_trainable(root: ModuleNode) -> None:
         The root returned by :func:`build_summary` (any node works; only its
         subtree is refreshed, without updating its ancestors).
     """
-    nodes = list(root.walk())
+    nodes = root._preorder if root._preorder is not None else list(root.walk())
     for node in nodes:
-        node.trainable_params = sum(t.numel for t in node.params if t.tensor.requires_grad)
+        own = 0
+        for info in node.params:
+            if info.tensor.requires_grad:
+                own += info.numel
+        node.trainable_params = own
     for node in reversed(nodes):
         if node is not root:
             node.parent.trainable_params += node.trainable_params
