@@ -149,12 +149,14 @@ class ProbesPanel(QWidget):
 
     def _build_activations(self) -> QWidget:
         self.hist_plot = pg.PlotWidget(title="Activation histogram")
+        self.hist_plot.setObjectName("activationHistogram")
         self.hist_plot.setLabel("bottom", "value")
         self.hist_plot.setLabel("left", "count")
         self.hist_bars = pg.BarGraphItem(x0=[0], x1=[1], height=[0], brush="#1f77b4", pen=None)
         self.hist_plot.addItem(self.hist_bars)
 
         self.map_plot = pg.PlotWidget(title="Feature maps")
+        self.map_plot.setObjectName("featureMapView")
         self.map_plot.setAspectLocked(True)
         self.map_plot.invertY(True)
         self.map_plot.hideAxis("left")
@@ -205,6 +207,7 @@ class ProbesPanel(QWidget):
 
     def _build_weights(self) -> QWidget:
         self.update_plot = pg.PlotWidget(title="Update ratio ‖Δw‖/‖w‖ per parameter")
+        self.update_plot.setObjectName("updateRatioPlot")
         self.update_plot.setLabel("left", "log10 ratio")
         self.update_plot.addLine(y=-3, pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine))  # the ~1e-3 convention
         self.update_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#9467bd", pen=None)

@@ -1,0 +1,132 @@
+"""The Probes panel (workbench.ui.probes_panel) with a minimal host window and the real Trainer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtWidgets import QMainWindow, QWidget
+
+from workbench.core.demo_model import DEMO_INPUT_SHAPE, DigitsCNN
+from workbench.core.probe_callback import ProbeCallback
+from workbench.ui.probes_panel import ProbesPanel
+
+
+class _Tree:
+    def __init__(self):
+        self.calls = []
+
+    def set_badges(self, badges):
+        self.calls.append(badges)
+
+
+class _Host(QMainWindow):
+    def __init__(self, model, input_shape=DEMO_INPUT_SHAPE):
+        super().__init__()
+        self.model = model
+        self.input_shape = input_shape
+        self.tree_model = _Tree()
+
+
+@pytest.fixture
+def panel(qtbot):
+    host = _Host(DigitsCNN())
+    p = ProbesPanel(host)
+    host.setCentralWidget(p)
+    qtbot.addWidget(host)
+    yield p
+    p.shutdown()
+
+
+def test_object_names_and_toggle(panel):
+    for name in ("probesPanel", "activationHistogram", "featureMapView", "gradNormPlot", "runProbeButton"):
+        assert panel.window_.findChild(QWidget, name) is not None, name
+    assert panel.toggle_probe("features.2") is True
+    assert panel.toggle_probe("classifier") is True
+    assert panel.probed() == ["features.2", "classifier"] and panel.has_probe("classifier")
+    assert panel.toggle_probe("features.2") is False
+    assert panel.probed() == ["classifier"]
+    assert panel.training_callback().probed() == ["classifier"]
+    with pytest.raises(KeyError):
+        panel.toggle_probe("nope")
+    # the panel itself never leaves hooks on the model
+    assert all(len(m._forward_hooks) == 0 for m in panel.window_.model.modules())
+
+
+def test_run_probe_batch_shows_histogram_and_feature_maps(panel, qtbot):
+    model = panel.window_.model
+    model.train()
+    panel.toggle_probe("features.2")
+    panel.toggle_probe("classifier")
+    with qtbot.waitSignal(panel.resultsShown, timeout=20000):
+        assert panel.run_probe_batch()
+    qtbot.waitUntil(lambda: not panel.is_busy(), timeout=10000)
+    assert model.training and all(m.training for m in model.modules())  # modes restored
+    assert all(len(m._forward_hooks) == 0 for m in model.modules())
+    s = panel.current_stats()
+    assert s.module == "features.2" and s.shape == (8, 16, 8, 8)
+    assert panel.hist_bars.opts["height"].sum() == 8 * 16 * 8 * 8
+    assert panel.map_image.image is not None and panel.map_image.image.ndim == 2
+    assert "features.2" in panel.stats_label.text()
+    panel.probed_list.setCurrentRow(1)
+    assert panel.current_stats().module == "classifier"
+    assert panel.current_stats().image_kind == "heatmap"
+
+
+def test_probe_batch_errors_are_shown_not_raised(qtbot):
+    host = _Host(DigitsCNN(), input_shape=(1, 3, 8, 8))  # wrong channel count
+    p = ProbesPanel(host)
+    qtbot.addWidget(host)
+    p.toggle_probe("classifier")
+    assert p.run_probe_batch()
+    qtbot.waitUntil(lambda: not p.is_busy(), timeout=20000)
+    assert "failed" in p.status.text()
+    assert all(len(m._forward_hooks) == 0 for m in host.model.modules())
+    host.input_shape = None
+    assert not p.run_probe_batch() and "input shape" in p.status.text()
+
+
+def test_dead_layer_badge_reaches_the_tree(panel, qtbot):
+    model = panel.window_.model
+    with torch.no_grad():
+        model.features[7].bias.fill_(-1e4)
+    panel.toggle_probe("features.8")
+    with qtbot.waitSignal(panel.resultsShown, timeout=20000):
+        panel.run_probe_batch()
+    badges = panel.window_.tree_model.calls[-1]
+    assert [b.kind for b in badges["features.8"]] == ["dead_units"]
+    assert "step" not in badges["features.8"][0].text or "probe batch" in badges["features.8"][0].text
+
+
+def test_live_reports_from_the_real_trainer(panel, qtbot, tmp_path):
+    """The Trainer runs with the panel's callback; reports cross threads as queued signals."""
+    from workbench.core.config import DataConfig, TrainConfig
+    from workbench.core.training import Trainer
+
+    panel.toggle_probe("features.2")
+    cb = panel.training_callback()
+    assert isinstance(cb, ProbeCallback)
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=1, run_dir=str(tmp_path / "run"))
+    trainer = Trainer(panel.window_.model, cfg, panel.training_callbacks())
+    assert trainer.fit() == "completed"
+    qtbot.waitUntil(lambda: "global" in panel._grad_history, timeout=5000)
+    steps = panel._grad_history["global"]["step"]
+    assert len(steps) >= 2 and np.all(np.diff(steps) == cb.every)
+    assert panel.current_stats() is not None and panel.current_stats().step is not None
+    assert panel.grad_bars.opts["height"] is not None and len(panel.grad_bars.opts["height"]) > 0
+    assert all(len(m._forward_hooks) == 0 for m in panel.window_.model.modules())
+
+
+def test_frozen_layers_show_as_frozen_in_the_bar_chart(panel, qtbot, tmp_path):
+    from workbench.core.config import DataConfig, TrainConfig
+    from workbench.core.training import Trainer
+
+    model = panel.window_.model
+    for p in model.features.parameters():
+        p.requires_grad_(False)
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=256), epochs=1, run_dir=str(tmp_path / "r"))
+    Trainer(model, cfg, panel.training_callbacks()).fit()
+    qtbot.waitUntil(lambda: len(panel.frozen_bars.opts["x"]) > 0, timeout=5000)
+    assert len(panel.frozen_bars.opts["x"]) == 5  # 3 convs + 2 BatchNorms, all frozen
+    assert len(panel.grad_bars.opts["x"]) == 1  # the classifier
+    assert "frozen" in panel.grad_label.text()
