@@ -83,7 +83,15 @@ def test_resnet18_counts_and_tree():
 
 
 def test_subtree_totals_are_sums_of_children():
-    root = build_summary(torchvision.models.mobilenet_v3_small())
+    model = torchvision.models.mobilenet_v3_small()
+    root = build_summary(model, (1, 3, 64, 64))
+    counter = _flop_counts(torchvision.models.mobilenet_v3_small(), (1, 3, 64, 64))
+    assert root.flops == counter.get_total_flops() > 0
+    assert root.total_params == _unique_numel(model) == 2_542_856
+    se = root.find("features.1.block.1")  # SqueezeExcitation: its FLOPs include its children's
+    assert se.type_name == "SqueezeExcitation"
+    assert se.flops == sum(counter.get_flop_counts()["MobileNetV3.features.1.block.1"].values()) > 0
+    assert se.flops >= sum(c.flops for c in se.children)
     for node in root.walk():
         assert node.total_params == node.own_params + sum(c.total_params for c in node.children)
         assert node.total_bytes == sum(t.nbytes for t in node.params + node.buffers) + sum(
