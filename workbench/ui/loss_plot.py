@@ -111,7 +111,6 @@ def _plot(name: str, left: str, bottom: str) -> pg.PlotWidget:
     item.showGrid(x=True, y=True, alpha=0.25)
     item.setLabel("left", left)
     item.setLabel("bottom", bottom)
-    item.getAxis("left").setWidth(52)
     item.getAxis("left").enableAutoSIPrefix(False)
     widget.setMinimumHeight(110)
     return widget
@@ -143,7 +142,7 @@ class TrainingPlots(QWidget):
         self.setObjectName("trainingPlots")
         self.steps = PlotBuffer(STEP_COLUMNS, capacity=4096)
         self.epochs = PlotBuffer(EPOCH_COLUMNS, capacity=64)
-        self._ema = EmaFilter(0.9)
+        self._ema = EmaFilter(0.6)
         self._markers: list[tuple[float, float, float, str, pg.InfiniteLine]] = []
         self._dirty = False
         self._lr_fixed = False
@@ -198,10 +197,11 @@ class TrainingPlots(QWidget):
         self.smoothing_slider = QSlider(Qt.Orientation.Horizontal)
         self.smoothing_slider.setObjectName("smoothingSlider")
         self.smoothing_slider.setRange(0, 99)
-        self.smoothing_slider.setValue(90)
+        self.smoothing_slider.setMinimumWidth(80)
+        self.smoothing_slider.setValue(60)
         self.smoothing_slider.setToolTip("EMA smoothing weight of the training loss (0 = raw)")
         self.smoothing_slider.valueChanged.connect(self._on_smoothing)
-        self.smoothing_label = QLabel("0.90")
+        self.smoothing_label = QLabel("0.60")
         self.csv_button = QPushButton("CSV…")
         self.csv_button.setObjectName("exportCsvButton")
         self.csv_button.setToolTip("Export the curves as CSV")
