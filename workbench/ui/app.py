@@ -1,0 +1,108 @@
+"""The GUI entry point: ``workbench [PATH] [--arch NAME|SPEC] [--num-classes N] [--trust] [--screenshot OUT.png]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+#: Window size used for ``--screenshot`` (pixels).
+SCREENSHOT_SIZE = (1600, 960)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the GUI command."""
+    parser = argparse.ArgumentParser(prog="workbench", description="Open the Workbench desktop app.")
+    parser.add_argument("path", nargs="?", help="checkpoint to open (default: the built-in demo model)")
+    parser.add_argument("--arch", help='architecture, e.g. resnet18, "resnet18(num_classes=10)", pkg.mod:factory')
+    parser.add_argument("--num-classes", type=int, help="num_classes for --arch")
+    parser.add_argument("--trust", action="store_true", help="load pickled code in PATH without asking")
+    parser.add_argument("--screenshot", metavar="OUT.png", help="render the window to a PNG and exit")
+    parser.add_argument("--freeze", metavar="PATH", action="append", default=[],
+                        help="freeze a module before the screenshot ('' = everything); repeatable")
+    parser.add_argument("--select", metavar="NAME", help="select a module in the tree (shows it in Details)")
+    parser.add_argument("--unfreeze", metavar="PATH", action="append", default=[],
+                        help="unfreeze a module (applied after --freeze); repeatable")
+    return parser
+
+
+def _arch_spec(args):
+    if args.arch is None:
+        return None
+    from workbench.core.architectures import ArchSpec
+
+    extra = {} if args.num_classes is None else {"num_classes": args.num_classes}
+    return ArchSpec.parse(args.arch, **extra)
+
+
+def take_screenshot(window, out: str | Path, depth: int = 1) -> Path:
+    """Render ``window`` (shown, events processed, first levels expanded) to a PNG.
+
+    Parameters
+    ----------
+    window : MainWindow
+    out : str or Path
+        Target file; its folder is created.
+    depth : int
+        Tree levels below the top-level modules to expand.
+
+    Returns
+    -------
+    Path
+        The PNG written.
+    """
+    from PySide6.QtWidgets import QApplication
+
+    window.resize(*SCREENSHOT_SIZE)
+    window.show()
+    window.tree_widget.expand_to_depth(depth)
+    for _ in range(5):
+        QApplication.processEvents()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not window.grab().save(str(out), "PNG"):
+        raise OSError(f"could not write {out}")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the desktop app; returns the process exit code.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name; default ``sys.argv[1:]``.
+    """
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.screenshot and not os.environ.get("WORKBENCH_SETTINGS_DIR"):
+        # a screenshot shows the default layout and never writes the user's settings
+        os.environ["WORKBENCH_SETTINGS_DIR"] = tempfile.mkdtemp(prefix="workbench-settings-")
+    from PySide6.QtWidgets import QApplication
+
+    from workbench.ui.settings import set_application_names
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "workbench"])
+    set_application_names()
+    from workbench.ui.main_window import MainWindow
+
+    window = MainWindow()
+    if args.screenshot:  # never block on a modal dialog when rendering unattended
+        window._show_error = lambda message: print(message, file=sys.stderr)
+    if args.path and not window.open_path(args.path, arch=_arch_spec(args), trust=args.trust) and args.screenshot:
+        return 1
+    for path in args.freeze:
+        window.set_trainable(path, False)
+    for path in args.unfreeze:
+        window.set_trainable(path, True)
+    if args.select is not None:
+        window.tree_widget.select_name(args.select)
+    if args.screenshot:
+        out = take_screenshot(window, args.screenshot)
+        print(f"wrote {out}")
+        window.close()
+        return 0
+    window.show()
+    return app.exec()
