@@ -140,7 +140,7 @@ def save_torchscript(model: nn.Module, path: str | Path, example: torch.Tensor) 
     path = Path(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = torch.jit.trace(model.eval(), example)
+        traced = torch.jit.trace(model.eval(), example, check_trace=False)
         torch.jit.save(traced, str(path))
     return path
 

@@ -313,6 +313,11 @@ def _torch_load(path: Path, container: str, *, weights_only: bool, mmap: bool) -
     use_mmap = mmap and container == "zip"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if path.name.lower().endswith(".safetensors"):
+            # torch.load hands any *path* ending in .safetensors to the safetensors library
+            # (suffix, not content); a file object keeps the content-based decision ours.
+            with open(path, "rb") as f:
+                return torch.load(f, map_location="cpu", weights_only=weights_only)
         return torch.load(path, map_location="cpu", weights_only=weights_only, mmap=use_mmap)
 
 
@@ -687,15 +692,19 @@ def _apply(state_dict: Mapping, mapping: dict[str, str]) -> dict | None:
     return new if len(new) == len(state_dict) else None
 
 
-def _common_leading(keys: list[str]) -> list[str]:
-    """First path components shared by at least half of the keys, most frequent first."""
+def _common_leading(keys: list[str], depth: int = 1) -> list[str]:
+    """Leading prefixes of up to ``depth`` path components shared by at least half of the keys.
+
+    Most frequent first, e.g. ``["model.", "model.net."]``.
+    """
     counts: dict[str, int] = {}
     for k in keys:
-        if "." in k:
-            first = k.split(".", 1)[0] + "."
-            counts[first] = counts.get(first, 0) + 1
+        parts = k.split(".")[:-1]
+        for n in range(1, min(depth, len(parts)) + 1):
+            prefix = ".".join(parts[:n]) + "."
+            counts[prefix] = counts.get(prefix, 0) + 1
     half = max(1, len(keys) // 2)
-    return [p for p, c in sorted(counts.items(), key=lambda kv: -kv[1]) if c >= half]
+    return [p for p, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= half]
 
 
 def strip_prefixes(
@@ -741,17 +750,15 @@ def strip_prefixes(
                 stripped.append(prefix)
     if ref is None:
         return current, stripped
-    for _ in range(3):  # nested wrappers such as "model.net."
-        best, best_prefix = score(current), None
-        options = list(dict.fromkeys([*WRAPPER_PREFIXES, *_common_leading(list(current))]))
-        for prefix in options:
-            if not any(k.startswith(prefix) for k in current):
-                continue
-            new = _apply(current, _strip_leading(current, prefix))
-            if new is not None and score(new) > best:
-                best, best_prefix, best_dict = score(new), prefix, new
-        if best_prefix is None:
-            break
-        current = best_dict
-        stripped.append(best_prefix)
-    return current, stripped
+    # A leading wrapper, possibly nested ("model.net."): keep the strip that matches most keys.
+    best, best_prefix, best_dict = score(current), None, current
+    options = dict.fromkeys([*WRAPPER_PREFIXES, *_common_leading(list(current), depth=3)])
+    for prefix in options:
+        if not any(k.startswith(prefix) for k in current):
+            continue
+        new = _apply(current, _strip_leading(current, prefix))
+        if new is not None and score(new) > best:
+            best, best_prefix, best_dict = score(new), prefix, new
+    if best_prefix is not None:
+        stripped += [p + "." for p in best_prefix[:-1].split(".")]
+    return best_dict, stripped
