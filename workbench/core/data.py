@@ -11,11 +11,14 @@ indexing with :class:`TensorBatchLoader` rather than a DataLoader.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
@@ -290,14 +293,36 @@ def _tensor_transform(x: torch.Tensor, cfg: DataConfig) -> torch.Tensor:
     return x.contiguous()
 
 
-def _digits(cfg: DataConfig):
+@functools.lru_cache(maxsize=1)
+def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as ``(1797, 64)`` float64 pixels in 0..16 and ``(1797,)`` int labels.
+
+    Reads the CSV that ships inside scikit-learn directly (importing sklearn
+    costs seconds); falls back to ``sklearn.datasets.load_digits``.
+
+    Raises
+    ------
+    DataError
+        scikit-learn is not installed.
+    """
+    spec = importlib.util.find_spec("sklearn")
+    if spec is not None and spec.origin:
+        csv = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz"
+        if csv.exists():
+            data = np.loadtxt(csv, delimiter=",")
+            return data[:, :-1], data[:, -1].astype(np.int64)
     try:
         from sklearn.datasets import load_digits
     except ImportError as e:  # pragma: no cover
         raise DataError("the digits demo needs scikit-learn: pip install scikit-learn") from e
     d = load_digits()
-    x = torch.as_tensor(d.data, dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
-    y = torch.as_tensor(d.target, dtype=torch.int64)
+    return d.data, d.target.astype(np.int64)
+
+
+def _digits(cfg: DataConfig):
+    pixels, target = load_digits_arrays()
+    x = torch.as_tensor(pixels, dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
+    y = torch.as_tensor(target, dtype=torch.int64)
     x = _tensor_transform(x, cfg)
     tr, va = _split(len(x), cfg)
     info = DataInfo("digits", tuple(x.shape[1:]), 10, [str(i) for i in range(10)], len(tr), len(va))

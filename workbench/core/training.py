@@ -233,11 +233,12 @@ def set_rng_state(state: dict) -> None:
         torch.set_rng_state(state["torch"].cpu())
     if "numpy" in state:
         kind, keys, pos, has_gauss, cached = state["numpy"]
-        np.random.set_state((kind, keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached)))
+        keys = keys.numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
+        np.random.set_state((str(kind), keys.astype(np.uint32), int(pos), int(has_gauss), float(cached)))
     if "python" in state:
         version, internal, gauss_next = state["python"]
         random.setstate((int(version), tuple(int(v) for v in internal), gauss_next))
-    if "cuda" in state and torch.cuda.is_available():
+    if state.get("cuda") and torch.cuda.is_available():
         states = state["cuda"][: torch.cuda.device_count()]
         torch.cuda.set_rng_state_all([s.cpu() for s in states])
 
@@ -1109,18 +1110,8 @@ def _payload(model, *, arch, optimizer, scheduler, epoch, step, loss, extra) -> 
     except ImportError:
         checkpoint_payload = None
     if checkpoint_payload is not None:
-        try:
-            from workbench.core.architectures import ArchSpec
-
-            spec = ArchSpec.from_dict(arch) if arch else None
-        except ImportError:
-            spec = None
-        payload = checkpoint_payload(model, arch=spec, optimizer=optimizer, scheduler=scheduler,
-                                     epoch=epoch, step=step, loss=loss, extra=extra)
-        payload.update(extra)
-        if arch is not None:
-            payload["arch"] = arch
-        return payload
+        return checkpoint_payload(model, arch=arch, optimizer=optimizer, scheduler=scheduler,
+                                  epoch=epoch, step=step, loss=loss, extra=extra)
     import workbench
 
     payload = {

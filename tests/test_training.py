@@ -1,0 +1,318 @@
+"""The training loop: learning on the digits, frozen parameters, commands, pause/stop, metrics."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from workbench.core.config import DataConfig, TrainConfig
+from workbench.core.demo_model import DigitsCNN
+from workbench.core.optim import lr_schedule_preview
+from workbench.core.training import (
+    STEP_KEYS, Callback, SaveNow, SetLR, SetTrainable, Trainer, available_devices, cuda_memory, default_device,
+)
+
+
+class Recorder(Callback):
+    def __init__(self):
+        self.steps: list[dict] = []
+        self.batches: list[list[dict]] = []
+        self.epochs: list[dict] = []
+        self.commands: list = []
+        self.reasons: list[str] = []
+        self.errors: list = []
+        self.started = threading.Event()
+
+    def on_step_end(self, trainer, metrics):
+        self.steps.append(metrics)
+        self.started.set()
+
+    def on_metrics(self, trainer, batch):
+        self.batches.append(batch)
+
+    def on_epoch_end(self, trainer, metrics):
+        self.epochs.append(metrics)
+
+    def on_command_applied(self, trainer, command):
+        self.commands.append(command)
+
+    def on_exception(self, trainer, exc, tb):
+        self.errors.append((exc, tb))
+
+    def on_fit_end(self, trainer, reason):
+        self.reasons.append(reason)
+
+
+def cfg(tmp_path, **kw) -> TrainConfig:
+    data = kw.pop("data", DataConfig(batch_size=64))
+    return TrainConfig(data=data, run_dir=str(tmp_path / "run"), lr=kw.pop("lr", 3e-3), **kw)
+
+
+def snapshot(model, names=None):
+    return {n: p.detach().clone() for n, p in model.named_parameters() if names is None or n in names}
+
+
+def test_digits_run_learns(tmp_path):
+    rec = Recorder()
+    model = DigitsCNN()
+    trainer = Trainer(model, cfg(tmp_path, epochs=4), [rec])
+    assert trainer.fit() == "completed"
+    assert rec.reasons == ["completed"]
+    losses = [m["loss"] for batch in rec.batches for m in batch]
+    assert len(losses) == trainer.step == 4 * trainer.steps_per_epoch
+    first = float(np.mean(losses[:5]))
+    last_epoch = float(np.mean(losses[-trainer.steps_per_epoch:]))
+    assert last_epoch < 0.5 * first, (first, last_epoch)
+    assert rec.epochs[-1]["val_acc"] > 0.8
+    assert [e["epoch"] for e in rec.epochs] == [0, 1, 2, 3]
+    for key in STEP_KEYS:
+        assert isinstance(rec.batches[0][0][key], (int, float)), key
+    run = tmp_path / "run"
+    assert {"run.toml", "metrics.csv", "last.pt", "best.pt"} <= {p.name for p in run.iterdir()}
+    ck = torch.load(run / "last.pt", weights_only=True)
+    for key in ("model_state_dict", "optimizer_state_dict", "epoch", "step", "loss",
+                "arch", "frozen", "workbench_version", "rng_state"):
+        assert key in ck, key
+    assert ck["epoch"] == 4 and ck["arch"]["name"] == "digits_cnn"
+    assert len((run / "metrics.csv").read_text().strip().splitlines()) == 5
+
+
+def test_metrics_are_batched(tmp_path):
+    rec = Recorder()
+    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=1, emit_every_ms=1e6), [rec])
+    trainer.fit()
+    # one emission for the whole epoch (at the epoch end), every step in it
+    assert len(rec.batches) == 1 and len(rec.batches[0]) == trainer.steps_per_epoch
+    assert len(rec.steps) == trainer.steps_per_epoch
+
+
+def test_frozen_backbone_stays_bit_identical(tmp_path):
+    model = DigitsCNN()
+    for p in model.features.parameters():
+        p.requires_grad_(False)
+    frozen_before = snapshot(model, {n for n, p in model.named_parameters() if not p.requires_grad})
+    head_before = model.classifier.weight.detach().clone()
+    trainer = Trainer(model, cfg(tmp_path, epochs=1, optimizer="sgd", momentum=0.9, weight_decay=1e-2), [])
+    assert trainer.fit() == "completed"
+    opt_params = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert opt_params == {id(p) for p in model.classifier.parameters()}
+    for n, p in model.named_parameters():
+        if n in frozen_before:
+            assert torch.equal(p, frozen_before[n]), n
+            assert p.grad is None
+    assert not torch.equal(model.classifier.weight, head_before)
+
+
+class FreezeMidRun(Callback):
+    """Queue a freeze of the backbone at step 5, then an unfreeze at step 15."""
+
+    def __init__(self):
+        self.frozen_at = None
+        self.snap = None
+        self.applied = []
+
+    def on_step_end(self, trainer, metrics):
+        if metrics["step"] == 5:
+            trainer.queue(SetTrainable(["features"], False))
+        if metrics["step"] == 10:
+            self.check = snapshot(trainer.model, {n for n in self.snap}) if self.snap else None
+
+    def on_command_applied(self, trainer, command):
+        self.applied.append(command)
+        if isinstance(command, SetTrainable) and not command.flag:
+            self.frozen_at = trainer.step
+            self.snap = snapshot(trainer.model, set(command.changed))
+
+
+def test_mid_run_freeze_keeps_parameters_bit_identical(tmp_path):
+    model = DigitsCNN()
+    cb = FreezeMidRun()
+    trainer = Trainer(model, cfg(tmp_path, epochs=1, optimizer="adamw", weight_decay=0.1), [cb])
+    assert trainer.fit() == "completed"
+    assert cb.frozen_at == 5
+    cmd = cb.applied[0]
+    assert sorted(cmd.changed) == sorted(n for n, _ in model.features.named_parameters(prefix="features"))
+    for n, before in cb.snap.items():
+        assert torch.equal(dict(model.named_parameters())[n], before), n
+
+
+def test_unfreeze_adds_param_group_and_trains_it(tmp_path):
+    model = DigitsCNN()
+    for p in model.features.parameters():
+        p.requires_grad_(False)
+    rec = Recorder()
+
+    class Unfreeze(Callback):
+        def on_step_end(self, trainer, metrics):
+            if metrics["step"] == 3:
+                trainer.queue(SetTrainable("features", True))
+
+    before = model.features[0].weight.detach().clone()
+    trainer = Trainer(model, cfg(tmp_path, epochs=1, scheduler="cosine", backbone_lr_mult=0.1), [Unfreeze(), rec])
+    n_groups = len(trainer.steps_per_epoch * [0]) and len(trainer.optimizer.param_groups)
+    assert trainer.fit() == "completed", rec.errors
+    assert len(trainer.optimizer.param_groups) == n_groups + 1
+    new = trainer.optimizer.param_groups[-1]
+    assert new["wb_role"] == "backbone"
+    assert new["lr"] == pytest.approx(0.1 * trainer.lr)
+    assert not torch.equal(model.features[0].weight, before)
+
+
+def test_set_lr_and_save_now(tmp_path):
+    rec = Recorder()
+
+    class Cmds(Callback):
+        def on_step_end(self, trainer, metrics):
+            if metrics["step"] == 2:
+                trainer.queue(SetLR(0.0123))
+                trainer.queue(SaveNow(str(tmp_path / "now.pt")))
+
+    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=1, optimizer="sgd"), [Cmds(), rec])
+    assert trainer.fit() == "completed"
+    assert trainer.lr == pytest.approx(0.0123)
+    lrs = [m["lr"] for b in rec.batches for m in b]
+    assert lrs[1] == pytest.approx(3e-3) and lrs[2] == pytest.approx(0.0123)
+    ck = torch.load(tmp_path / "now.pt", weights_only=True)
+    assert ck["step"] == 2 and ck["batch_in_epoch"] == 2
+    assert [type(c).__name__ for c in rec.commands] == ["SetLR", "SaveNow"]
+    assert rec.commands[1].saved_to == str(tmp_path / "now.pt")
+
+
+def test_pause_resume_stop_from_another_thread(tmp_path):
+    rec = Recorder()
+    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=200), [rec])
+    result = {}
+    th = threading.Thread(target=lambda: result.setdefault("reason", trainer.fit()))
+    th.start()
+    assert rec.started.wait(30)
+    trainer.pause()
+    deadline = time.time() + 10
+    while time.time() < deadline:  # the loop reaches a step boundary and waits
+        n = len(rec.steps)
+        time.sleep(0.2)
+        if len(rec.steps) == n:
+            break
+    assert trainer.is_paused
+    n = len(rec.steps)
+    time.sleep(0.3)
+    assert len(rec.steps) == n, "steps ran while paused"
+    trainer.queue(SetLR(1e-4))  # commands apply while paused
+    deadline = time.time() + 5
+    while not rec.commands and time.time() < deadline:
+        time.sleep(0.02)
+    assert rec.commands and trainer.lr == pytest.approx(1e-4)
+    trainer.resume()
+    deadline = time.time() + 10
+    while len(rec.steps) <= n + 3 and time.time() < deadline:
+        time.sleep(0.02)
+    assert len(rec.steps) > n + 3
+    trainer.request_stop()
+    th.join(30)
+    assert not th.is_alive()
+    assert result["reason"] == "stopped" and rec.reasons == ["stopped"]
+    assert trainer.epoch < 200
+    assert all(p.grad is None for p in trainer.model.parameters())
+
+
+def test_stop_while_paused(tmp_path):
+    rec = Recorder()
+    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=200), [rec])
+    th = threading.Thread(target=trainer.fit)
+    trainer.pause()
+    th.start()
+    time.sleep(0.3)
+    assert rec.steps == []
+    trainer.request_stop()
+    th.join(30)
+    assert rec.reasons == ["stopped"]
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam", "adamw", "rmsprop"])
+def test_optimizers_and_losses_run(tmp_path, opt):
+    loss = {"sgd": "mse", "adam": "cross_entropy", "adamw": "bce_with_logits", "rmsprop": "l1"}[opt]
+    data = DataConfig(dataset="fake", fake_shape=[1, 8, 8], fake_size=96, batch_size=32)
+    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=1, optimizer=opt, loss=loss, grad_clip=1.0,
+                                       nesterov=True, data=data), [])
+    assert trainer.fit() == "completed", trainer.error
+    assert math.isfinite(trainer.history[-1]["val_loss"])
+
+
+@pytest.mark.parametrize("sched", ["step", "multistep", "cosine", "onecycle", "plateau"])
+def test_schedulers(tmp_path, sched):
+    c = cfg(tmp_path, epochs=2, scheduler=sched, step_size=1, milestones=[1], backbone_lr_mult=0.5)
+    c.data = DataConfig(dataset="fake", fake_shape=[1, 8, 8], fake_size=80, batch_size=16)
+    rec = Recorder()
+    trainer = Trainer(DigitsCNN(), c, [rec])
+    assert trainer.fit() == "completed", trainer.error
+    preview = lr_schedule_preview(c, trainer.steps_per_epoch)
+    assert preview.shape == (2 * trainer.steps_per_epoch,)
+    if sched != "plateau":
+        lrs = np.array([m["lr"] for b in rec.batches for m in b])
+        np.testing.assert_allclose(lrs, preview, rtol=1e-6)
+    roles = {g["wb_role"] for g in trainer.optimizer.param_groups}
+    assert roles == {"head", "backbone"}
+
+
+def test_bf16_autocast_on_cpu(tmp_path):
+    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=1, amp=True), [])
+    assert trainer.fit() == "completed", trainer.error
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+
+
+def test_devices():
+    devs = available_devices()
+    assert devs[0][0] == "cpu"
+    assert default_device() in [d for d, _ in devs]
+    assert cuda_memory("cpu") == (0, 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_fp16_gradscaler_and_batched_loss(tmp_path, monkeypatch):
+    calls = {"item": 0}
+    real_item = torch.Tensor.item
+
+    def counting_item(self):
+        calls["item"] += 1
+        return real_item(self)
+
+    rec = Recorder()
+    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=2, device="cuda", amp=True, amp_dtype="float16",
+                                       emit_every_ms=1e6), [rec])
+    monkeypatch.setattr(torch.Tensor, "item", counting_item)
+    assert trainer.fit() == "completed", trainer.error
+    monkeypatch.undo()
+    assert trainer.scaler is not None
+    assert calls["item"] < trainer.step  # no per-step .item()
+    assert rec.epochs[-1]["val_acc"] > 0.5
+    assert all(isinstance(m["loss"], float) for b in rec.batches for m in b)
+    alloc, reserved = cuda_memory("cuda:0")
+    assert reserved >= alloc > 0
+
+
+class _Linear(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(64, 16)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(x.flatten(1))))
+
+
+def test_default_head_and_custom_loaders(tmp_path):
+    from workbench.core.data import TensorBatchLoader
+
+    x, y = torch.randn(40, 1, 8, 8), torch.randint(0, 10, (40,))
+    loaders = (TensorBatchLoader(x, y, 8), TensorBatchLoader(x, y, 8, shuffle=False))
+    trainer = Trainer(_Linear(), cfg(tmp_path, epochs=1, backbone_lr_mult=0.1), [], data=loaders)
+    assert trainer.fit() == "completed"
+    lrs = {g["wb_role"]: g["lr"] for g in trainer.optimizer.param_groups}
+    assert lrs["backbone"] == pytest.approx(0.1 * lrs["head"])
+    assert trainer.config.model.arch == ""  # unknown model: run.toml cannot rebuild it
