@@ -1,0 +1,116 @@
+"""Workbench checkpoints: weights-only loadable, atomic, and read back with arch and frozen."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import workbench
+from tests.checkpoint_files import make_model
+from workbench.core.architectures import ArchSpec, load_model
+from workbench.core.checkpoint import read_checkpoint
+from workbench.core.demo_model import DigitsCNN
+from workbench.core.errors import CheckpointError
+from workbench.core.saving import checkpoint_payload, restore_rng_state, rng_state, save_checkpoint
+
+
+def trained_digits():
+    torch.manual_seed(0)
+    model = DigitsCNN()
+    for p in model.features[0].parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW((p for p in model.parameters() if p.requires_grad), lr=1e-3)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    model(torch.randn(4, 1, 8, 8)).sum().backward()
+    opt.step()
+    sched.step()
+    return model, opt, sched
+
+
+def test_payload_loads_weights_only_and_reads_back(tmp_path):
+    model, opt, sched = trained_digits()
+    payload = checkpoint_payload(
+        model, arch=ArchSpec("digits_cnn", {"num_classes": 10}), optimizer=opt, scheduler=sched,
+        epoch=2, step=40, loss=torch.tensor(0.5), extra={"best_acc": np.float32(0.75)},
+    )
+    path = save_checkpoint(tmp_path / "run" / "last.pt", payload)
+    raw = torch.load(path, weights_only=True)
+    assert raw["arch"] == {"name": "digits_cnn", "kwargs": {"num_classes": 10}}
+    assert raw["frozen"] == ["features.0.weight", "features.0.bias"]
+    assert (raw["epoch"], raw["step"], raw["loss"], raw["best_acc"]) == (2, 40, 0.5, 0.75)
+    assert raw["workbench_version"] == workbench.__version__
+    assert raw["optimizer_class"] == "AdamW" and raw["scheduler_class"] == "StepLR"
+    assert "scheduler_state_dict" in raw and raw["optimizer_state_dict"]["state"]
+
+    ckpt = read_checkpoint(path)
+    meta = ckpt.metadata
+    assert (meta.format, meta.state_dict_key, meta.epoch, meta.global_step, meta.loss) == (
+        "training_dict", "model_state_dict", 2, 40, 0.5)
+    assert meta.arch == {"name": "digits_cnn", "kwargs": {"num_classes": 10}}
+    assert meta.frozen == ["features.0.weight", "features.0.bias"]
+    assert meta.optimizer_class == "AdamW" and meta.optimizer_hparams["lr"] == pytest.approx(1e-3)
+
+    loaded, report = load_model(ckpt)  # the arch entry names the architecture
+    assert report.ok
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value)
+    frozen = {n for n, p in loaded.named_parameters() if not p.requires_grad}
+    assert frozen == {"features.0.weight", "features.0.bias"}
+    opt2 = torch.optim.AdamW((p for p in loaded.parameters() if p.requires_grad), lr=1.0)
+    opt2.load_state_dict(ckpt.raw["optimizer_state_dict"])
+    assert opt2.param_groups[0]["lr"] == pytest.approx(1e-3)
+
+
+def test_payload_is_a_snapshot():
+    model, opt, _ = trained_digits()
+    payload = checkpoint_payload(model, arch=None, optimizer=opt)
+    before = payload["model_state_dict"]["classifier.weight"].clone()
+    with torch.no_grad():
+        model.classifier.weight.add_(1.0)
+    assert torch.equal(payload["model_state_dict"]["classifier.weight"], before)
+    assert payload["arch"] is None
+
+
+def test_rng_state_round_trips_through_a_weights_only_file(tmp_path):
+    torch.manual_seed(3), np.random.seed(3), random.seed(3)
+    path = save_checkpoint(tmp_path / "rng.pt", {"rng_state": rng_state()})
+    expected = (torch.rand(3), np.random.rand(3), random.random())
+    torch.manual_seed(9), np.random.seed(9), random.seed(9)
+    restore_rng_state(torch.load(path, weights_only=True)["rng_state"])
+    assert torch.equal(torch.rand(3), expected[0])
+    assert np.array_equal(np.random.rand(3), expected[1])
+    assert random.random() == expected[2]
+
+
+def test_resnet18_round_trip_is_bit_exact(tmp_path):
+    model = make_model("resnet18", num_classes=10)
+    path = save_checkpoint(tmp_path / "r.pt", checkpoint_payload(model, arch=ArchSpec("resnet18", {"num_classes": 10})))
+    loaded, report = load_model(read_checkpoint(path))
+    assert report.ok
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+
+
+def test_reserved_extra_keys_and_bad_arch_are_refused():
+    with pytest.raises(ValueError):
+        checkpoint_payload(DigitsCNN(), arch=None, extra={"frozen": []})
+    with pytest.raises(ValueError):
+        checkpoint_payload(DigitsCNN(), arch=ArchSpec("x", {"act": torch.nn.ReLU}))
+
+
+def test_failed_save_keeps_the_previous_file(tmp_path, monkeypatch):
+    path = save_checkpoint(tmp_path / "c.pt", {"epoch": 1})
+    original = path.read_bytes()
+
+    def broken_save(obj, f, *args, **kwargs):
+        f.write(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(CheckpointError, match="No space left"):
+        save_checkpoint(path, {"epoch": 2})
+    assert path.read_bytes() == original
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
