@@ -1,0 +1,237 @@
+"""MainWindow: demo, open by path / drop, freezing through the tree, status bar, undo, head, screenshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QThread, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication
+
+from workbench.core.architectures import ArchSpec
+from workbench.ui.model_tree import CHECK, COL_TRAIN
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+
+@pytest.fixture(autouse=True)
+def _dangling_qthreads():
+    """Fail a test that leaves a QThread running."""
+    yield
+    QApplication.processEvents()
+    running = [t for t in QApplication.instance().findChildren(QThread) if t.isRunning()]
+    assert not running, f"QThreads still running: {running}"
+
+
+@pytest.fixture
+def window(qtbot, monkeypatch):
+    from workbench.ui import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    errors = []
+    win._show_error = errors.append
+    win.errors = errors
+    return win
+
+
+@pytest.fixture(scope="module")
+def resnet18_module_prefixed(tmp_path_factory) -> Path:
+    """A resnet18 state_dict saved with DataParallel's ``module.`` prefix."""
+    path = tmp_path_factory.mktemp("ckpt") / "resnet18_dp.pt"
+    sd = torchvision.models.resnet18().state_dict()
+    torch.save({f"module.{k}": v for k, v in sd.items()}, path)
+    return path
+
+
+def _index(win, name: str, column: int = 0):
+    return win.tree_model.index_for_name(name, column)
+
+
+def test_demo_opens_with_shapes(window):
+    assert window.objectName() == "mainWindow"
+    assert type(window.model).__name__ == "DigitsCNN"
+    assert window.input_shape == (1, 1, 8, 8)
+    assert window.tree_model.root.output_shape == (1, 10)
+    assert window.tree_model.root.flops > 0
+    for name in ("modelTree", "detailsTable", "statusTrainable", "filterEdit", "inputShapeEdit"):
+        assert window.findChild(object, name) is not None, name
+    total = sum(p.numel() for p in window.model.parameters())
+    assert window.status_trainable.text() == f"trainable {total:,} / {total:,}"
+    assert window.training_panel is not None and window.probes_panel is not None
+
+
+def test_done_when_resnet18_module_prefix(window, resnet18_module_prefixed, monkeypatch):
+    """The issue's 'done when': 11,689,512 parameters; root off, fc on -> trainable 513,000 / 11,689,512."""
+    asked = []
+
+    def choose(candidates):
+        asked.append(candidates)
+        return candidates[0].spec
+
+    monkeypatch.setattr(window, "_ask_architecture", choose)
+    assert window.open_path(resnet18_module_prefixed)
+    assert asked and asked[0][0].spec.name == "resnet18"
+    assert window.tree_model.root.total_params == 11_689_512
+    status = window.findChild(object, "statusTrainable")
+    assert status.text() == "trainable 11,689,512 / 11,689,512"
+    tm = window.tree_model
+    tm.setData(tm.index(0, COL_TRAIN), Qt.CheckState.Unchecked, CHECK)
+    assert not any(p.requires_grad for p in window.model.parameters())
+    tm.setData(_index(window, "fc", COL_TRAIN), Qt.CheckState.Checked.value, CHECK)
+    assert status.text() == "trainable 513,000 / 11,689,512"
+    assert window.model.fc.weight.requires_grad and not window.model.conv1.weight.requires_grad
+    assert tm.data(tm.index(0, COL_TRAIN), CHECK) == Qt.CheckState.PartiallyChecked
+    # undo / redo through the stack
+    window.undo_stack.undo()
+    assert status.text() == "trainable 0 / 11,689,512"
+    window.undo_stack.undo()
+    assert status.text() == "trainable 11,689,512 / 11,689,512"
+    window.undo_stack.redo()
+    window.undo_stack.redo()
+    assert status.text() == "trainable 513,000 / 11,689,512"
+    assert str(resnet18_module_prefixed.resolve()) in window.recent_files()
+
+
+def test_open_by_drop(window, resnet18_module_prefixed):
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(resnet18_module_prefixed))])
+    window._ask_architecture = lambda candidates: ArchSpec("resnet18")
+    buttons, mods = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    no_urls = QMimeData()  # the event does not own its mime data: keep a reference
+    empty = QDragEnterEvent(QPoint(10, 10), Qt.DropAction.CopyAction, no_urls, buttons, mods)
+    QApplication.sendEvent(window, empty)
+    assert not empty.isAccepted()
+    enter = QDragEnterEvent(QPoint(10, 10), Qt.DropAction.CopyAction, mime, buttons, mods)
+    QApplication.sendEvent(window, enter)  # Qt delivers a drop to the widget that accepted the drag
+    assert enter.isAccepted()
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(window, event)
+    assert type(window.model).__name__ == "ResNet"
+    assert window.tree_model.root.total_params == 11_689_512
+    assert "resnet18_dp.pt" in window.status_file.text()
+
+
+def test_cancelled_architecture_keeps_previous_model(window, resnet18_module_prefixed):
+    window._ask_architecture = lambda candidates: None
+    before = window.model
+    assert not window.open_path(resnet18_module_prefixed)
+    assert window.model is before and not window.errors
+
+
+def test_weights_only_view(window, resnet18_module_prefixed):
+    from workbench.ui.dialogs import WEIGHTS_ONLY
+
+    window._ask_architecture = lambda candidates: WEIGHTS_ONLY
+    assert window.open_path(resnet18_module_prefixed)
+    assert window.tree_model.root.total_params == 11_689_512
+    assert window.arch_spec is None
+
+
+def test_errors_are_shown_and_app_stays_usable(window, tmp_path):
+    bad = tmp_path / "broken.pt"
+    bad.write_bytes(b"not a checkpoint at all")
+    assert not window.open_path(bad)
+    assert window.errors and "broken.pt" in window.errors[-1]
+    assert type(window.model).__name__ == "DigitsCNN"
+
+
+def test_trust_dialog_default_cancel(window, tmp_path):
+    from workbench.core.demo_model import DigitsCNN
+
+    path = tmp_path / "pickled.pt"
+    torch.save(DigitsCNN(), path)
+    seen = []
+    window._ask_trust = lambda err: seen.append(err) or False
+    assert not window.open_path(path)
+    assert seen and seen[0].globals
+    window._ask_trust = lambda err: True
+    assert window.open_path(path)
+    assert type(window.model).__name__ == "DigitsCNN"
+
+
+def test_partial_load_report(window, tmp_path):
+    sd = torchvision.models.resnet18(num_classes=10).state_dict()
+    path = tmp_path / "r18_10.pt"
+    torch.save(sd, path)
+    reports = []
+    window._ask_partial_load = lambda report, ckpt, spec: reports.append(report) or True
+    assert window.open_path(path, arch="resnet18")
+    assert reports and reports[0].mismatched
+    assert window.model.fc.out_features == 1000
+
+
+def test_head_replacement_trains_and_undoes(window):
+    model = window.model
+    old_total = window.tree_model.root.total_params
+    window.set_trainable("", False)
+    assert window.replace_head("classifier", 3)
+    assert window.model.classifier.out_features == 3
+    assert window.model.classifier.weight.requires_grad
+    assert window.tree_model.root.total_params == old_total - 7 * 65
+    assert window.tree_model.root.trainable_params == 3 * 65
+    assert window.arch_spec.kwargs["num_classes"] == 3
+    assert window.model(torch.zeros(2, 1, 8, 8)).shape == (2, 3)
+    window.undo_stack.undo()
+    assert model.classifier.out_features == 10 and window.tree_model.root.total_params == old_total
+    assert window.arch_spec.kwargs.get("num_classes") is None
+    window.undo_stack.redo()
+    assert window.model.classifier.out_features == 3
+
+
+def test_reinitialize_undo_restores_values(window):
+    before = window.model.features[0].weight.detach().clone()
+    assert window.reinitialize("features.0", "zeros_")
+    assert torch.count_nonzero(window.model.features[0].weight) == 0
+    window.undo_stack.undo()
+    assert torch.equal(window.model.features[0].weight, before)
+    window.undo_stack.redo()
+    assert torch.count_nonzero(window.model.features[0].weight) == 0
+
+
+def test_freeze_all_except_and_before(window):
+    window.freeze_all_except("classifier")
+    assert [n for n, p in window.model.named_parameters() if p.requires_grad] == ["classifier.weight", "classifier.bias"]
+    window.undo_stack.undo()
+    assert all(p.requires_grad for p in window.model.parameters())
+    window.freeze_before("features.3")
+    assert not window.model.features[0].weight.requires_grad and window.model.features[3].weight.requires_grad
+    window.set_trainable("no.such.module", False)
+    assert window.errors  # unknown path: a message, no crash
+
+
+def test_input_shape_field_and_details(window, qtbot):
+    window.tree_widget.input_shape_edit.setText("2,1,16,16")
+    window.tree_widget._on_input_shape_entered()
+    assert window.input_shape == (2, 1, 16, 16) and window.tree_model.root.output_shape == (2, 10)
+    window.tree_widget.input_shape_edit.setText("1,3,8,8")  # wrong channel count: status bar, no crash
+    window.tree_widget._on_input_shape_entered()
+    assert window.input_shape == (2, 1, 16, 16)
+    assert "Input shape" in window.statusBar().currentMessage()
+    assert window.tree_widget.select_name("features.0")
+    table = window.findChild(object, "detailsTable")
+    assert table.rowCount() == 2 and table.item(0, 0).text() == "features.0.weight"
+
+
+def test_screenshot_is_not_blank(window, tmp_path):
+    from workbench.ui.app import take_screenshot
+
+    out = take_screenshot(window, tmp_path / "shot.png")
+    image = QApplication.instance() and __import__("PySide6.QtGui", fromlist=["QImage"]).QImage(str(out))
+    assert not image.isNull() and image.width() > 800
+    ptr = image.convertToFormat(image.Format.Format_Grayscale8)
+    arr = np.frombuffer(ptr.constBits(), dtype=np.uint8, count=ptr.sizeInBytes())
+    assert arr.std() > 10
+
+
+def test_settings_persist_layout(window, tmp_path):
+    import os
+
+    window.save_layout()
+    assert (Path(os.environ["WORKBENCH_SETTINGS_DIR"]) / "workbench.ini").exists()
+    assert window.settings.value("geometry") is not None
