@@ -54,6 +54,12 @@ def cfg(tmp_path, **kw) -> TrainConfig:
     return TrainConfig(data=data, run_dir=str(tmp_path / "run"), lr=kw.pop("lr", 3e-3), **kw)
 
 
+def small(tmp_path, **kw) -> TrainConfig:
+    """A fast config on 320 fake 8x8 images: 20 steps per epoch of 16."""
+    data = DataConfig(dataset="fake", fake_shape=[1, 8, 8], fake_size=400, batch_size=16)
+    return cfg(tmp_path, data=data, **kw)
+
+
 def snapshot(model, names=None):
     return {n: p.detach().clone() for n, p in model.named_parameters() if names is None or n in names}
 
@@ -85,7 +91,7 @@ def test_digits_run_learns(tmp_path):
 
 def test_metrics_are_batched(tmp_path):
     rec = Recorder()
-    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=1, emit_every_ms=1e6), [rec])
+    trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=1, emit_every_ms=1e6), [rec])
     trainer.fit()
     # one emission for the whole epoch (at the epoch end), every step in it
     assert len(rec.batches) == 1 and len(rec.batches[0]) == trainer.steps_per_epoch
@@ -98,7 +104,7 @@ def test_frozen_backbone_stays_bit_identical(tmp_path):
         p.requires_grad_(False)
     frozen_before = snapshot(model, {n for n, p in model.named_parameters() if not p.requires_grad})
     head_before = model.classifier.weight.detach().clone()
-    trainer = Trainer(model, cfg(tmp_path, epochs=1, optimizer="sgd", momentum=0.9, weight_decay=1e-2), [])
+    trainer = Trainer(model, small(tmp_path, epochs=1, optimizer="sgd", momentum=0.9, weight_decay=1e-2), [])
     assert trainer.fit() == "completed"
     opt_params = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
     assert opt_params == {id(p) for p in model.classifier.parameters()}
@@ -133,7 +139,7 @@ class FreezeMidRun(Callback):
 def test_mid_run_freeze_keeps_parameters_bit_identical(tmp_path):
     model = DigitsCNN()
     cb = FreezeMidRun()
-    trainer = Trainer(model, cfg(tmp_path, epochs=1, optimizer="adamw", weight_decay=0.1), [cb])
+    trainer = Trainer(model, small(tmp_path, epochs=1, optimizer="adamw", weight_decay=0.1), [cb])
     assert trainer.fit() == "completed"
     assert cb.frozen_at == 5
     cmd = cb.applied[0]
@@ -154,8 +160,9 @@ def test_unfreeze_adds_param_group_and_trains_it(tmp_path):
                 trainer.queue(SetTrainable("features", True))
 
     before = model.features[0].weight.detach().clone()
-    trainer = Trainer(model, cfg(tmp_path, epochs=1, scheduler="cosine", backbone_lr_mult=0.1), [Unfreeze(), rec])
-    n_groups = len(trainer.steps_per_epoch * [0]) and len(trainer.optimizer.param_groups)
+    trainer = Trainer(model, small(tmp_path, epochs=1, scheduler="cosine", backbone_lr_mult=0.1), [Unfreeze(), rec])
+    trainer.prepare()
+    n_groups = len(trainer.optimizer.param_groups)
     assert trainer.fit() == "completed", rec.errors
     assert len(trainer.optimizer.param_groups) == n_groups + 1
     new = trainer.optimizer.param_groups[-1]
@@ -173,7 +180,7 @@ def test_set_lr_and_save_now(tmp_path):
                 trainer.queue(SetLR(0.0123))
                 trainer.queue(SaveNow(str(tmp_path / "now.pt")))
 
-    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=1, optimizer="sgd"), [Cmds(), rec])
+    trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=1, optimizer="sgd"), [Cmds(), rec])
     assert trainer.fit() == "completed"
     assert trainer.lr == pytest.approx(0.0123)
     lrs = [m["lr"] for b in rec.batches for m in b]
@@ -186,7 +193,7 @@ def test_set_lr_and_save_now(tmp_path):
 
 def test_pause_resume_stop_from_another_thread(tmp_path):
     rec = Recorder()
-    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=200), [rec])
+    trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=200), [rec])
     result = {}
     th = threading.Thread(target=lambda: result.setdefault("reason", trainer.fit()))
     th.start()
@@ -222,7 +229,7 @@ def test_pause_resume_stop_from_another_thread(tmp_path):
 
 def test_stop_while_paused(tmp_path):
     rec = Recorder()
-    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=200), [rec])
+    trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=200), [rec])
     th = threading.Thread(target=trainer.fit)
     trainer.pause()
     th.start()
@@ -260,7 +267,7 @@ def test_schedulers(tmp_path, sched):
 
 
 def test_bf16_autocast_on_cpu(tmp_path):
-    trainer = Trainer(DigitsCNN(), cfg(tmp_path, epochs=1, amp=True), [])
+    trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=1, amp=True), [])
     assert trainer.fit() == "completed", trainer.error
     assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
 

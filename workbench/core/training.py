@@ -1228,11 +1228,18 @@ def build_model_from_config(mc: ModelConfig) -> tuple[nn.Module, Any, dict | Non
         raise TrainingError(f"unknown architecture {name!r}")
     if payload is not None and not mc.resume:
         sd = payload["model_state_dict"]
-        sd = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in sd.items()}
         try:
-            model.load_state_dict(sd)
-        except RuntimeError as e:
-            raise TrainingError(f"{mc.checkpoint}: the weights do not fit {name}: {e}") from e
+            from workbench.core.architectures import load_state_dict_into
+        except ImportError:
+            load_state_dict_into = None
+        if load_state_dict_into is not None:
+            load_state_dict_into(model, sd, strict=True)  # strips module./_orig_mod. prefixes; ArchitectureError
+        else:
+            sd = {k.removeprefix("module.").removeprefix("_orig_mod."): v for k, v in sd.items()}
+            try:
+                model.load_state_dict(sd)
+            except RuntimeError as e:
+                raise TrainingError(f"{mc.checkpoint}: the weights do not fit {name}: {e}") from e
     if mc.frozen:
         try:
             frozen = set(_resolve_parameter_names(model, list(mc.frozen)))
