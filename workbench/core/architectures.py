@@ -203,8 +203,10 @@ class _MetaStorage(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in self.INITS and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
-            return args[0]
+        if func in self.INITS:  # nn.init passes the tensor by keyword through handle_torch_function
+            target = args[0] if args else kwargs.get("tensor")
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
         if func in self.FACTORIES and kwargs.get("device") is None:
             kwargs["device"] = "meta"
         return func(*args, **kwargs)
