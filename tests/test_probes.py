@@ -302,3 +302,16 @@ def test_probe_callback_batches_sink_calls_and_reports_badges():
     assert len(calls) == 1 and len(calls[0]) == 4  # one flush at the end
     kinds = [b.kind for b in calls[0][-1].badges.get("features.8", [])]
     assert "dead_units" in kinds
+
+
+def test_large_outputs_histogram_a_strided_subsample_but_exact_moments():
+    model = nn.Identity()
+    x = torch.randn(4, 8, 64, 64)  # 131,072 values
+    with ActivationProbe(model, hist_max_values=10_000) as probe:
+        probe.add("")
+        model(x)
+        s = probe.collect()[""]
+    assert s.histogram.stride > 1 and s.histogram.stride % 2 == 1
+    assert s.histogram.counts.sum() == x.reshape(-1)[:: s.histogram.stride].numel()
+    assert s.mean == pytest.approx(x.mean().item(), abs=1e-6) and s.std == pytest.approx(x.std().item(), rel=1e-5)
+    assert (s.min, s.max) == (x.min().item(), x.max().item())

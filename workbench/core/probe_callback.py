@@ -148,7 +148,7 @@ class ProbeCallback(Callback):
         self._act_badges: dict[str, list[Badge]] = {}
         self._grad_badges: dict[str, list[Badge]] = {}
         self._out: list[ProbeReport] = []
-        self._last_flush = 0.0
+        self._last_flush = time.monotonic()
 
     # -- commands from other threads -------------------------------------------------------
     def set_probed(self, names: Iterable[str]) -> None:

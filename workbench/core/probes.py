@@ -52,6 +52,9 @@ DEFAULT_MAX_SIDE = 32
 #: 2-D / 3-D heatmaps are pooled down to at most this many pixels per side.
 DEFAULT_MAX_HEATMAP_SIDE = 128
 
+#: Histograms of larger tensors count an evenly strided subsample of about this many values.
+DEFAULT_HIST_MAX_VALUES = 1 << 15
+
 _N_SCALARS = 8  # count, mean, std, min, max, zeros, nonfinite, numel
 
 
@@ -65,11 +68,15 @@ class Histogram:
         ``(bins,)`` float64 counts (whole numbers); the last bin includes ``hi``.
     lo, hi : float
         Range of the finite values (``lo == hi`` when they are all equal; NaN when none is finite).
+    stride : int
+        1: every value was counted. k > 1: every k-th value of the flattened tensor
+        was (large activations; ``counts.sum()`` is then about ``numel / k``).
     """
 
     counts: np.ndarray
     lo: float
     hi: float
+    stride: int = 1
 
     @property
     def edges(self) -> np.ndarray:
@@ -292,21 +299,73 @@ class _Pending:
     scalars: torch.Tensor  # (8,)
     counts: torch.Tensor  # (bins,)
     image: tuple | None = None  # (kind, layout, tensor)
+    stride: int = 1  # histogram subsampling stride
+
+
+def _cpu_fast_stats(flat: torch.Tensor, hist_flat: torch.Tensor, bins: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """CPU shortcut for all-finite tensors; None when the masked path is needed.
+
+    Reading values on the CPU costs no device synchronisation, so the common
+    all-finite case can branch on them: a sum, a dot product for the variance
+    (two-pass, ``sum((x - mean)**2) / (n - 1)``), ``aminmax``, a zero count and
+    ``torch.histc`` — several times cheaper than ``torch.std_mean`` and
+    ``count_nonzero`` on CPU. Tensors with NaN / Inf (or one element) take the
+    masked path of :func:`_finite_scalars`.
+    """
+    n = flat.numel()
+    if n < 2:
+        return None
+    mean = flat.sum() / n
+    lo, hi = torch.aminmax(flat)
+    m, lo_, hi_ = torch.stack([mean, lo, hi]).tolist()
+    if not (math.isfinite(m) and math.isfinite(lo_) and math.isfinite(hi_)):
+        return None
+    dev = flat - m
+    sd = math.sqrt(max(float(torch.dot(dev, dev)), 0.0) / (n - 1))
+    zeros = int((flat == 0).sum())
+    if hi_ > lo_:
+        counts = torch.histc(hist_flat, bins, min=lo_, max=hi_)
+    else:
+        counts = torch.zeros(bins, dtype=flat.dtype)
+        counts[0] = hist_flat.numel()
+    scalars = torch.tensor([n, m, sd, lo_, hi_, zeros, 0, n], dtype=torch.float64)
+    return scalars, counts
+
+
+def _hist_stride(n: int, cap: int) -> int:
+    """Odd stride that keeps at most ``cap`` of ``n`` values (odd: no aliasing with power-of-2 widths)."""
+    if cap <= 0 or n <= cap:
+        return 1
+    return math.ceil(n / cap) | 1
 
 
 def _reduce(module: str, leaf: str, t: torch.Tensor, probe: ActivationProbe) -> _Pending:
-    """Everything the hook measures on one tensor leaf, on its device, without a host sync."""
+    """Everything the hook measures on one tensor leaf, on its device.
+
+    On an accelerator nothing is read back here (no host synchronisation): the
+    masked, branch-free path runs and :meth:`ActivationProbe.collect` copies the
+    small results later. On the CPU the all-finite shortcut is taken when it applies.
+    The histogram of a tensor larger than ``probe.hist_max_values`` is taken over an
+    evenly strided subsample (``Histogram.stride``); every other statistic uses all values.
+    """
     x = t.detach()
     flat = x.reshape(-1).to(_stat_dtype(x.dtype))
-    scalars, finite, x0 = _finite_scalars(flat)
-    counts = _histogram_counts(x0, finite, scalars[3], scalars[4], probe.bins)
+    stride = _hist_stride(flat.numel(), probe.hist_max_values)
+    fast = None
+    if flat.device.type == "cpu":
+        fast = _cpu_fast_stats(flat, flat[::stride], probe.bins)
+    if fast is not None:
+        scalars, counts = fast
+    else:
+        scalars, finite, x0 = _finite_scalars(flat)
+        counts = _histogram_counts(x0[::stride], finite[::stride], scalars[3], scalars[4], probe.bins)
     image = None
     if probe.images:
         img = _image_of(x.to(flat.dtype), probe.sample, probe.max_channels, probe.max_side, probe.max_heatmap_side)
         if img is not None:
             kind, layout, tensor = img
             image = (kind, layout, tensor.float().clone())  # a copy: never a view of the output
-    return _Pending(module, leaf, tuple(x.shape), str(x.dtype).removeprefix("torch."), scalars, counts, image)
+    return _Pending(module, leaf, tuple(x.shape), str(x.dtype).removeprefix("torch."), scalars, counts, image, stride)
 
 
 class ActivationProbe:
@@ -324,6 +383,10 @@ class ActivationProbe:
         Which sample of the batch the feature-map grid shows.
     max_channels, max_side, max_heatmap_side : int
         Size limits of the pictures (channels, pixels per side).
+    hist_max_values : int
+        Histograms of larger outputs count an evenly strided subsample of about this
+        many values (``Histogram.stride``); 0 = always every value. Mean, std, min,
+        max and the fractions always use every value.
 
     Notes
     -----
@@ -350,8 +413,10 @@ class ActivationProbe:
         max_channels: int = DEFAULT_MAX_CHANNELS,
         max_side: int = DEFAULT_MAX_SIDE,
         max_heatmap_side: int = DEFAULT_MAX_HEATMAP_SIDE,
+        hist_max_values: int = DEFAULT_HIST_MAX_VALUES,
     ):
         self.model = model
+        self.hist_max_values = int(hist_max_values)
         self.bins = int(bins)
         self.images = images
         self.sample = int(sample)
@@ -516,7 +581,7 @@ def _finish(p: _Pending, s: np.ndarray, counts: np.ndarray, image: np.ndarray | 
         max=hi,
         zero_fraction=zeros / n,
         nonfinite_fraction=nonfinite / n,
-        histogram=Histogram(counts=counts.copy(), lo=lo, hi=hi),
+        histogram=Histogram(counts=counts.copy(), lo=lo, hi=hi, stride=p.stride),
         image=picture,
         image_kind=kind,
         step=step,
