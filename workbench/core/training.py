@@ -337,6 +337,7 @@ class Trainer:
         self._csv: MetricsCSV | None = None
         self._tb = None
         self._running = False
+        self._in_teardown = False
         self._lr_cache = float(config.lr)
 
     # ------------------------------------------------------------ thread-safe controls
@@ -479,6 +480,7 @@ class Trainer:
         """
         reason = "error"
         self._running = True
+        self._in_teardown = False
         self._reason_override = None
         self.error = None
         with self._cond:
@@ -488,11 +490,11 @@ class Trainer:
             while not self._done():
                 try:
                     self._train_epoch()
+                    if self._stop:
+                        break
+                    self._end_epoch()
                 except _Restart:
                     continue
-                if self._stop:
-                    break
-                self._end_epoch()
             reason = self._reason_override or ("stopped" if self.epoch < self.config.epochs else "completed")
         except KeyboardInterrupt:
             reason = "stopped"
@@ -547,6 +549,7 @@ class Trainer:
         mc.frozen = _frozen_names(self.model)
 
     def _teardown(self) -> None:
+        self._in_teardown = True
         try:
             self._emit()
         except Exception:  # noqa: BLE001
@@ -673,7 +676,7 @@ class Trainer:
             for r in batch[-1:]:
                 self._tb.add_scalar("train/loss", r["loss"], r["step"])
         self._call("on_metrics", self, batch)
-        if tensors:
+        if tensors and not self._in_teardown:
             bad = next((r for r in batch if not math.isfinite(r["loss"])), None)
             if bad is not None:
                 # On CUDA the check runs at the emission cadence: later steps of this
