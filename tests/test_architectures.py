@@ -93,6 +93,12 @@ def test_detect_resnet18_with_module_prefix_first():
     assert [c.score for c in ranking] == sorted((c.score for c in ranking), reverse=True)
 
 
+def test_detect_default_resnet18_without_kwargs():
+    sd = {"module." + k: v for k, v in meta_state_dict("resnet18").items()}
+    best = detect_architecture(sd, top_k=1)
+    assert len(best) == 1 and best[0].spec == ArchSpec("resnet18") and best[0].score == 1.0
+
+
 def test_detect_lightning_wrapped_and_default_head(tmp_path):
     model = make_model("mobilenet_v3_small")
     ckpt = read_checkpoint(save_lightning(model, tmp_path / "m.ckpt"))

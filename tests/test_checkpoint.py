@@ -125,6 +125,8 @@ def test_metadata_of_training_dict_and_lightning(saved):
     assert (light.epoch, light.global_step, light.optimizer_class) == (4, 500, "SGD")
     assert light.optimizer_hparams["momentum"] == pytest.approx(0.9)
     assert light.extra["hyper_parameters"] == {"lr": 0.1, "num_classes": 10}
+    assert light.extra["lr_schedulers"][0]["step_size"] == 10
+    assert light.extra["pytorch-lightning_version"] == "2.4.0"
 
     st = read_checkpoint(paths["safetensors"]).metadata
     assert st.extra["__metadata__"] == {"format": "pt", "note": "test"}

@@ -587,8 +587,9 @@ def _metadata_from_raw(fmt: str, container: str, key: str | None, raw: Mapping |
     frozen = raw.get("frozen")
     if isinstance(frozen, (list, tuple)):
         meta.frozen = [str(n) for n in frozen]
-    if isinstance(raw.get("hyper_parameters"), Mapping):
-        meta.extra["hyper_parameters"] = _plain(raw["hyper_parameters"])
+    for lightning_key in ("hyper_parameters", "lr_schedulers"):
+        if isinstance(raw.get(lightning_key), (Mapping, list, tuple)):
+            meta.extra[lightning_key] = _plain(raw[lightning_key])
     used = {"epoch", "global_step", "step", "loss", "optimizer_class", key or ""}
     meta.extra.update(_scalar_extras(raw, used))
     return meta
