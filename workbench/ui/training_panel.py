@@ -146,6 +146,8 @@ class TrainingPanel(QWidget):
         left_layout.addWidget(scroll, 1)
         left_layout.addLayout(buttons)
         split = QSplitter(Qt.Orientation.Horizontal)
+        split.setObjectName("trainingSplitter")
+        self._split = split
         split.addWidget(left)
         split.addWidget(self.plots)
         split.setStretchFactor(0, 0)
@@ -156,6 +158,18 @@ class TrainingPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split, 1)
         layout.addWidget(self.progress)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        """Settings beside the plots in a wide dock, above them in a tall narrow one."""
+        super().resizeEvent(event)
+        size = event.size()
+        wide = size.width() >= 1.2 * size.height() or size.width() >= 900
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if self._split.orientation() != orientation:
+            self._split.setOrientation(orientation)
+            total = size.width() if wide else size.height()
+            first = 360 if wide else int(total * 0.4)
+            self._split.setSizes([first, max(100, total - first)])
 
     # ------------------------------------------------------------------ public API
     def is_running(self) -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from workbench.core import training
 
@@ -39,8 +39,16 @@ _LIVE: set[QObject] = set()
 
 
 def live_threads() -> list[QThread]:
-    """The training threads started by :func:`start_in_thread` that have not finished yet."""
-    return [obj for obj in _LIVE if isinstance(obj, QThread)]
+    """The training threads started by :func:`start_in_thread` that are still running."""
+    out = []
+    for obj in list(_LIVE):
+        if isinstance(obj, QThread):
+            try:
+                if obj.isRunning():
+                    out.append(obj)
+            except RuntimeError:  # C++ object deleted: finished
+                pass
+    return out
 
 
 def to_cpu_copy(obj: Any) -> Any:
@@ -326,39 +334,63 @@ def run_extras(trainer) -> dict:
     return extras
 
 
+class _Reaper(QObject):
+    """Drops the module's references to a finished thread and its worker, on the GUI thread."""
+
+    def __init__(self, thread: QThread, worker: QObject):
+        super().__init__()
+        self._objs = (thread, worker)
+
+    @Slot()
+    def reap(self) -> None:
+        thread, worker = self._objs
+        wait_for(thread, 5000)
+        for obj in (thread, worker, self):
+            _LIVE.discard(obj)
+
+
 def start_in_thread(worker: TrainingWorker) -> QThread:
     """Move ``worker`` to a new QThread wired the superqt way and start it.
 
     ``worker.moveToThread(thread); thread.started.connect(worker.run);
     worker.finished.connect(thread.quit); worker.finished.connect(worker.deleteLater);
-    thread.finished.connect(thread.deleteLater)``. Both stay referenced in a module
-    set until the thread has finished.
+    thread.finished.connect(thread.deleteLater)``, with ``quit`` as a direct call
+    (thread-safe) so a GUI thread blocked in :func:`wait_for` cannot keep the
+    thread's event loop alive. Both stay referenced in a module set until the GUI
+    thread has seen the thread finish (:func:`live_threads`).
     """
     thread = QThread()
     thread.setObjectName("trainingThread")
     worker.moveToThread(thread)
     thread.started.connect(worker.run)
-    worker.finished.connect(thread.quit)
+    # quit() is thread-safe: call it directly from the training thread, so the thread ends
+    # even while the GUI thread is blocked waiting for it (closeEvent).
+    worker.finished.connect(thread.quit, Qt.ConnectionType.DirectConnection)
     worker.finished.connect(worker.deleteLater)
     thread.finished.connect(thread.deleteLater)
-    _LIVE.add(thread)
-    _LIVE.add(worker)
-    thread.finished.connect(lambda: (_LIVE.discard(thread), _LIVE.discard(worker)))
+    reaper = _Reaper(thread, worker)
+    thread.finished.connect(reaper.reap)  # queued to the GUI thread (the reaper lives there)
+    _LIVE.update((thread, worker, reaper))
     thread.start()
     return thread
 
 
 def wait_for(thread: QThread | None, timeout_ms: int) -> bool:
-    """Wait up to ``timeout_ms`` for ``thread`` to finish; True when it is not running (or gone)."""
+    """Wait up to ``timeout_ms`` for ``thread`` to finish; True when it is not running (or gone).
+
+    Polls with ``time.sleep`` (which releases the GIL) rather than blocking in
+    ``QThread.wait``: a training thread that still needs the GIL to reach its next
+    step boundary must be able to get it while the GUI thread waits.
+    """
     if thread is None:
         return True
     try:
         deadline = time.monotonic() + timeout_ms / 1000.0
         while thread.isRunning():
-            left = int((deadline - time.monotonic()) * 1000)
-            if left <= 0:
+            if time.monotonic() >= deadline:
                 return False
-            thread.wait(min(left, 50))
+            time.sleep(0.002)
+        thread.wait(1000)  # finished: returns at once, joins the native thread
         return True
     except RuntimeError:  # the C++ QThread was already deleted: it had finished
         return True

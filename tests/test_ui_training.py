@@ -1,0 +1,342 @@
+"""The Training panel end to end: real Trainer on a real QThread, CPU, demo digits.
+
+Each test fails if it leaves a training QThread running (``_no_dangling_qthreads``);
+pytest-qt's ``qt_log_level_fail = WARNING`` catches "QThread: Destroyed while
+thread is still running".
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMainWindow
+
+from workbench.core import training
+from workbench.core.demo_model import DigitsCNN
+from workbench.ui.training_panel import TrainingPanel
+from workbench.ui.workers import live_threads
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
+
+RUN_TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(autouse=True)
+def _no_dangling_qthreads(qtbot):
+    """Fail a test that leaves a training QThread running (waits up to 10 s for it to end)."""
+    yield
+    try:
+        qtbot.waitUntil(lambda: not live_threads(), timeout=10_000)
+    except AssertionError:
+        for thread in live_threads():  # never terminate(): ask, then wait
+            thread.quit()
+        pytest.fail(f"test left {len(live_threads())} training QThread(s) running")
+
+
+class Host(QMainWindow):
+    """The attributes of MainWindow that the panel uses."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = DigitsCNN()
+        self.arch_spec = None
+        self.checkpoint = None
+        self.input_shape = (1, 1, 8, 8)
+        self.keep_bn_stats_fixed = False
+        self.refreshed = 0
+
+    def refresh_tree(self):
+        self.refreshed += 1
+
+
+class RecordingPanel(TrainingPanel):
+    """Dialogs replaced by recorders (never block a test)."""
+
+    def __init__(self, window):
+        self.errors: list[str] = []
+        self.nonfinite_asked: list[int] = []
+        self.nonfinite_answer = "stop"
+        self.confirm_answer = True
+        self.confirm_asked = 0
+        super().__init__(window)
+
+    def show_error(self, text):
+        self.errors.append(text)
+
+    def ask_nonfinite(self, step, loss):
+        self.nonfinite_asked.append(step)
+        return self.nonfinite_answer
+
+    def confirm_stop(self):
+        self.confirm_asked += 1
+        return self.confirm_answer
+
+
+@pytest.fixture
+def host(qtbot, tmp_path):
+    win = Host()
+    panel = RecordingPanel(win)
+    win.setCentralWidget(panel)
+    win.panel = panel
+    panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
+    qtbot.addWidget(win)
+    win.resize(1100, 750)
+    win.show()
+    yield win
+    if panel.is_running():
+        panel.shutdown(ask=False)
+
+
+def _start(qtbot, panel, epochs=None, **settings):
+    if epochs is not None:
+        panel.settings.epochs_spin.setValue(epochs)
+    for name, value in settings.items():
+        getattr(panel.settings, name).setValue(value)
+    with qtbot.waitSignal(panel.runningChanged, timeout=5000):
+        qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+
+
+def _wait_end(qtbot, panel):
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+
+
+def _steps(panel) -> int:
+    return len(panel.plots.steps)
+
+
+def _loss_curve(panel):
+    item = panel.findChild(object, "lossPlot").getPlotItem().listDataItems()[0]
+    x, y = item.getData()
+    return (np.array([]), np.array([])) if x is None else (x, y)
+
+
+def test_settings_defaults_and_device_combo(host):
+    s = host.panel.settings
+    assert host.panel.objectName() == "trainingPanel"
+    assert s.dataset_combo.currentData() == "digits" and s.dataset_combo.currentText().startswith("Demo digits")
+    assert [s.dataset_combo.itemData(i) for i in range(s.dataset_combo.count())] == [
+        "digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake"]
+    devices = [s.device_combo.itemData(i) for i in range(s.device_combo.count())]
+    assert devices == [d for d, _ in training.available_devices()]
+    assert s.device_combo.currentData() == training.default_device()
+    s.lr_spin.setValue(1e-5)
+    assert s.config().lr == pytest.approx(1e-5)
+    s.lr_spin.stepBy(4)
+    assert s.lr_spin.value() == pytest.approx(1e-4)
+    for name in ("datasetCombo", "deviceCombo", "optimizerCombo", "lrSpin", "batchSpin", "epochsSpin",
+                 "startButton", "pauseButton", "stopButton", "lossPlot", "progressBar"):
+        assert host.panel.findChild(object, name) is not None, name
+    assert host.panel.start_button.shortcut().toString() == "F5"
+
+
+def test_lr_preview_follows_scheduler(host, qtbot):
+    s = host.panel.settings
+    s.scheduler_combo.setCurrentIndex(s.scheduler_combo.findData("cosine"))
+    s.update_preview()
+    _, y = s.preview_curve.getData()
+    assert y[0] == pytest.approx(s.lr_spin.value()) and y[-1] < 0.1 * y[0]
+    s.scheduler_combo.setCurrentIndex(s.scheduler_combo.findData("step"))
+    s.update_preview()
+    _, y2 = s.preview_curve.getData()
+    assert len(np.unique(np.round(y2, 12))) == s.epochs_spin.value()
+
+
+def test_demo_trains_with_falling_loss(host, qtbot):
+    """Defaults: Start trains the demo on CPU; loss falls, val accuracy far above chance."""
+    panel = host.panel
+    assert not panel.stop_button.isEnabled() and not panel.is_running()
+    _start(qtbot, panel)
+    assert panel.stop_button.isEnabled() and panel.is_running()
+    assert not panel.start_button.isEnabled()
+    assert panel.start() is False  # a second Start does nothing
+    qtbot.keyClick(panel.start_button, Qt.Key.Key_F5)
+    qtbot.waitUntil(lambda: len(_loss_curve(panel)[0]) >= 5, timeout=RUN_TIMEOUT_MS)
+    assert len(live_threads()) == 1
+    with qtbot.waitSignal(panel.runningChanged, timeout=RUN_TIMEOUT_MS) as blocker:
+        pass
+    assert blocker.args == [False]
+    assert not panel.stop_button.isEnabled() and panel.start_button.isEnabled()
+    assert panel.last_reason() == "completed" and panel.errors == []
+    x, y = _loss_curve(panel)
+    assert len(x) == 5 * 23 and x[-1] == 115
+    assert np.mean(y[-10:]) < 0.6 * np.mean(y[:10])
+    acc = panel.plots.epochs["val_acc"]
+    assert len(acc) == 5 and acc[-1] > 0.6  # chance is 0.1
+    assert "epoch 5/5" in panel.progress.format() and "samples/s" in panel.progress.format()
+    extras = panel.checkpoint_extras()
+    assert extras["epoch"] == 5 and extras["step"] == 115 and math.isfinite(extras["loss"])
+    state = extras["optimizer_state_dict"]["state"]
+    tensors = [t for s in state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    assert tensors and all(t.device.type == "cpu" and not t.requires_grad for t in tensors)
+    live = dict(host.model.named_parameters())["classifier.weight"]
+    assert not any(t.data_ptr() == live.data_ptr() for t in tensors)
+    assert host.refreshed >= 1
+    run_dir = Path(panel.run_dir())
+    assert (run_dir / "last.pt").exists() and (run_dir / "run.toml").exists()
+
+
+def test_pause_resume_stop(host, qtbot):
+    panel = host.panel
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: _steps(panel) >= 3, timeout=RUN_TIMEOUT_MS)
+    qtbot.mouseClick(panel.pause_button, Qt.MouseButton.LeftButton)
+    assert panel.is_paused() and panel.pause_button.text() == "Resume"
+    qtbot.wait(400)  # the trainer reaches the step boundary and emits what it has
+    paused_at = _steps(panel)
+    qtbot.wait(400)
+    assert _steps(panel) == paused_at
+    qtbot.mouseClick(panel.pause_button, Qt.MouseButton.LeftButton)
+    assert not panel.is_paused() and panel.pause_button.text() == "Pause"
+    qtbot.waitUntil(lambda: _steps(panel) > paused_at + 2, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(panel.runningChanged, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
+    assert panel.last_reason() == "stopped" and not panel.stop_button.isEnabled()
+    # paused then stopped works too
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: _steps(panel) >= 2, timeout=RUN_TIMEOUT_MS)
+    panel.pause()
+    with qtbot.waitSignal(panel.runningChanged, timeout=RUN_TIMEOUT_MS):
+        panel.stop()
+    assert panel.last_reason() == "stopped"
+
+
+def test_midrun_freeze_is_bit_identical_and_marked(host, qtbot):
+    panel = host.panel
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: _steps(panel) >= 5, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(panel.trainableChanged, timeout=RUN_TIMEOUT_MS) as blocker:
+        panel.queue_trainable(["features"], False)
+    changed = blocker.args[0]
+    assert changed and all(n.startswith("features.") for n in changed)
+    frozen = {n: p.detach().clone() for n, p in host.model.named_parameters() if n.startswith("features.")}
+    head = host.model.classifier.weight.detach().clone()
+    steps_at_freeze = _steps(panel)
+    qtbot.waitUntil(lambda: _steps(panel) > steps_at_freeze + 10, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(panel.runningChanged, timeout=RUN_TIMEOUT_MS):
+        panel.stop()
+    for n, p in host.model.named_parameters():
+        if n in frozen:
+            assert torch.equal(p.detach(), frozen[n]), n
+            assert not p.requires_grad
+    assert not torch.equal(host.model.classifier.weight.detach(), head)
+    markers = panel.plots.freeze_markers()
+    assert len(markers) == 1 and 5 <= markers[0].value() <= steps_at_freeze + 1
+    assert "freeze" in markers[0].label.toPlainText()
+
+
+def test_dataset_exception_shows_error_and_app_stays_usable(host, qtbot, monkeypatch):
+    from workbench.core import data
+
+    original = data.TensorBatchLoader.iter_epoch
+
+    def broken(self, epoch, start_batch=0):
+        for i, batch in enumerate(original(self, epoch, start_batch)):
+            if i == 3 and self.shuffle:
+                raise OSError("sample 1234: corrupt image file")
+            yield batch
+
+    monkeypatch.setattr(data.TensorBatchLoader, "iter_epoch", broken)
+    panel = host.panel
+    _start(qtbot, panel, epochs=2)
+    _wait_end(qtbot, panel)
+    assert panel.last_reason() == "error"
+    assert len(panel.errors) == 1 and "Traceback" in panel.errors[0] and "corrupt image file" in panel.errors[0]
+    assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
+    assert all(torch.isfinite(p).all() for p in host.model.parameters())
+    monkeypatch.setattr(data.TensorBatchLoader, "iter_epoch", original)
+    _start(qtbot, panel, epochs=1)
+    _wait_end(qtbot, panel)
+    assert panel.last_reason() == "completed" and len(panel.errors) == 1
+
+
+def test_settings_error_is_shown_not_raised(host, qtbot):
+    panel = host.panel
+    panel.settings.scheduler_combo.setCurrentIndex(panel.settings.scheduler_combo.findData("multistep"))
+    panel.settings.milestones_edit.setText("two, four")
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    assert not panel.is_running() and "milestones" in panel.errors[-1]
+
+
+class _NanAt:
+    """Forward hook making the classifier output NaN on the ``at``-th training forward."""
+
+    def __init__(self, at):
+        self.at, self.calls = at, 0
+
+    def __call__(self, module, inputs, output):
+        if module.training:
+            self.calls += 1
+            if self.calls == self.at:
+                return output * float("nan")
+        return None
+
+
+@pytest.mark.parametrize("action,reason", [("lower_lr", "completed"), ("rollback", "completed"),
+                                           ("stop", "nonfinite")])
+def test_nonfinite_loss_each_choice(host, qtbot, action, reason):
+    panel = host.panel
+    panel.nonfinite_answer = action
+    hook = host.model.classifier.register_forward_hook(_NanAt(30))  # epoch 2: last.pt of epoch 1 exists
+    try:
+        _start(qtbot, panel, epochs=2)
+        _wait_end(qtbot, panel)
+    finally:
+        hook.remove()
+    assert panel.nonfinite_asked == [30]
+    assert panel.last_reason() == reason
+    assert all(torch.isfinite(p).all() for p in host.model.parameters())
+    lr = panel.plots.steps["lr"]
+    if action == "lower_lr":
+        assert lr[-1] == pytest.approx(lr[0] / 10)
+    if action == "rollback":
+        assert len(panel.plots.epochs) == 2 and panel.checkpoint_extras()["epoch"] == 2
+
+
+def test_close_during_run_stops_waits_and_saves(host, qtbot):
+    panel = host.panel
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: _steps(panel) >= 3, timeout=RUN_TIMEOUT_MS)
+    panel.confirm_answer = False
+    assert panel.shutdown(ask=True) is False and panel.is_running()
+    panel.confirm_answer = True
+    assert panel.shutdown(ask=True) is True
+    assert panel.confirm_asked == 2
+    assert not panel.is_running() and not live_threads()
+    assert panel.last_reason() == "stopped"
+    last = Path(panel.run_dir()) / "last.pt"
+    payload = torch.load(last, weights_only=True)
+    assert payload["step"] >= 3 and "optimizer_state_dict" in payload
+    assert torch.equal(payload["model_state_dict"]["classifier.weight"], host.model.classifier.weight.detach())
+    host.close()
+
+
+def test_close_while_paused_and_while_asking_nonfinite(host, qtbot):
+    panel = host.panel
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: _steps(panel) >= 2, timeout=RUN_TIMEOUT_MS)
+    panel.pause()
+    qtbot.wait(100)
+    assert panel.shutdown(ask=False) is True and not live_threads()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_run_shows_memory(host, qtbot):
+    panel = host.panel
+    s = panel.settings
+    s.device_combo.setCurrentIndex(s.device_combo.findData("cuda:0"))
+    assert "cuda:0" in s.device_combo.currentText()
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: "MiB allocated" in host.statusBar().currentMessage(), timeout=RUN_TIMEOUT_MS)
+    assert panel.cache_button.isVisible()
+    panel.empty_cuda_cache()
+    with qtbot.waitSignal(panel.runningChanged, timeout=RUN_TIMEOUT_MS):
+        panel.stop()
+    assert panel.last_reason() == "stopped"
+    assert all(t.device.type == "cpu" for s in panel.checkpoint_extras()["optimizer_state_dict"]["state"].values()
+               for t in s.values() if isinstance(t, torch.Tensor))
