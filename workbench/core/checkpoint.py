@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
-import os
 import pickletools
 import struct
 import warnings
