@@ -68,6 +68,20 @@ def take_screenshot(window, out: str | Path, depth: int = 1) -> Path:
     return out
 
 
+def _make_unattended(window) -> None:
+    """Never block on a modal dialog when rendering a screenshot: errors go to stderr, the
+    best detected architecture is taken (weights-only view below a 0.9 score), no trust, no partial load."""
+    from workbench.ui.dialogs import WEIGHTS_ONLY
+
+    def best(candidates):
+        return candidates[0].spec if candidates and candidates[0].score >= 0.9 else WEIGHTS_ONLY
+
+    window._show_error = lambda message: print(message, file=sys.stderr)
+    window._ask_architecture = best
+    window._ask_trust = lambda err: False
+    window._ask_partial_load = lambda report, ckpt, spec: False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the desktop app; returns the process exit code.
 
@@ -89,8 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workbench.ui.main_window import MainWindow
 
     window = MainWindow()
-    if args.screenshot:  # never block on a modal dialog when rendering unattended
-        window._show_error = lambda message: print(message, file=sys.stderr)
+    if args.screenshot:
+        _make_unattended(window)
     if args.path and not window.open_path(args.path, arch=_arch_spec(args), trust=args.trust) and args.screenshot:
         return 1
     for path in args.freeze:

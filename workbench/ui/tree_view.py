@@ -21,8 +21,8 @@ from workbench.ui.model_tree import (
     ModelTreeModel, ParamRow, node_of,
 )
 
-_COLUMN_WIDTHS = {COL_NAME: 200, COL_TYPE: 150, COL_SHAPE: 175, COL_PARAMS: 100, COL_TRAINABLE: 90,
-                  COL_FLOPS: 115, COL_TRAIN: 45}
+_COLUMN_WIDTHS = {COL_NAME: 165, COL_TYPE: 125, COL_SHAPE: 135, COL_PARAMS: 90, COL_TRAINABLE: 85,
+                  COL_FLOPS: 105, COL_TRAIN: 42}
 
 
 class TreeController(Protocol):
@@ -96,9 +96,12 @@ class ModelTreeWidget(QWidget):
         view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)  # registration order until a header is clicked
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        return view
+
+    def _apply_column_widths(self) -> None:
+        header = self.view.header()
         for col, width in _COLUMN_WIDTHS.items():
             header.resizeSection(col, width)
-        return view
 
     def _build_layout(self) -> None:
         expand = QToolButton(text="Expand all", toolTip="Expand every row")
@@ -121,6 +124,7 @@ class ModelTreeWidget(QWidget):
         """Show ``model`` (once; later models replace their root with ``set_root``)."""
         self.proxy.setSourceModel(model)
         model.set_visible_parents_provider(self.visible_source_parents)
+        self._apply_column_widths()
         self.view.selectionModel().currentChanged.connect(self._on_current_changed)
         self.reset_view()
 
