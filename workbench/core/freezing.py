@@ -133,6 +133,15 @@ def set_trainable(model: nn.Module, path: str, flag: bool) -> list[str]:
         When ``path`` is neither a module nor a parameter of ``model``.
     """
     flag = bool(flag)
+    if path == "":
+        # Fast path for the root (one walk instead of two): unchecking the root of a
+        # 20,000-module model must stay well under the tree's 0.2 s budget.
+        changed = []
+        for name, p in model.named_parameters():
+            if p.requires_grad != flag:
+                p.requires_grad_(flag)
+                changed.append(name)
+        return changed
     return _apply(model, {id(p): flag for p in _resolve(model, path)})
 
 
