@@ -104,15 +104,16 @@ def _make_host():
 
 
 def qt_run(app, panel, run_dir: str, epochs: int = EPOCHS, seed: int = 0) -> tuple[float, list[float]]:
-    """One run through the real worker + QThread with the plots drawing.
+    """One run started with the panel's own Start path (real worker, QThread, plots drawing).
 
-    Returns (training samples per second over the whole run, GUI timer intervals in ms).
+    Returns (training samples per second, GUI timer intervals in ms). The time is the
+    trainer's own clock from the start of ``fit()``'s loop to the last epoch's end
+    (train + validation + per-epoch checkpoints), so data building is excluded on both sides.
     """
     from PySide6.QtCore import QElapsedTimer, QTimer
 
-    from workbench.ui.workers import TrainingWorker, start_in_thread, wait_for
-
     panel.window_.model = DigitsCNN()
+    panel.on_model_changed()
     s = panel.settings
     s.dataset_combo.setCurrentIndex(s.dataset_combo.findData("digits"))
     s.device_combo.setCurrentIndex(max(0, s.device_combo.findData("cpu")))
@@ -120,48 +121,34 @@ def qt_run(app, panel, run_dir: str, epochs: int = EPOCHS, seed: int = 0) -> tup
     s.batch_spin.setValue(BATCH)
     s.seed_spin.setValue(seed)
     s.run_dir_edit.setText(run_dir)
-    cfg = s.config()
-    cfg.checkpoint_every_epoch = False
-    cfg.tensorboard = False
-    cfg.data.shuffle = True
 
     intervals: list[float] = []
     clock = QElapsedTimer()
     timer = QTimer()
     timer.setInterval(10)
+    timer.setTimerType(timer.timerType().PreciseTimer)
 
     def tick():
         intervals.append(clock.nsecsElapsed() / 1e6)
         clock.restart()
 
     timer.timeout.connect(tick)
-    samples = {"n": 0.0}
-    done = {"reason": None}
-
-    worker = TrainingWorker(panel.window_.model, cfg)
-    worker.metrics.connect(panel._on_metrics)
-    worker.epochEnded.connect(panel._on_epoch_ended)
-    worker.fitStarted.connect(panel._on_fit_started)
-    worker.finished.connect(lambda r: done.__setitem__("reason", r))
-    panel._config = cfg
-    panel.plots.clear()
-    panel._t0 = time.perf_counter()
-    n_train = len(_digits_tensors()[0][0])
+    started = {"yes": False}
+    panel.worker_started = started
     clock.start()
     timer.start()
-    t0 = time.perf_counter()
-    thread = start_in_thread(worker)
-    while done["reason"] is None:
+    if not panel.start():
+        raise RuntimeError("the panel did not start")
+    while panel.is_running():
         app.processEvents()
         time.sleep(0.001)
-    elapsed = time.perf_counter() - t0
     timer.stop()
-    wait_for(thread, 10000)
-    app.processEvents()
-    if done["reason"] != "completed":
-        raise RuntimeError(f"benchmark run ended with {done['reason']}")
-    samples["n"] = n_train * epochs
-    return samples["n"] / elapsed, intervals[1:]
+    if panel.last_reason() != "completed":
+        raise RuntimeError(f"benchmark run ended with {panel.last_reason()}")
+    trainer = panel._last_trainer
+    hist = trainer.history
+    fit_time = hist[-1]["time"]
+    return trainer.samples / fit_time, intervals[1:]
 
 
 def redraw_1m(panel, repeats: int = 15) -> float:

@@ -40,6 +40,9 @@ from workbench.ui.workers import TrainingWorker, start_in_thread, wait_for
 
 #: How long :meth:`TrainingPanel.shutdown` waits for the training thread, ms.
 SHUTDOWN_TIMEOUT_MS = 15000
+#: Plot redraw interval during a run, ms (metrics arrive ~every 40 ms and are only
+#: appended to the buffers; the curves are redrawn at most this often).
+REDRAW_MS = 100
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -84,12 +87,17 @@ class TrainingPanel(QWidget):
         self._run_info: dict = {}
         self._last_trainer = None
         self._paused = False
+        self._config = None
+        self._rate_window: deque = deque()
         self._t0 = 0.0
         self._samples_per_s = float("nan")
         self._build()
         self._status_timer = QTimer(self)
         self._status_timer.setInterval(500)
         self._status_timer.timeout.connect(self._on_status_tick)
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setInterval(REDRAW_MS)
+        self._redraw_timer.timeout.connect(self.plots.refresh)
         self._update_buttons()
         self.on_model_changed()
 
@@ -217,6 +225,7 @@ class TrainingPanel(QWidget):
         self.progress.setFormat("starting…")
         thread = start_in_thread(worker)
         thread.finished.connect(self._on_thread_finished)
+        self._redraw_timer.start()
         self._thread = thread
         self.settings.set_running(True)
         self._update_buttons()
@@ -439,7 +448,6 @@ class TrainingPanel(QWidget):
         if t is None:
             t = np.full(step.shape, now)
         self.plots.add_steps(step, loss, lr=m.get("lr"), epoch=m.get("epoch_float", m.get("epoch")), time=t)
-        self.plots.refresh()
         self._update_progress(m)
 
     def _update_progress(self, m: dict) -> None:
@@ -499,7 +507,6 @@ class TrainingPanel(QWidget):
             val_loss=num("val_loss"), val_acc=num("val_acc", "val_accuracy"),
             train_loss=num("train_loss"), time=num("time_s", "time") or (time.perf_counter() - self._t0),
         )
-        self.plots.refresh()
         self._last_epoch_metrics = m
 
     @Slot(dict)
@@ -556,6 +563,8 @@ class TrainingPanel(QWidget):
         wait_for(thread, 5000)
         self._worker = None
         self._status_timer.stop()
+        self._redraw_timer.stop()
+        self.plots.refresh()
         self.settings.set_running(False)
         self._update_buttons()
         self._refresh_resume_check()

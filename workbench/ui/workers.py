@@ -118,6 +118,7 @@ class QtBridge(training.Callback):
         self._worker = worker
 
     def on_fit_start(self, trainer) -> None:  # noqa: D102
+        self._worker.apply_early_requests(trainer)  # fit() clears a stop requested before it began
         self._worker.fitStarted.emit(_fit_info(trainer))
 
     def on_metrics(self, trainer, batch) -> None:  # noqa: D102
@@ -288,6 +289,15 @@ class TrainingWorker(QObject):
         finally:
             self.reason = reason
             self.finished.emit(reason)
+
+    def apply_early_requests(self, trainer) -> None:
+        """Re-apply a stop / pause asked for before ``fit()`` started (training thread)."""
+        with self._lock:
+            stop, paused = self._stop, self._paused
+        if stop:
+            trainer.request_stop()
+        if paused:
+            trainer.pause()
 
     def report_error(self, exc: BaseException, tb: str) -> None:
         """Emit ``error`` once per run with the traceback text."""
