@@ -175,7 +175,6 @@ def test_demo_trains_with_falling_loss(host, qtbot):
     assert tensors and all(t.device.type == "cpu" and not t.requires_grad for t in tensors)
     live = dict(host.model.named_parameters())["classifier.weight"]
     assert not any(t.data_ptr() == live.data_ptr() for t in tensors)
-    assert host.refreshed >= 1
     run_dir = Path(panel.run_dir())
     assert (run_dir / "last.pt").exists() and (run_dir / "run.toml").exists()
 
@@ -340,3 +339,56 @@ def test_cuda_run_shows_memory(host, qtbot):
     assert panel.last_reason() == "stopped"
     assert all(t.device.type == "cpu" for s in panel.checkpoint_extras()["optimizer_state_dict"]["state"].values()
                for t in s.values() if isinstance(t, torch.Tensor))
+
+
+# ---------------------------------------------------------------- the real MainWindow (the demo)
+@pytest.fixture
+def main_window(qtbot, tmp_path):
+    from workbench.ui.main_window import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    panel = win.findChild(TrainingPanel, "trainingPanel")
+    panel.errors = []
+    panel.show_error = panel.errors.append
+    panel.confirm_stop = lambda: True
+    panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
+    win.resize(1400, 900)
+    win.show()
+    yield win, panel
+    if panel.is_running():
+        panel.shutdown(ask=False)
+
+
+def test_main_window_demo_trains_freezes_from_tree_and_closes_mid_run(main_window, qtbot):
+    win, panel = main_window
+    assert win.training_panel is panel and panel.objectName() == "trainingPanel"
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: _steps(panel) >= 5, timeout=RUN_TIMEOUT_MS)
+    before = {n: p.detach().clone() for n, p in win.model.named_parameters() if n.startswith("features.")}
+    with qtbot.waitSignal(panel.trainableChanged, timeout=RUN_TIMEOUT_MS):
+        win.set_trainable("features", False)  # what the tree checkbox calls during a run
+    frozen = {n: p.detach().clone() for n, p in win.model.named_parameters() if n.startswith("features.")}
+    assert any(not torch.equal(before[n], frozen[n]) for n in before)  # they trained before the freeze
+    at = _steps(panel)
+    qtbot.waitUntil(lambda: _steps(panel) > at + 5, timeout=RUN_TIMEOUT_MS)
+    assert len(panel.plots.freeze_markers()) == 1
+    win.close()  # closeEvent -> shutdown(ask=True): confirm, stop, wait, save last.pt
+    assert not win.isVisible() and not panel.is_running() and not live_threads()
+    assert panel.last_reason() == "stopped" and panel.errors == []
+    for n, p in win.model.named_parameters():
+        if n in frozen:
+            assert torch.equal(p.detach(), frozen[n]), n
+    assert (Path(panel.run_dir()) / "last.pt").exists()
+
+
+def test_main_window_demo_defaults_train_on_click(main_window, qtbot, tmp_path):
+    win, panel = main_window
+    panel.settings.epochs_spin.setValue(3)
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    _wait_end(qtbot, panel)
+    assert panel.last_reason() == "completed" and panel.errors == []
+    _, y = _loss_curve(panel)
+    assert np.mean(y[-10:]) < 0.75 * np.mean(y[:10])
+    assert panel.plots.epochs["val_acc"][-1] > 0.5
+    win.grab().save(str(tmp_path / "main_window.png"))

@@ -568,10 +568,7 @@ class TrainingPanel(QWidget):
         self.settings.set_running(False)
         self._update_buttons()
         self._refresh_resume_check()
-        refresh = getattr(self.window_, "refresh_tree", None)
-        if callable(refresh):
-            refresh()
-        self.runningChanged.emit(False)
+        self.runningChanged.emit(False)  # MainWindow re-reads requires_grad (refresh_tree) on this
 
     def _on_status_tick(self) -> None:
         device = str(getattr(self, "_config", None) and self._config.device)
