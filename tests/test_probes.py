@@ -46,7 +46,7 @@ def _capture(module: nn.Module):
 def test_hook_statistics_equal_direct_statistics():
     model = DigitsCNN()
     names = ["features.0", "features.2", "features.10", "classifier"]
-    probe = ActivationProbe(model, bins=32)
+    probe = ActivationProbe(model, bins=32, hist_max_values=0)  # 0: histogram of every value
     refs = {}
     for n in names:
         probe.add(n)

@@ -53,7 +53,7 @@ DEFAULT_MAX_SIDE = 32
 DEFAULT_MAX_HEATMAP_SIDE = 128
 
 #: Histograms of larger tensors count an evenly strided subsample of about this many values.
-DEFAULT_HIST_MAX_VALUES = 1 << 15
+DEFAULT_HIST_MAX_VALUES = 1 << 12
 
 _N_SCALARS = 8  # count, mean, std, min, max, zeros, nonfinite, numel
 
@@ -281,11 +281,10 @@ def _image_of(x: torch.Tensor, sample: int, max_channels: int, max_side: int, ma
 def _tile(tiles: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """Arrange ``(C, h, w)`` tiles into a ``(rows*(h+1)-1, cols*(w+1)-1)`` grid with NaN gaps."""
     c, h, w = tiles.shape
-    grid = np.full((rows * (h + 1) - 1, cols * (w + 1) - 1), np.nan, dtype=np.float32)
-    for i in range(c):
-        r, q = divmod(i, cols)
-        grid[r * (h + 1) : r * (h + 1) + h, q * (w + 1) : q * (w + 1) + w] = tiles[i]
-    return grid
+    padded = np.full((rows * cols, h + 1, w + 1), np.nan, dtype=np.float32)
+    padded[:c, :h, :w] = tiles
+    grid = padded.reshape(rows, cols, h + 1, w + 1).transpose(0, 2, 1, 3).reshape(rows * (h + 1), cols * (w + 1))
+    return np.ascontiguousarray(grid[:-1, :-1])
 
 
 @dataclass
@@ -307,9 +306,9 @@ def _cpu_fast_stats(flat: torch.Tensor, hist_flat: torch.Tensor, bins: int) -> t
 
     Reading values on the CPU costs no device synchronisation, so the common
     all-finite case can branch on them: a sum, a dot product for the variance
-    (two-pass, ``sum((x - mean)**2) / (n - 1)``), ``aminmax``, a zero count and
-    ``torch.histc`` — several times cheaper than ``torch.std_mean`` and
-    ``count_nonzero`` on CPU. Tensors with NaN / Inf (or one element) take the
+    (two-pass, ``sum((x - mean)**2) / (n - 1)``), ``aminmax``, a zero count from
+    ``|sign(x)|`` and ``torch.histc`` — several times cheaper on CPU than
+    ``torch.std_mean``, ``count_nonzero`` or ``(x == 0).sum()``. Tensors with NaN / Inf (or one element) take the
     masked path of :func:`_finite_scalars`.
     """
     n = flat.numel()
@@ -322,7 +321,8 @@ def _cpu_fast_stats(flat: torch.Tensor, hist_flat: torch.Tensor, bins: int) -> t
         return None
     dev = flat - m
     sd = math.sqrt(max(float(torch.dot(dev, dev)), 0.0) / (n - 1))
-    zeros = int((flat == 0).sum())
+    # |sign(x)| is 1 for every non-zero finite value: 3x faster on CPU than (x == 0).sum()
+    zeros = n - int(flat.sign().abs_().sum())
     if hi_ > lo_:
         counts = torch.histc(hist_flat, bins, min=lo_, max=hi_)
     else:
