@@ -191,46 +191,56 @@ def test_set_lr_and_save_now(tmp_path):
     assert rec.commands[1].saved_to == str(tmp_path / "now.pt")
 
 
+def wait_until(predicate, timeout=20.0):
+    deadline = time.time() + timeout
+    while not predicate():
+        if time.time() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def test_pause_resume_stop_from_another_thread(tmp_path):
     rec = Recorder()
     trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=200), [rec])
     result = {}
-    th = threading.Thread(target=lambda: result.setdefault("reason", trainer.fit()))
+    th = threading.Thread(target=lambda: result.setdefault("reason", trainer.fit()), daemon=True)
     th.start()
-    assert rec.started.wait(30)
-    trainer.pause()
-    deadline = time.time() + 10
-    while time.time() < deadline:  # the loop reaches a step boundary and waits
+    try:
+        assert rec.started.wait(30)
+        trainer.pause()
+        assert trainer.is_paused
+        assert wait_until(lambda: trainer.is_waiting), "the loop did not reach a step boundary"
         n = len(rec.steps)
-        time.sleep(0.2)
-        if len(rec.steps) == n:
-            break
-    assert trainer.is_paused
-    n = len(rec.steps)
-    time.sleep(0.3)
-    assert len(rec.steps) == n, "steps ran while paused"
-    trainer.queue(SetLR(1e-4))  # commands apply while paused
-    deadline = time.time() + 5
-    while not rec.commands and time.time() < deadline:
-        time.sleep(0.02)
-    assert rec.commands and trainer.lr == pytest.approx(1e-4)
-    trainer.resume()
-    deadline = time.time() + 10
-    while len(rec.steps) <= n + 3 and time.time() < deadline:
-        time.sleep(0.02)
-    assert len(rec.steps) > n + 3
-    trainer.request_stop()
-    th.join(30)
+        time.sleep(0.3)
+        assert len(rec.steps) == n, "steps ran while paused"
+        trainer.queue(SetLR(1e-4))  # commands apply while paused
+        assert wait_until(lambda: bool(rec.commands)) and trainer.lr == pytest.approx(1e-4)
+        assert trainer.is_waiting
+        trainer.resume()
+        assert wait_until(lambda: len(rec.steps) > n + 3)
+        assert not trainer.is_paused
+    finally:
+        trainer.request_stop()
+        th.join(30)
     assert not th.is_alive()
     assert result["reason"] == "stopped" and rec.reasons == ["stopped"]
     assert trainer.epoch < 200
     assert all(p.grad is None for p in trainer.model.parameters())
 
 
+def test_stop_requested_before_fit_starts(tmp_path):
+    trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=5), [])
+    trainer.request_stop()
+    assert trainer.fit() == "stopped" and trainer.step == 0
+    trainer.config.epochs = 1  # the next fit() runs
+    assert trainer.fit() == "completed" and trainer.epoch == 1
+
+
 def test_stop_while_paused(tmp_path):
     rec = Recorder()
     trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=200), [rec])
-    th = threading.Thread(target=trainer.fit)
+    th = threading.Thread(target=trainer.fit, daemon=True)
     trainer.pause()
     th.start()
     time.sleep(0.3)

@@ -338,6 +338,9 @@ class Trainer:
         self._tb = None
         self._running = False
         self._in_teardown = False
+        self._waiting = False
+        self._saver = None
+        self._pending_save = None
         self._lr_cache = float(config.lr)
 
     # ------------------------------------------------------------ thread-safe controls
@@ -364,6 +367,11 @@ class Trainer:
     def is_paused(self) -> bool:
         """True while paused (by :meth:`pause` or waiting for a NaN decision)."""
         return self._paused
+
+    @property
+    def is_waiting(self) -> bool:
+        """True while the training thread is blocked at a step boundary (paused, or awaiting a NaN decision)."""
+        return self._waiting
 
     @property
     def is_running(self) -> bool:
@@ -483,8 +491,6 @@ class Trainer:
         self._in_teardown = False
         self._reason_override = None
         self.error = None
-        with self._cond:
-            self._stop = False
         try:
             self._fit_start()
             while not self._done():
@@ -495,6 +501,7 @@ class Trainer:
                     self._end_epoch()
                 except _Restart:
                     continue
+            self.wait_for_saves()
             reason = self._reason_override or ("stopped" if self.epoch < self.config.epochs else "completed")
         except KeyboardInterrupt:
             reason = "stopped"
@@ -550,6 +557,11 @@ class Trainer:
 
     def _teardown(self) -> None:
         self._in_teardown = True
+        with contextlib.suppress(Exception):
+            self.wait_for_saves()
+        if self._saver is not None:
+            self._saver.shutdown(wait=True)
+            self._saver = None
         try:
             self._emit()
         except Exception:  # noqa: BLE001
@@ -562,6 +574,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
         with self._cond:
             self._paused = False
+            self._stop = False  # a stop requested before fit() started is honoured; the next fit() runs
             self._nonfinite_step = None
 
     # ------------------------------------------------------------ epochs and steps
@@ -712,14 +725,39 @@ class Trainer:
             self._csv.append({**metrics, "time_s": metrics["time"], "best": int(best)})
         if self.config.checkpoint_every_epoch:
             payload = self.checkpoint_payload(loss=val_loss if math.isfinite(val_loss) else train_loss)
-            atomic_save(payload, self.run_dir / "last.pt")
-            if best:
-                atomic_save(payload, self.run_dir / "best.pt")
+            paths = [self.run_dir / "last.pt"] + ([self.run_dir / "best.pt"] if best else [])
+            self._save_in_background(payload, paths)
         if self._tb is not None:
             for k in ("train_loss", "val_loss", "val_acc", "lr"):
                 if math.isfinite(metrics[k]):
                     self._tb.add_scalar(f"epoch/{k}", metrics[k], finished)
         self._call("on_epoch_end", self, metrics)
+
+    def _save_in_background(self, payload: dict, paths: list[Path]) -> None:
+        """Write an epoch-end checkpoint on a writer thread (the payload is already a CPU copy).
+
+        ``torch.save`` + fsync cost ~10-30 ms per file here, a sizeable share of a
+        small model's epoch; training goes on while the file is written. At most
+        one write is in flight; a failed write is raised at the next save or at
+        the end of ``fit()``.
+        """
+        self.wait_for_saves()
+        if self._saver is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="workbench-save")
+
+        def write():
+            for path in paths:
+                atomic_save(payload, path)
+
+        self._pending_save = self._saver.submit(write)
+
+    def wait_for_saves(self) -> None:
+        """Block until the background checkpoint write (if any) is on disk; re-raise its error."""
+        future, self._pending_save = self._pending_save, None
+        if future is not None:
+            future.result()
 
     def validate(self) -> tuple[float, float]:
         """Validation loss and accuracy under ``model.eval()`` + ``torch.no_grad()``.
@@ -780,15 +818,19 @@ class Trainer:
             return
         self._emit()
         with self._cond:
-            while self._paused and not self._stop:
-                if not self._commands.empty():
-                    self._cond.release()
-                    try:
-                        self.apply_commands()
-                    finally:
-                        self._cond.acquire()
-                    continue
-                self._cond.wait()
+            self._waiting = True
+            try:
+                while self._paused and not self._stop:
+                    if not self._commands.empty():
+                        self._cond.release()
+                        try:
+                            self.apply_commands()
+                        finally:
+                            self._cond.acquire()
+                        continue
+                    self._cond.wait()
+            finally:
+                self._waiting = False
         self._window = (time.perf_counter(), self.samples)  # pause time is not throughput
         self.apply_commands()
 
@@ -815,6 +857,7 @@ class Trainer:
             self._lr_cache = float(cmd.lr)
         elif isinstance(cmd, SaveNow):
             self.prepare()
+            self.wait_for_saves()  # the epoch-end write must not land after this one
             path = Path(cmd.path) if cmd.path else self.run_dir / "last.pt"
             atomic_save(self.checkpoint_payload(), path)
             cmd.saved_to = str(path)
@@ -883,8 +926,10 @@ class Trainer:
             self._paused = True
         self._call("on_nonfinite", self, step)
         with self._cond:
+            self._waiting = True
             while self._nonfinite_action is None and not self._stop:
                 self._cond.wait()
+            self._waiting = False
             action = self._nonfinite_action or "stop"
             self._nonfinite_step = None
             self._nonfinite_action = None
@@ -894,6 +939,7 @@ class Trainer:
             self._lr_cache = self.lr
             self.config.lr = self.lr
         elif action == "rollback":
+            self.wait_for_saves()
             last = self.run_dir / "last.pt" if self.run_dir else None
             if last is None or not last.exists():
                 self._end_nonfinite(f"step {step}: the loss is NaN or infinite and there is no "
@@ -988,6 +1034,7 @@ class Trainer:
         While a run is active use ``queue(SaveNow(path))`` instead.
         """
         self.prepare()
+        self.wait_for_saves()
         path = Path(path) if path else self.run_dir / "last.pt"
         atomic_save(self.checkpoint_payload(), path)
         return path
@@ -1117,10 +1164,12 @@ def _payload(model, *, arch, optimizer, scheduler, epoch, step, loss, extra) -> 
                                   epoch=epoch, step=step, loss=loss, extra=extra)
     import workbench
 
-    payload = {
-        "model_state_dict": {k: v.detach() for k, v in model.state_dict().items()},
-        "optimizer_state_dict": optimizer.state_dict() if optimizer is not None else None,
-        "scheduler_state_dict": scheduler.state_dict() if scheduler is not None else None,
+    import copy
+
+    payload = {  # deep copies: the payload may be written on another thread while training goes on
+        "model_state_dict": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+        "optimizer_state_dict": copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None,
+        "scheduler_state_dict": copy.deepcopy(scheduler.state_dict()) if scheduler is not None else None,
         "epoch": epoch, "step": step, "loss": loss, "arch": arch,
         "frozen": _frozen_names(model),
         "workbench_version": getattr(workbench, "__version__", "0"),
