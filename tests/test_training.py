@@ -171,6 +171,24 @@ def test_unfreeze_adds_param_group_and_trains_it(tmp_path):
     assert not torch.equal(model.features[0].weight, before)
 
 
+def test_after_backward_sees_gradients_before_the_step(tmp_path):
+    class Grads(Callback):
+        def __init__(self):
+            self.norms = []
+
+        def on_after_backward(self, trainer):
+            w = trainer.model.classifier.weight
+            self.norms.append(float(w.grad.norm()))
+            assert trainer.model.features[0].weight.grad is None  # frozen: no grad at all
+
+    model = DigitsCNN()
+    model.features[0].requires_grad_(False)
+    cb = Grads()
+    trainer = Trainer(model, small(tmp_path, epochs=1, grad_clip=0.5), [cb])
+    assert trainer.fit() == "completed", trainer.error
+    assert len(cb.norms) == trainer.step and all(n > 0 for n in cb.norms)
+
+
 def test_set_lr_and_save_now(tmp_path):
     rec = Recorder()
 

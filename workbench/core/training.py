@@ -146,6 +146,11 @@ class Callback:
         """After each step. ``metrics`` keys: :data:`STEP_KEYS`; on CUDA ``loss`` is a
         detached 0-dim device tensor (reading it syncs) and ``samples_per_s`` is NaN."""
 
+    def on_after_backward(self, trainer: Trainer) -> None:
+        """After ``backward()`` of each step, before gradient clipping and the optimizer step
+        (fp16: after ``GradScaler.unscale_``, so gradients are true values). Called only for
+        callbacks that override it; keep it cheap."""
+
     def on_metrics(self, trainer: Trainer, batch: list[dict]) -> None:
         """A batch of step dicts (floats only), about every ``emit_every_ms`` and at epoch end."""
 
@@ -339,6 +344,7 @@ class Trainer:
         self._running = False
         self._in_teardown = False
         self._waiting = False
+        self._after_backward: list[Callback] = []
         self._saver = None
         self._pending_save = None
         self._lr_cache = float(config.lr)
@@ -536,6 +542,8 @@ class Trainer:
         self._window = (self._t0, self.samples)
         self.model.train()
         self._apply_bn_policy()
+        self._after_backward = [cb for cb in self.callbacks
+                                if type(cb).on_after_backward is not Callback.on_after_backward]
         self._call("on_fit_start", self)
 
     def _record_model_in_config(self) -> None:
@@ -631,9 +639,11 @@ class Trainer:
                 self.scaler.scale(loss).backward()
             else:
                 loss.backward()
+            if self.scaler is not None and (self.config.grad_clip or self._after_backward):
+                self.scaler.unscale_(opt)
+            for cb in self._after_backward:
+                cb.on_after_backward(self)
             if self.config.grad_clip:
-                if self.scaler is not None:
-                    self.scaler.unscale_(opt)
                 grads = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
                 if grads:
                     torch.nn.utils.clip_grad_norm_(grads, float(self.config.grad_clip))
