@@ -345,6 +345,7 @@ class Trainer:
         self._in_teardown = False
         self._waiting = False
         self._after_backward: list[Callback] = []
+        self._step_end: list[Callback] = []
         self._saver = None
         self._pending_save = None
         self._lr_cache = float(config.lr)
@@ -542,8 +543,10 @@ class Trainer:
         self._window = (self._t0, self.samples)
         self.model.train()
         self._apply_bn_policy()
+        # Per-step hooks are called only on callbacks that override them.
         self._after_backward = [cb for cb in self.callbacks
                                 if type(cb).on_after_backward is not Callback.on_after_backward]
+        self._step_end = [cb for cb in self.callbacks if type(cb).on_step_end is not Callback.on_step_end]
         self._call("on_fit_start", self)
 
     def _record_model_in_config(self) -> None:
@@ -670,7 +673,8 @@ class Trainer:
                "time": now - self._t0, "samples_per_s": math.nan}
         self._lr_cache = self.lr
         self._buf.append(rec)
-        self._call("on_step_end", self, rec)
+        for cb in self._step_end:
+            cb.on_step_end(self, rec)
         if (now - self._last_emit) * 1000.0 >= self.config.emit_every_ms:
             self._emit(now)
 
