@@ -61,8 +61,11 @@ def test_two_epochs_equal_one_plus_resume(tmp_path, kw):
 
     torch.manual_seed(999)  # the RNG state must come from the checkpoint, not from here
     resumed = fresh_model()
-    t2 = Trainer(resumed, make_config(tmp_path, "resumed", 2, **kw))
+    c2 = make_config(tmp_path, "resumed", 2, **kw)
+    c2.seed = 8  # the checkpoint's seed wins: the data order must continue the saved run's
+    t2 = Trainer(resumed, c2)
     t2.resume_from(last)
+    assert t2.config.seed == 7
     assert (t2.epoch, t2.step) == (1, t1.step)
     assert t2.fit() == "completed"
     assert t2.step == t.step

@@ -1125,6 +1125,13 @@ class Trainer:
         self.history = [dict(h) for h in payload.get("history") or []]
         if payload.get("rng_state"):
             set_rng_state(payload["rng_state"])
+        saved_seed = (payload.get("config") or {}).get("seed")
+        if saved_seed is not None and int(saved_seed) != int(self.config.seed):
+            # the data order is a function of (seed, epoch): continue with the run's own seed
+            self.config.seed = int(saved_seed)
+            for loader in (self.train_loader, self.val_loader):
+                if hasattr(loader, "seed"):
+                    loader.seed = int(saved_seed)
         self._lr_cache = self.lr
 
 
