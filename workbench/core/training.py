@@ -144,7 +144,8 @@ class Callback:
 
     def on_step_end(self, trainer: Trainer, metrics: dict) -> None:
         """After each step. ``metrics`` keys: :data:`STEP_KEYS`; on CUDA ``loss`` is a
-        detached 0-dim device tensor (reading it syncs) and ``samples_per_s`` is NaN."""
+        detached 0-dim device tensor (reading it syncs) and ``samples_per_s`` is NaN. The
+        same dict is later passed to ``on_metrics`` with those fields filled in as floats."""
 
     def on_after_backward(self, trainer: Trainer) -> None:
         """After ``backward()`` of each step, before gradient clipping and the optimizer step
@@ -346,6 +347,7 @@ class Trainer:
         self._waiting = False
         self._after_backward: list[Callback] = []
         self._step_end: list[Callback] = []
+        self._defer_loss = False
         self._saver = None
         self._pending_save = None
         self._lr_cache = float(config.lr)
@@ -460,6 +462,8 @@ class Trainer:
             self.scaler = torch.amp.GradScaler("cuda")
         self.run_dir = Path(cfg.run_dir) if cfg.run_dir else new_run_dir()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # CUDA: keep step losses on the device and read them at the emission cadence.
+        self._defer_loss = self.device.type == "cuda"
         self._prepared = True
 
     def _build_optimizer(self, group_names: list[list[str]] | None = None, roles: list[str] | None = None):
@@ -630,7 +634,7 @@ class Trainer:
         with self._autocast():
             out = self.model(xb)
             loss = self.loss_fn(out.float() if out.dtype != torch.float32 else out, yb)
-        on_cuda = dev.type == "cuda"
+        on_cuda = self._defer_loss
         if not on_cuda:
             value = loss.item()
             if not math.isfinite(value):
