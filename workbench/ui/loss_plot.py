@@ -108,7 +108,8 @@ def _plot(name: str, left: str, bottom: str) -> pg.PlotWidget:
     item = widget.getPlotItem()
     item.setDownsampling(auto=True, mode="peak")
     item.setClipToView(True)
-    item.showGrid(x=True, y=True, alpha=0.25)
+    # no grid: AxisItem grids are drawn through a translucent QPicture and cost
+    # ~6 ms per repaint, the largest share of a live plot's GUI time
     item.setLabel("left", left)
     item.setLabel("bottom", bottom)
     item.getAxis("left").enableAutoSIPrefix(False)
@@ -145,6 +146,11 @@ class TrainingPlots(QWidget):
         self._ema = EmaFilter(0.6)
         self._markers: list[tuple[float, float, float, str, pg.InfiniteLine]] = []
         self._dirty = False
+        self._epochs_dirty = False
+        self._lr_skip = 0
+        self._lr_dirty = False
+        #: the learning-rate curve is redrawn every this many refreshes (1 = each time)
+        self.lr_every = 5
         self._lr_fixed = False
         self._x = "step"
         self._build_plots()
@@ -244,8 +250,7 @@ class TrainingPlots(QWidget):
             self.loss_plot.removeItem(line)
         self._markers.clear()
         self.best_line.setVisible(False)
-        self._dirty = True
-        self.refresh()
+        self.refresh(force=True)
 
     def add_steps(self, step, loss, lr=None, epoch=None, time=None) -> None:
         """Append per-step values (1-D arrays of equal length; floats for one step).
@@ -280,7 +285,7 @@ class TrainingPlots(QWidget):
             val_acc=nan if val_acc is None else val_acc,
             train_loss=nan if train_loss is None else train_loss,
         )
-        self._dirty = True
+        self._epochs_dirty = True
 
     def mark_freeze(self, step: float, text: str, epoch: float | None = None, time: float | None = None) -> pg.InfiniteLine:
         """Draw a labelled vertical line where a freeze change was applied (at ``step``)."""
@@ -309,27 +314,44 @@ class TrainingPlots(QWidget):
 
     # ------------------------------------------------------------------ drawing
     def refresh(self, force: bool = False) -> None:
-        """Hand the buffers to the curves (``x[:n], y[:n]`` views); no-op unless data changed."""
-        if not (self._dirty or force):
+        """Hand the buffers to the curves (``x[:n], y[:n]`` views); only what changed is touched.
+
+        Step curves (loss, EMA) are updated when steps arrived, the learning-rate
+        curve at most every :attr:`lr_every` refreshes (its plot is small and mostly
+        flat), and the per-epoch curves only when an epoch ended: every ``setData``
+        repaints its plot, and painting is the GUI thread's main cost during a run.
+        """
+        steps_dirty = self._dirty or force
+        epochs_dirty = self._epochs_dirty or force
+        self._lr_skip += 1
+        lr_due = self._lr_dirty and (force or self._lr_skip >= self.lr_every)
+        if not (steps_dirty or epochs_dirty or lr_due):
             return
-        self._dirty = False
         xs = self.steps[self._x]
-        self.loss_curve.setData(xs, self.steps["loss"])
-        self.ema_curve.setData(xs, self.steps["ema"])
-        self.lr_curve.setData(xs, self.steps["lr"])
-        self._fit_constant_lr()
-        xe = self.epochs[self._x]
-        self.val_loss_curve.setData(xe, self.epochs["val_loss"])
-        self.acc_curve.setData(xe, self.epochs["val_acc"])
-        best = self.best_epoch()
-        if best is None:
-            self.best_marker.setData([], [])
-            self.best_line.setVisible(False)
-        else:
-            self.best_marker.setData([xe[best]], [self.epochs["val_loss"][best]])
-            self.best_line.setPos(xe[best])
-            self.best_line.label.setText(f"best: epoch {best + 1}")
-            self.best_line.setVisible(bool(np.isfinite(xe[best])))
+        if steps_dirty:
+            self._dirty = False
+            self._lr_dirty = True
+            self.loss_curve.setData(xs, self.steps["loss"])
+            self.ema_curve.setData(xs, self.steps["ema"])
+        if self._lr_dirty and (force or self._lr_skip >= self.lr_every):
+            self._lr_skip = 0
+            self._lr_dirty = False
+            self.lr_curve.setData(xs, self.steps["lr"])
+            self._fit_constant_lr()
+        if epochs_dirty:
+            self._epochs_dirty = False
+            xe = self.epochs[self._x]
+            self.val_loss_curve.setData(xe, self.epochs["val_loss"])
+            self.acc_curve.setData(xe, self.epochs["val_acc"])
+            best = self.best_epoch()
+            if best is None:
+                self.best_marker.setData([], [])
+                self.best_line.setVisible(False)
+            else:
+                self.best_marker.setData([xe[best]], [self.epochs["val_loss"][best]])
+                self.best_line.setPos(xe[best])
+                self.best_line.label.setText(f"best: epoch {best + 1}")
+                self.best_line.setVisible(bool(np.isfinite(xe[best])))
 
     def _fit_constant_lr(self) -> None:
         # pyqtgraph gives a constant curve a meaningless +-range; show [0, 1.5 lr] instead.

@@ -203,14 +203,15 @@ class TrainingPanel(QWidget):
         resume = self._resume_source()
         worker = TrainingWorker(model, config, arch=getattr(self.window_, "arch_spec", None),
                                 resume=resume, callbacks=self.extra_callbacks())
-        worker.fitStarted.connect(self._on_fit_started)
-        worker.metrics.connect(self._on_metrics)
-        worker.epochEnded.connect(self._on_epoch_ended)
-        worker.commandApplied.connect(self._on_command_applied)
-        worker.nonFinite.connect(self._on_nonfinite)
-        worker.error.connect(self._on_error)
-        worker.extrasReady.connect(self._on_extras)
-        worker.finished.connect(self._on_worker_finished)
+        queued = Qt.ConnectionType.QueuedConnection  # always run these slots on the GUI thread
+        worker.fitStarted.connect(self._on_fit_started, queued)
+        worker.metrics.connect(self._on_metrics, queued)
+        worker.epochEnded.connect(self._on_epoch_ended, queued)
+        worker.commandApplied.connect(self._on_command_applied, queued)
+        worker.nonFinite.connect(self._on_nonfinite, queued)
+        worker.error.connect(self._on_error, queued)
+        worker.extrasReady.connect(self._on_extras, queued)
+        worker.finished.connect(self._on_worker_finished, queued)
         self._worker = worker
         self._config = config
         self._last_reason = None
@@ -224,7 +225,7 @@ class TrainingPanel(QWidget):
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
         thread = start_in_thread(worker)
-        thread.finished.connect(self._on_thread_finished)
+        thread.finished.connect(self._on_thread_finished, Qt.ConnectionType.QueuedConnection)
         self._redraw_timer.start()
         self._thread = thread
         self.settings.set_running(True)
@@ -564,7 +565,7 @@ class TrainingPanel(QWidget):
         self._worker = None
         self._status_timer.stop()
         self._redraw_timer.stop()
-        self.plots.refresh()
+        self.plots.refresh(force=True)
         self.settings.set_running(False)
         self._update_buttons()
         self._refresh_resume_check()
