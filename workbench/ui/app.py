@@ -96,7 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["WORKBENCH_SETTINGS_DIR"] = tempfile.mkdtemp(prefix="workbench-settings-")
     from PySide6.QtWidgets import QApplication
 
+    from workbench.core.threads import reserve_cores_for_workers
     from workbench.ui.settings import set_application_names
+
+    reserve_cores_for_workers()  # the GUI thread computes single-threaded; training threads get the cores
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "workbench"])
     set_application_names()

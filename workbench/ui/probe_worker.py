@@ -14,10 +14,12 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
+import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from workbench.core.health import activation_badges
 from workbench.core.probes import probe_batch
+from workbench.core.threads import worker_thread_count
 
 _LIVE: set[QObject] = set()
 
@@ -61,6 +63,7 @@ class ProbeBatchWorker(QObject):
     def run(self) -> None:
         """Build the batch, probe, emit ``done`` (unless aborted) or ``failed``, then ``finished``."""
         try:
+            torch.set_num_threads(worker_thread_count())  # new threads inherit the GUI thread's 1
             stats = probe_batch(self.model, self.make_batch(), self.names, **self.probe_kwargs)
             if not self.aborted:
                 self.done.emit({"stats": stats, "badges": activation_badges(stats)})

@@ -42,7 +42,7 @@ from workbench.ui.workers import TrainingWorker, start_in_thread, wait_for
 SHUTDOWN_TIMEOUT_MS = 15000
 #: Plot redraw interval during a run, ms (metrics arrive ~every 40 ms and are only
 #: appended to the buffers; the curves are redrawn at most this often).
-REDRAW_MS = 100
+REDRAW_MS = 200
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -97,7 +97,8 @@ class TrainingPanel(QWidget):
         self._status_timer.timeout.connect(self._on_status_tick)
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setInterval(REDRAW_MS)
-        self._redraw_timer.timeout.connect(self.plots.refresh)
+        self._redraw_timer.timeout.connect(self._on_redraw_tick)
+        self._last_metrics = None
         self._update_buttons()
         self.on_model_changed()
 
@@ -449,7 +450,14 @@ class TrainingPanel(QWidget):
         if t is None:
             t = np.full(step.shape, now)
         self.plots.add_steps(step, loss, lr=m.get("lr"), epoch=m.get("epoch_float", m.get("epoch")), time=t)
-        self._update_progress(m)
+        self._last_metrics = m  # the progress bar is repainted on the redraw tick, not per batch
+
+    def _on_redraw_tick(self) -> None:
+        """Repaint plots and progress at most every ``REDRAW_MS`` (painting is the GUI's main cost)."""
+        self.plots.refresh()
+        m, self._last_metrics = self._last_metrics, None
+        if m is not None:
+            self._update_progress(m)
 
     def _update_progress(self, m: dict) -> None:
         def last(key, default=float("nan")):

@@ -32,6 +32,7 @@ import torch
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from workbench.core import training
+from workbench.core.threads import lower_current_thread_priority, worker_thread_count
 
 #: Threads and workers alive right now: Python keeps a reference until the thread
 #: has finished, so neither is ever garbage-collected while running (which would print
@@ -267,6 +268,7 @@ class TrainingWorker(QObject):
         reason = "error"
         threads = torch.get_num_threads()
         try:
+            lower_current_thread_priority()  # before the first op: its OpenMP workers inherit it
             torch.set_num_threads(training_thread_count(self.config))
             trainer = self.trainer_factory(self.model, self.config, [QtBridge(self), *self.callbacks], self.arch)
             if self.resume is not None:
@@ -326,18 +328,14 @@ class TrainingWorker(QObject):
 def training_thread_count(config) -> int:
     """Intra-op threads for a run on the training QThread.
 
-    Measured on the 2-core reference machine (DigitsCNN, batch 64): from a
-    non-main thread, two OpenMP threads cost 6.2-8.4 ms per step and one thread
-    5.0 ms (on the main thread two threads take 3.5 ms): the training thread's
-    OpenMP team competes with the GUI thread and the main thread's idle team.
-    So CPU runs use ``cpu_count - 1`` threads when that leaves the GUI a core, and
-    1 on machines with two cores or fewer; GPU runs keep torch's setting.
+    CPU runs use every core the process has (``core.threads.worker_thread_count``):
+    the app's GUI thread computes single-threaded (``core.threads.reserve_cores_for_workers``,
+    called by ``ui.app.main``), so the training thread's OpenMP pool is the only
+    one and runs at main-thread speed. GPU runs keep torch's setting.
     """
-    current = torch.get_num_threads()
     if not str(getattr(config, "device", "cpu")).startswith("cpu"):
-        return current
-    cores = os.cpu_count() or 1
-    return 1 if cores <= 2 else max(1, min(current, cores - 1))
+        return torch.get_num_threads()
+    return worker_thread_count()
 
 
 def run_extras(trainer) -> dict:
