@@ -393,3 +393,22 @@ def test_main_window_demo_defaults_train_on_click(main_window, qtbot, tmp_path):
     assert np.mean(y[-10:]) < 0.75 * np.mean(y[:10])
     assert panel.plots.epochs["val_acc"][-1] > 0.5
     win.grab().save(str(tmp_path / "main_window.png"))
+
+
+def test_live_probes_and_global_grad_norm_during_a_demo_run(main_window, qtbot):
+    """Probes ride along with the real run: grad norms reach the loss plot and the Probes panel."""
+    win, panel = main_window
+    probes = win.probes_panel
+    probes.toggle_probe("features.2")
+    panel.settings.epochs_spin.setValue(2)
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    _wait_end(qtbot, panel)
+    assert panel.last_reason() == "completed" and panel.errors == []
+    qtbot.waitUntil(lambda: len(panel.plots.grad_norm.data) > 0, timeout=5000)
+    norms = panel.plots.grad_norm.data["norm"]
+    steps = panel.plots.grad_norm.data["step"]
+    assert np.all(np.isfinite(norms)) and np.all(norms > 0)
+    assert steps[-1] > steps[0]  # measured repeatedly through the run, not once
+    x, y = panel.plots.grad_norm.curve.getData()
+    assert len(x) == len(norms) and np.allclose(y, np.log10(norms))
+    assert "features.2" in probes.probed()

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 from scipy.signal import lfilter
 
+from workbench.ui.grad_norm_overlay import GradNormOverlay
 from workbench.ui.plot_buffer import PlotBuffer
 
 #: x-axis modes: combo text -> buffer column.
@@ -190,6 +191,8 @@ class TrainingPlots(QWidget):
         self.best_line.setVisible(False)
         self.accuracy_plot.addItem(self.best_line, ignoreBounds=True)
 
+        self.grad_norm = GradNormOverlay(self.loss_plot)
+
         self.lr_plot = _plot("lrPlot", "learning rate", "step")
         self.lr_curve = self.lr_plot.getPlotItem().plot(name="lr", pen=pg.mkPen((150, 60, 160), width=2))
         self.lr_curve.setSkipFiniteCheck(False)
@@ -250,6 +253,7 @@ class TrainingPlots(QWidget):
             self.loss_plot.removeItem(line)
         self._markers.clear()
         self.best_line.setVisible(False)
+        self.grad_norm.clear()
         self.refresh(force=True)
 
     def add_steps(self, step, loss, lr=None, epoch=None, time=None) -> None:
@@ -321,6 +325,7 @@ class TrainingPlots(QWidget):
         flat), and the per-epoch curves only when an epoch ended: every ``setData``
         repaints its plot, and painting is the GUI thread's main cost during a run.
         """
+        self.grad_norm.refresh(self.steps, self._x, force=force)
         steps_dirty = self._dirty or force
         epochs_dirty = self._epochs_dirty or force
         self._lr_skip += 1

@@ -148,14 +148,14 @@ class ProbesPanel(QWidget):
         layout.addWidget(split, 1)
 
     def _build_activations(self) -> QWidget:
-        self.hist_plot = pg.PlotWidget(title="Activation histogram")
+        self.hist_plot = pg.PlotWidget(title="Activation histogram", background="w")
         self.hist_plot.setObjectName("activationHistogram")
         self.hist_plot.setLabel("bottom", "value")
         self.hist_plot.setLabel("left", "count")
         self.hist_bars = pg.BarGraphItem(x0=[0], x1=[1], height=[0], brush="#1f77b4", pen=None)
         self.hist_plot.addItem(self.hist_bars)
 
-        self.map_plot = pg.PlotWidget(title="Feature maps")
+        self.map_plot = pg.PlotWidget(title="Feature maps", background="w")
         self.map_plot.setObjectName("featureMapView")
         self.map_plot.setAspectLocked(True)
         self.map_plot.invertY(True)
@@ -185,6 +185,7 @@ class ProbesPanel(QWidget):
 
     def _build_gradients(self) -> QWidget:
         self.grad_widget = pg.GraphicsLayoutWidget()
+        self.grad_widget.setBackground("w")
         self.grad_widget.setObjectName("gradNormPlot")
         self.grad_curves = self.grad_widget.addPlot(row=0, col=0, title="Grad norm over steps (probed modules)")
         self.grad_curves.setLogMode(y=True)
@@ -206,7 +207,7 @@ class ProbesPanel(QWidget):
         return page
 
     def _build_weights(self) -> QWidget:
-        self.update_plot = pg.PlotWidget(title="Update ratio ‖Δw‖/‖w‖ per parameter")
+        self.update_plot = pg.PlotWidget(title="Update ratio ‖Δw‖/‖w‖ per parameter", background="w")
         self.update_plot.setObjectName("updateRatioPlot")
         self.update_plot.setLabel("left", "log10 ratio")
         self.update_plot.addLine(y=-3, pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine))  # the ~1e-3 convention

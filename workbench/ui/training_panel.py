@@ -99,6 +99,7 @@ class TrainingPanel(QWidget):
         self._redraw_timer.setInterval(REDRAW_MS)
         self._redraw_timer.timeout.connect(self._on_redraw_tick)
         self._last_metrics = None
+        self._probes_connected = False
         self._update_buttons()
         self.on_model_changed()
 
@@ -377,8 +378,25 @@ class TrainingPanel(QWidget):
         return nonfinite_dialog.ask_nonfinite(self, step, loss, can_rollback=True)
 
     def extra_callbacks(self) -> list:
-        """Extra core callbacks for the next run (subclasses / probes panel may add)."""
-        return []
+        """Extra core callbacks for the next run: the probes panel's live-probe callback.
+
+        Its reports (batched on the training thread) also feed the global grad
+        norm drawn on the loss plot.
+        """
+        panel = getattr(self.window_, "probes_panel", None)
+        if panel is None:
+            return []
+        if not self._probes_connected:
+            panel.reportsArrived.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
+            self._probes_connected = True
+        return list(panel.training_callbacks())
+
+    @Slot(list)
+    def _on_probe_reports(self, reports: list) -> None:
+        for report in reports:
+            grads = getattr(report, "grads", None)
+            if grads is not None:
+                self.plots.grad_norm.add(report.step, grads.global_norm)
 
     # ------------------------------------------------------------------ helpers
     def _fill_config(self, config) -> None:
@@ -563,6 +581,9 @@ class TrainingPanel(QWidget):
             self._last_trainer = self._worker.trainer
         self._worker = None
         self._status(f"Training {reason}" + (f" - run folder {self._run_dir}" if self._run_dir else ""), 10000)
+        m, self._last_metrics = self._last_metrics, None
+        if m is not None:  # the metrics that arrived after the last redraw tick
+            self._update_progress(m)
         fmt = self.progress.format().replace(" · stopping…", "")
         self.progress.setFormat(f"{reason} · {fmt}")
 
