@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -153,3 +155,29 @@ def test_config_toml_round_trip_and_validation(tmp_path):
         TrainConfig.from_dict({"scheduler": "warm"})
     with pytest.raises(ValueError, match="unknown setting"):
         TrainConfig.from_dict({"data": {"datset": "digits"}})
+
+
+def test_resnet18_trains_on_grayscale_digits_through_channel_fitting(tmp_path):
+    """A user opens resnet18 (conv1 takes 3 channels) and presses Start on the demo digits."""
+    import torchvision
+
+    from workbench.core.config import DataConfig, TrainConfig
+    from workbench.core.data import fit_channels_to_model, model_input_channels
+    from workbench.core.training import Trainer
+
+    model = torchvision.models.resnet18(weights=None, num_classes=10)
+    assert model_input_channels(model) == 3
+    # a 10 % training split keeps this to a few resnet18 steps
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=32, val_fraction=0.9), epochs=1,
+                      run_dir=str(tmp_path / "run"))
+    trainer = Trainer(model, cfg)
+    assert trainer.fit() == "completed", trainer.error
+    assert cfg.data.channels == "rgb" and "rgb" in trainer.data_note
+    assert trainer.history and math.isfinite(trainer.history[-1]["train_loss"])
+
+    explicit = DataConfig(dataset="digits", channels="grayscale")
+    assert fit_channels_to_model(explicit, model) is None and explicit.channels == "grayscale"
+    fake = DataConfig(dataset="fake", fake_shape=[3, 16, 16])
+    from workbench.core.demo_model import DigitsCNN
+
+    assert fit_channels_to_model(fake, DigitsCNN()) is not None and fake.fake_shape[0] == 1

@@ -461,3 +461,63 @@ def _imagefolder(cfg: DataConfig):
     shape = tuple(train[0][0].shape)
     info = DataInfo("imagefolder", shape, len(classes), list(classes), len(train), len(val))
     return train, val, info
+
+
+#: Channels each built-in dataset has before any transform.
+NATIVE_CHANNELS = {"digits": 1, "mnist": 1, "fashionmnist": 1, "cifar10": 3, "imagefolder": 3}
+
+
+def model_input_channels(model) -> int | None:
+    """Input channels the model expects: ``in_channels`` of its first ``nn.Conv2d``.
+
+    Returns
+    -------
+    int or None
+        None when the model has no 2-D convolution (an MLP, a transformer on tokens).
+    """
+    from torch import nn
+
+    for module in model.modules():
+        if isinstance(module, nn.Conv2d):
+            return int(module.in_channels)
+    return None
+
+
+def fit_channels_to_model(cfg: DataConfig, model) -> str | None:
+    """Convert grayscale data to RGB (or back) when the model's first conv wants it.
+
+    Only acts when ``cfg.channels == "keep"``: a user's explicit choice wins.
+    For FakeData the generated shape's channel count is set instead. So a user
+    who opens resnet18 (``conv1`` takes 3 channels) can press Start on the
+    built-in 1-channel digits without a shape error.
+
+    Parameters
+    ----------
+    cfg : DataConfig
+        Changed in place.
+    model : nn.Module
+
+    Returns
+    -------
+    str or None
+        What was changed, for the status bar / log; None when nothing was.
+    """
+    want = model_input_channels(model)
+    if want is None or cfg.channels != "keep":
+        return None
+    if cfg.dataset == "fake":
+        shape = list(cfg.fake_shape)
+        if shape and shape[0] != want:
+            cfg.fake_shape = [want, *shape[1:]]
+            return f"FakeData generated with {want} channels to fit the model's first convolution"
+        return None
+    have = NATIVE_CHANNELS.get(cfg.dataset)
+    if have is None or have == want:
+        return None
+    if want == 3 and have == 1:
+        cfg.channels = "rgb"
+    elif want == 1 and have == 3:
+        cfg.channels = "grayscale"
+    else:
+        return None
+    return f"{cfg.dataset} images converted to {cfg.channels} ({want} channels) for the model's first convolution"

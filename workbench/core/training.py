@@ -320,6 +320,8 @@ class Trainer:
         self.loss_fn: nn.Module = _optim.build_loss(config.loss)
         self.train_loader = self.val_loader = None
         self.info = None
+        #: what prepare() changed in the data settings to fit the model (e.g. grayscale -> rgb), or None
+        self.data_note: str | None = None
         self.end_reason: str | None = None
         self.error: Exception | None = None
         self._data = data
@@ -451,8 +453,9 @@ class Trainer:
         if self._data is not None:
             self.train_loader, self.val_loader = self._data
         else:
-            from workbench.core.data import TensorBatchLoader, build_loaders
+            from workbench.core.data import TensorBatchLoader, build_loaders, fit_channels_to_model
 
+            self.data_note = fit_channels_to_model(cfg.data, self.model)
             self.train_loader, self.val_loader, self.info = build_loaders(cfg.data, seed=cfg.seed)
             for loader in (self.train_loader, self.val_loader):
                 if isinstance(loader, TensorBatchLoader) and self.device.type != "cpu":

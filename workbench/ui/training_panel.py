@@ -455,7 +455,8 @@ class TrainingPanel(QWidget):
         self._run_info = info
         if info.get("run_dir"):
             self._run_dir = info["run_dir"]
-            self._status(f"Training… run folder {self._run_dir}", 5000)
+            note = f" ({info['data_note']})" if info.get("data_note") else ""
+            self._status(f"Training… run folder {self._run_dir}{note}", 8000)
 
     @Slot(dict)
     def _on_metrics(self, m: dict) -> None:

@@ -168,6 +168,7 @@ def _fit_info(trainer) -> dict:
         pass
     run_dir = getattr(trainer, "run_dir", None)
     info["run_dir"] = str(run_dir) if run_dir is not None else None
+    info["data_note"] = getattr(trainer, "data_note", None)
     return info
 
 
