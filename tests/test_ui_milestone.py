@@ -1,0 +1,83 @@
+"""The first milestone end to end, as a new user does it, in the real MainWindow.
+
+Open the demo, freeze the backbone in the tree, train on CPU and watch the loss
+fall, save with File > Save checkpoint, reopen the saved file, resume, and check
+the run continued where it stopped (epoch and optimizer step) with the backbone
+still frozen and bit-identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+
+from workbench.ui.training_panel import TrainingPanel
+
+RUN_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    from workbench.ui.main_window import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win._show_error = lambda msg: pytest.fail(f"error dialog: {msg}")
+    panel = win.findChild(TrainingPanel, "trainingPanel")
+    panel.errors = []
+    panel.show_error = panel.errors.append
+    panel.confirm_stop = lambda: True
+    panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
+    win.resize(1400, 900)
+    win.show()
+    yield win, panel
+    if panel.is_running():
+        panel.shutdown(ask=False)
+
+
+def _train(qtbot, panel, epochs: int) -> None:
+    panel.settings.epochs_spin.setValue(epochs)
+    with qtbot.waitSignal(panel.runningChanged, timeout=5000):
+        qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+    assert panel.errors == [] and panel.last_reason() == "completed"
+
+
+def test_freeze_train_save_reopen_resume(window, qtbot, tmp_path):
+    win, panel = window
+    tree = win.tree_model
+    # freeze the backbone with its checkbox in the tree
+    features = tree.index_for_name("features")
+    train_col = next(c for c in range(tree.columnCount()) if tree.headerData(c, Qt.Orientation.Horizontal) == "Train")
+    idx = features.siblingAtColumn(train_col)
+    assert tree.setData(idx, Qt.CheckState.Unchecked.value, Qt.ItemDataRole.CheckStateRole)
+    assert all(not p.requires_grad for p in win.model.features.parameters())
+    assert all(p.requires_grad for p in win.model.classifier.parameters())
+    frozen_before = {n: p.detach().clone() for n, p in win.model.features.named_parameters()}
+
+    _train(qtbot, panel, epochs=2)
+    x, y = panel.plots.steps["step"], panel.plots.steps["loss"]
+    assert len(y) > 20 and np.mean(y[-5:]) < np.mean(y[:5])  # the loss fell
+    step_after_first_run = int(x[-1])
+
+    saved = tmp_path / "saved.pt"
+    assert win.save_checkpoint(saved)
+    plain = torch.load(saved, weights_only=True)  # readable by plain PyTorch
+    assert plain["epoch"] == 2 and "optimizer_state_dict" in plain
+    assert set(plain["frozen"]) == {f"features.{n}" for n in frozen_before}
+
+    # reopen the saved file (no architecture dialog: the file names it) and resume
+    win._ask_architecture = lambda *a, **k: pytest.fail("the saved file names its architecture")
+    assert win.open_path(saved)
+    assert all(not p.requires_grad for p in win.model.features.parameters())
+    assert panel.resume_check.isEnabled()
+    panel.resume_check.setChecked(True)
+    _train(qtbot, panel, epochs=3)
+    trainer = panel._last_trainer
+    assert len(trainer.history) == 1 and trainer.epoch == 3  # only the third epoch ran
+    assert trainer.step == 3 * trainer.steps_per_epoch
+    assert trainer.step > step_after_first_run
+    for n, p in win.model.features.named_parameters():
+        assert torch.equal(p.detach(), frozen_before[n]), n
