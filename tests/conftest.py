@@ -23,3 +23,44 @@ def _isolated_settings(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBENCH_SETTINGS_DIR", str(tmp_path / "settings"))
     monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
     yield
+
+
+@pytest.fixture
+def no_dangling_qthreads(qtbot):
+    """Fail a test that leaves a training QThread running (waits up to 10 s for it to end).
+
+    Use it with ``pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")``.
+    """
+    from workbench.ui.workers import live_threads
+
+    yield
+    try:
+        qtbot.waitUntil(lambda: not live_threads(), timeout=10_000)
+    except AssertionError:
+        for thread in live_threads():  # never terminate(): ask, then wait
+            thread.quit()
+        pytest.fail(f"test left {len(live_threads())} training QThread(s) running")
+
+
+@pytest.fixture
+def main_window(qtbot, tmp_path):
+    """The real MainWindow on the demo, shown, with its training panel's dialogs recorded.
+
+    Yields ``(window, panel)``; ``panel.errors`` collects what would have been an
+    error dialog, Stop is confirmed without asking, runs go under ``tmp_path/run``.
+    """
+    from workbench.ui.main_window import MainWindow
+    from workbench.ui.training_panel import TrainingPanel
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    panel = win.findChild(TrainingPanel, "trainingPanel")
+    panel.errors = []
+    panel.show_error = panel.errors.append
+    panel.confirm_stop = lambda: True
+    panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
+    win.resize(1400, 900)
+    win.show()
+    yield win, panel
+    if panel.is_running():
+        panel.shutdown(ask=False)

@@ -13,28 +13,9 @@ import pytest
 import torch
 from PySide6.QtCore import Qt
 
-from workbench.ui.training_panel import TrainingPanel
-
 RUN_TIMEOUT_MS = 120_000
 
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    from workbench.ui.main_window import MainWindow
-
-    win = MainWindow()
-    qtbot.addWidget(win)
-    win._show_error = lambda msg: pytest.fail(f"error dialog: {msg}")
-    panel = win.findChild(TrainingPanel, "trainingPanel")
-    panel.errors = []
-    panel.show_error = panel.errors.append
-    panel.confirm_stop = lambda: True
-    panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
-    win.resize(1400, 900)
-    win.show()
-    yield win, panel
-    if panel.is_running():
-        panel.shutdown(ask=False)
+pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
 
 def _train(qtbot, panel, epochs: int) -> None:
@@ -45,8 +26,9 @@ def _train(qtbot, panel, epochs: int) -> None:
     assert panel.errors == [] and panel.last_reason() == "completed"
 
 
-def test_freeze_train_save_reopen_resume(window, qtbot, tmp_path):
-    win, panel = window
+def test_freeze_train_save_reopen_resume(main_window, qtbot, tmp_path):
+    win, panel = main_window
+    win._show_error = lambda msg: pytest.fail(f"error dialog: {msg}")
     tree = win.tree_model
     # freeze the backbone with its checkbox in the tree
     features = tree.index_for_name("features")

@@ -25,17 +25,7 @@ pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSi
 
 RUN_TIMEOUT_MS = 60_000
 
-
-@pytest.fixture(autouse=True)
-def _no_dangling_qthreads(qtbot):
-    """Fail a test that leaves a training QThread running (waits up to 10 s for it to end)."""
-    yield
-    try:
-        qtbot.waitUntil(lambda: not live_threads(), timeout=10_000)
-    except AssertionError:
-        for thread in live_threads():  # never terminate(): ask, then wait
-            thread.quit()
-        pytest.fail(f"test left {len(live_threads())} training QThread(s) running")
+pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
 
 class Host(QMainWindow):
@@ -185,7 +175,10 @@ def test_pause_resume_stop(host, qtbot):
     qtbot.waitUntil(lambda: _steps(panel) >= 3, timeout=RUN_TIMEOUT_MS)
     qtbot.mouseClick(panel.pause_button, Qt.MouseButton.LeftButton)
     assert panel.is_paused() and panel.pause_button.text() == "Resume"
-    qtbot.wait(400)  # the trainer reaches the step boundary and emits what it has
+    # the trainer reaches the step boundary, emits what it has, then blocks
+    qtbot.waitUntil(lambda: panel._worker.trainer is not None and panel._worker.trainer.is_waiting,
+                    timeout=RUN_TIMEOUT_MS)
+    qtbot.wait(200)  # the last queued metrics batch reaches the GUI thread
     paused_at = _steps(panel)
     qtbot.wait(400)
     assert _steps(panel) == paused_at
@@ -343,22 +336,6 @@ def test_cuda_run_shows_memory(host, qtbot):
 
 
 # ---------------------------------------------------------------- the real MainWindow (the demo)
-@pytest.fixture
-def main_window(qtbot, tmp_path):
-    from workbench.ui.main_window import MainWindow
-
-    win = MainWindow()
-    qtbot.addWidget(win)
-    panel = win.findChild(TrainingPanel, "trainingPanel")
-    panel.errors = []
-    panel.show_error = panel.errors.append
-    panel.confirm_stop = lambda: True
-    panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
-    win.resize(1400, 900)
-    win.show()
-    yield win, panel
-    if panel.is_running():
-        panel.shutdown(ask=False)
 
 
 def test_main_window_demo_trains_freezes_from_tree_and_closes_mid_run(main_window, qtbot):

@@ -14,14 +14,7 @@ from workbench.ui import workers
 from workbench.ui.workers import TrainingWorker, live_threads, pack_metrics, start_in_thread, to_cpu_copy
 
 
-@pytest.fixture(autouse=True)
-def _no_dangling_qthreads(qtbot):
-    """Fail a test that leaves a training QThread running."""
-    yield
-    try:
-        qtbot.waitUntil(lambda: not live_threads(), timeout=10_000)
-    except AssertionError:
-        pytest.fail(f"test left {len(live_threads())} training QThread(s) running")
+pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
 
 class Recorder(QObject):
