@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import pkgutil
+import subprocess
 import sys
 import time
 import traceback
@@ -22,9 +23,47 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 HERE = Path(__file__).resolve().parent
 
 
+MARKER = "BENCH_RESULT "
+
+
+def _child(name: str) -> int:
+    """Run one benchmark module in this (fresh) process and print its figures after MARKER."""
+    try:
+        figures = importlib.import_module(f"benchmarks.{name}").run()
+    except Exception:
+        traceback.print_exc()
+        return 1
+    print(MARKER + json.dumps(figures), flush=True)
+    return 0
+
+
+def _run_isolated(name: str) -> dict[str, float] | None:
+    """Run ``benchmarks.<name>`` in its own Python process; its figures, or None when it failed.
+
+    Each module gets a fresh process so one cannot skew another: torch's thread
+    pools, allocator state and page cache warmed by an earlier module would
+    otherwise leak into the next one's figures (``bench_training`` measured 0.53x
+    after other modules had computed on the main thread, 0.86x on its own).
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks", "--child", name],
+        cwd=HERE.parent, stdout=subprocess.PIPE, text=True,
+    )
+    figures = None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(MARKER):
+            figures = json.loads(line[len(MARKER):])
+        else:
+            print(line, end="", flush=True)
+    return figures if proc.wait() == 0 else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks; return 0 when every module ran, 1 otherwise."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        return _child(argv[1])
     names = sorted(m.name for m in pkgutil.iter_modules([str(HERE)]) if m.name.startswith("bench_"))
     if argv:
         names = [n for n in names if any(a in n for a in argv)]
@@ -36,10 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         t0 = time.perf_counter()
         print(f"== {name}", flush=True)
-        try:
-            figures = importlib.import_module(f"benchmarks.{name}").run()
-        except Exception:  # a broken benchmark must not hide the others' figures
-            traceback.print_exc()
+        figures = _run_isolated(name)
+        if figures is None:  # a broken benchmark must not hide the others' figures
             failed.append(name)
             continue
         for key, value in figures.items():

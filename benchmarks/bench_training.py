@@ -41,7 +41,7 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 from workbench.core.config import DataConfig, TrainConfig  # noqa: E402
 from workbench.core.demo_model import DigitsCNN  # noqa: E402
 
-PAIRS = 5
+PAIRS = 9
 EPOCHS = 3
 BATCH = 64
 
