@@ -315,3 +315,42 @@ def test_large_outputs_histogram_a_strided_subsample_but_exact_moments():
     assert s.histogram.counts.sum() == x.reshape(-1)[:: s.histogram.stride].numel()
     assert s.mean == pytest.approx(x.mean().item(), abs=1e-6) and s.std == pytest.approx(x.std().item(), rel=1e-5)
     assert (s.min, s.max) == (x.min().item(), x.max().item())
+
+
+def test_adaptive_cadence_keeps_measurements_within_the_time_budget():
+    from workbench.core.probe_callback import AUTO_START_EVERY, _StepCost
+
+    cost = _StepCost()
+    assert cost.cadence(0.03, AUTO_START_EVERY) == AUTO_START_EVERY  # nothing measured yet
+    cost.plain, cost.measured = 0.010, 0.020  # a measured step costs 10 ms more than a 10 ms step
+    n = cost.cadence(0.03, AUTO_START_EVERY)
+    assert n == 34  # ceil(0.010 / (0.03 * 0.010))
+    assert (cost.measured - cost.plain) / (n * cost.plain) <= 0.03
+    cost.plain, cost.measured = 1.0, 1.005  # a heavy model: probing is nearly free
+    assert cost.cadence(0.03, AUTO_START_EVERY) == 1
+    cost.plain, cost.measured = 0.001, 10.0
+    assert cost.cadence(0.03, AUTO_START_EVERY) == 1000  # clamped
+
+
+def test_adaptive_callback_spaces_measurements_by_its_current_cadence(tmp_path):
+    from workbench.core.config import DataConfig, TrainConfig
+    from workbench.core.demo_model import DigitsCNN
+    from workbench.core.probe_callback import ProbeCallback
+    from workbench.core.training import Trainer
+
+    got = []
+    cadences = []
+
+    class Spy(ProbeCallback):
+        def on_step_end(self, trainer, metrics=None):
+            if self._next_act == self._index:
+                cadences.append(self.every)
+            super().on_step_end(trainer, metrics)
+
+    cb = Spy(got.extend, probed=["features.2"], flush_ms=0)
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=32), epochs=2, run_dir=str(tmp_path / "run"))
+    assert Trainer(DigitsCNN(), cfg, [cb]).fit() == "completed"
+    act_steps = [r.step for r in got if r.activations]
+    assert len(act_steps) >= 3
+    # each gap is the cadence in force when the earlier measurement was taken
+    assert [b - a for a, b in zip(act_steps, act_steps[1:])] == cadences[: len(act_steps) - 1]
