@@ -129,3 +129,15 @@ def test_million_points_redraw(plots):
     plots.refresh()
     plots.loss_plot.repaint()
     assert plots.steps.capacity >= n and len(plots.loss_curve.getData()[0]) <= n
+
+
+def test_best_epoch_label_names_the_runs_epoch_after_a_resume(plots):
+    # a run resumed after 2 epochs: its first epoch row is epoch 3 (epochs completed)
+    plots.add_steps(np.arange(47, 93), np.linspace(2.0, 1.0, 46))
+    plots.add_epoch(3.0, 69, val_loss=1.5, val_acc=0.5)
+    plots.add_epoch(4.0, 92, val_loss=1.1, val_acc=0.6)
+    plots.add_epoch(5.0, 115, val_loss=1.3, val_acc=0.6)
+    plots.refresh(force=True)
+    assert plots.best_epoch() == 1
+    assert plots.best_epoch_number() == 4
+    assert plots.best_line.label.textItem.toPlainText() == "best: epoch 4"

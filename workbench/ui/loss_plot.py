@@ -316,6 +316,18 @@ class TrainingPlots(QWidget):
         finite = np.isfinite(v)
         return int(np.argmin(np.where(finite, v, np.inf))) if finite.any() else None
 
+    def best_epoch_number(self) -> int | None:
+        """The run's own number (1-based) of the best epoch, or None.
+
+        The ``epoch`` column holds epochs completed, so after a resume at epoch 2
+        the first row is epoch 3, not 1 (:meth:`best_epoch` is only the row index).
+        """
+        best = self.best_epoch()
+        if best is None:
+            return None
+        completed = self.epochs["epoch"][best]
+        return int(round(completed)) if np.isfinite(completed) else best + 1
+
     # ------------------------------------------------------------------ drawing
     def refresh(self, force: bool = False) -> None:
         """Hand the buffers to the curves (``x[:n], y[:n]`` views); only what changed is touched.
@@ -355,7 +367,7 @@ class TrainingPlots(QWidget):
             else:
                 self.best_marker.setData([xe[best]], [self.epochs["val_loss"][best]])
                 self.best_line.setPos(xe[best])
-                self.best_line.label.setText(f"best: epoch {best + 1}")
+                self.best_line.label.setText(f"best: epoch {self.best_epoch_number()}")
                 self.best_line.setVisible(bool(np.isfinite(xe[best])))
 
     def _fit_constant_lr(self) -> None:
