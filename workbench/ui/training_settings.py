@@ -9,6 +9,9 @@ and is recomputed, debounced by 150 ms, whenever a setting changes.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import importlib.util
 import math
 
 import pyqtgraph as pg
@@ -30,6 +33,12 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.config import DataConfig, TrainConfig
+
+#: (label, DataConfig.channels).
+CHANNELS = [("Keep", "keep"), ("Grayscale (1)", "grayscale"), ("RGB (3)", "rgb")]
+#: (label, DataConfig.normalize): "auto" is the dataset's own preset.
+NORMALIZE = [("Dataset's own", "auto"), ("ImageNet", "imagenet"), ("MNIST", "mnist"),
+             ("CIFAR10", "cifar10"), ("Digits", "digits"), ("None", "none")]
 
 #: (label, DataConfig.dataset) in combo order; the demo digits come first (default).
 DATASETS = [
@@ -154,6 +163,7 @@ class TrainingSettings(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("trainingSettings")
+        self._base = TrainConfig()
         self._build()
         self._preview_timer = QTimer(self)
         self._preview_timer.setSingleShot(True)
@@ -179,6 +189,7 @@ class TrainingSettings(QWidget):
         self.batch_spin = _spin("batchSpin", 1, 65536, DataConfig.batch_size)
         self.workers_spin = _spin("workersSpin", 0, 64, 0)
         self.val_spin = _dspin("valFractionSpin", 0.0, 0.9, 0.2, 0.05, 2)
+        self._build_transform_widgets()
 
         self.device_combo = QComboBox()
         self.device_combo.setObjectName("deviceCombo")
@@ -237,6 +248,42 @@ class TrainingSettings(QWidget):
 
         self._lay_out()
 
+    def _build_transform_widgets(self) -> None:
+        """Transform, augmentation, loader and FakeData widgets (the rest of :class:`DataConfig`)."""
+        self.image_size_spin = _spin("imageSizeSpin", 0, 4096, 0)
+        self.image_size_spin.setSpecialValueText("native")
+        self.image_size_spin.setToolTip("Resize the shorter side to this many pixels (native = no resize)")
+        self.center_crop_spin = _spin("centerCropSpin", 0, 4096, 0)
+        self.center_crop_spin.setSpecialValueText("off")
+        self.channels_combo = _combo("channelsCombo", CHANNELS)
+        self.channels_combo.setToolTip("Keep: converted automatically when the model's first conv needs it")
+        self.normalize_combo = _combo("normalizeCombo", NORMALIZE)
+        self.flip_check = QCheckBox("Random flip")
+        self.flip_check.setObjectName("randomFlipCheck")
+        self.flip_check.setToolTip("Random horizontal flip of training images")
+        self.random_crop_spin = _spin("randomCropSpin", 0, 256, 0)
+        self.random_crop_spin.setSpecialValueText("off")
+        self.random_crop_spin.setToolTip("Random crop after this much zero padding, pixels (training only)")
+        self.shuffle_check = QCheckBox("Shuffle")
+        self.shuffle_check.setObjectName("shuffleCheck")
+        self.shuffle_check.setChecked(DataConfig.shuffle)
+        self.pin_check = QCheckBox("Pin memory")
+        self.pin_check.setObjectName("pinMemoryCheck")
+        self.drop_last_check = QCheckBox("Drop last")
+        self.drop_last_check.setObjectName("dropLastCheck")
+        self.fake_shape_edit = QLineEdit(", ".join(str(v) for v in DataConfig().fake_shape))
+        self.fake_shape_edit.setObjectName("fakeShapeEdit")
+        self.fake_shape_edit.setToolTip("FakeData image shape C, H, W")
+        self.fake_size_spin = _spin("fakeSizeSpin", 2, 10_000_000, DataConfig.fake_size)
+        self.classes_spin = _spin("numClassesSpin", 1, 100_000, DataConfig.num_classes)
+        self.classes_spin.setToolTip("Classes of FakeData")
+        self.tensorboard_check = QCheckBox("TensorBoard log")
+        self.tensorboard_check.setObjectName("tensorboardCheck")
+        has_tb = importlib.util.find_spec("tensorboard") is not None
+        self.tensorboard_check.setProperty("available", has_tb)
+        self.tensorboard_check.setToolTip("Write TensorBoard scalars into the run folder" if has_tb
+                                          else "Install the tensorboard package to enable this")
+
     def _lay_out(self) -> None:
         data = QFormLayout()
         data.addRow("Dataset", self.dataset_combo)
@@ -248,6 +295,16 @@ class TrainingSettings(QWidget):
         data.addRow("Batch size", self.batch_spin)
         data.addRow("Validation share", self.val_spin)
         data.addRow("Loader workers", self.workers_spin)
+        loader_row = QHBoxLayout()
+        for check in (self.shuffle_check, self.pin_check, self.drop_last_check):
+            loader_row.addWidget(check)
+        data.addRow("", loader_row)
+        fake_row = QHBoxLayout()
+        fake_row.addWidget(self.fake_shape_edit, 1)
+        fake_row.addWidget(self.fake_size_spin)
+        data.addRow("Fake C,H,W / n", fake_row)
+        data.addRow("Classes", self.classes_spin)
+        self._data_form = data
         data.addRow("Device", self.device_combo)
         data.addRow("Epochs", self.epochs_spin)
         data.addRow("Seed", self.seed_spin)
@@ -283,8 +340,21 @@ class TrainingSettings(QWidget):
         run_row.addWidget(self.run_dir_button)
         sched.addRow("Run folder", run_row)
 
+        sched.addRow("", self.tensorboard_check)
+
+        tfm = QFormLayout()
+        tfm.addRow("Image size", self.image_size_spin)
+        tfm.addRow("Center crop", self.center_crop_spin)
+        tfm.addRow("Channels", self.channels_combo)
+        tfm.addRow("Normalize", self.normalize_combo)
+        aug_row = QHBoxLayout()
+        aug_row.addWidget(self.random_crop_spin, 1)
+        aug_row.addWidget(self.flip_check)
+        tfm.addRow("Random crop pad", aug_row)
+
         groups = QVBoxLayout()
-        for title, form in (("Data and device", data), ("Optimization", optim), ("Schedule and run", sched)):
+        for title, form in (("Data and device", data), ("Transforms and augmentation", tfm),
+                            ("Optimization", optim), ("Schedule and run", sched)):
             box = QGroupBox(title)
             box.setLayout(form)
             groups.addWidget(box)
@@ -297,17 +367,19 @@ class TrainingSettings(QWidget):
         self.scheduler_combo.currentIndexChanged.connect(self._on_scheduler_changed)
         self.optimizer_combo.currentIndexChanged.connect(self._on_optimizer_changed)
         for combo in (self.dataset_combo, self.device_combo, self.optimizer_combo,
-                      self.loss_combo, self.scheduler_combo):
+                      self.loss_combo, self.scheduler_combo, self.channels_combo, self.normalize_combo):
             combo.currentIndexChanged.connect(self._on_changed)
         for spin in (self.batch_spin, self.workers_spin, self.epochs_spin, self.seed_spin,
-                     self.step_size_spin, self.patience_spin):
+                     self.step_size_spin, self.patience_spin, self.image_size_spin,
+                     self.center_crop_spin, self.random_crop_spin, self.fake_size_spin, self.classes_spin):
             spin.valueChanged.connect(self._on_changed)
         for spin in (self.val_spin, self.lr_spin, self.momentum_spin, self.wd_spin, self.backbone_spin,
                      self.gamma_spin, self.pct_start_spin, self.clip_spin):
             spin.valueChanged.connect(self._on_changed)
-        for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit):
+        for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit, self.fake_shape_edit):
             edit.textChanged.connect(self._on_changed)
-        for check in (self.download_check, self.nesterov_check, self.amp_check):
+        for check in (self.download_check, self.nesterov_check, self.amp_check, self.flip_check,
+                      self.shuffle_check, self.pin_check, self.drop_last_check, self.tensorboard_check):
             check.toggled.connect(self._on_changed)
         self._on_optimizer_changed()
 
@@ -330,21 +402,39 @@ class TrainingSettings(QWidget):
     def config(self) -> TrainConfig:
         """A :class:`TrainConfig` from the widgets (validated).
 
+        Fields the form has no widget for (``min_lr``, ``amp_dtype``, ``split_seed``,
+        ``head`` ...) keep the values of the last :meth:`set_config` (defaults before).
+
         Raises
         ------
         ValueError
             A setting that cannot be used (e.g. unparsable milestones).
         """
-        data = DataConfig(
+        base = copy.deepcopy(self._base)
+        data = dataclasses.replace(
+            base.data,
             dataset=self.dataset_combo.currentData(),
             root=self.root_edit.text().strip(),
             download=self.download_check.isChecked(),
             val_fraction=self.val_spin.value(),
             batch_size=self.batch_spin.value(),
             num_workers=self.workers_spin.value(),
+            shuffle=self.shuffle_check.isChecked(),
+            pin_memory=self.pin_check.isChecked(),
+            drop_last=self.drop_last_check.isChecked(),
+            image_size=self.image_size_spin.value(),
+            center_crop=self.center_crop_spin.value(),
+            channels=self.channels_combo.currentData(),
+            normalize=self.normalize_combo.currentData(),
+            random_flip=self.flip_check.isChecked(),
+            random_crop=self.random_crop_spin.value(),
+            fake_shape=self._fake_shape(),
+            fake_size=self.fake_size_spin.value(),
+            num_classes=self.classes_spin.value(),
         )
         clip = self.clip_spin.value()
-        cfg = TrainConfig(
+        cfg = dataclasses.replace(
+            base,
             data=data,
             epochs=self.epochs_spin.value(),
             device=self.device_combo.currentData() or "cpu",
@@ -366,12 +456,28 @@ class TrainingSettings(QWidget):
             amp=self.amp_check.isChecked(),
             seed=self.seed_spin.value(),
             run_dir=self.run_dir_edit.text().strip() or None,
+            tensorboard=self.tensorboard_check.isChecked(),
         )
         cfg.validate()
         return cfg
 
     def set_config(self, cfg: TrainConfig) -> None:
-        """Show ``cfg`` in the widgets (fields the form has no widget for are ignored)."""
+        """Show ``cfg`` in the widgets; fields without a widget are kept for :meth:`config`."""
+        self._base = copy.deepcopy(cfg)
+        d = cfg.data
+        self.shuffle_check.setChecked(d.shuffle)
+        self.pin_check.setChecked(d.pin_memory)
+        self.drop_last_check.setChecked(d.drop_last)
+        self.image_size_spin.setValue(d.image_size)
+        self.center_crop_spin.setValue(d.center_crop)
+        _set_combo(self.channels_combo, d.channels)
+        _set_combo(self.normalize_combo, d.normalize)
+        self.flip_check.setChecked(d.random_flip)
+        self.random_crop_spin.setValue(d.random_crop)
+        self.fake_shape_edit.setText(", ".join(str(v) for v in d.fake_shape))
+        self.fake_size_spin.setValue(d.fake_size)
+        self.classes_spin.setValue(d.num_classes)
+        self.tensorboard_check.setChecked(bool(cfg.tensorboard))
         _set_combo(self.dataset_combo, cfg.data.dataset)
         self.root_edit.setText(cfg.data.root)
         self.download_check.setChecked(cfg.data.download)
@@ -398,6 +504,16 @@ class TrainingSettings(QWidget):
         self.seed_spin.setValue(cfg.seed)
         self.run_dir_edit.setText(cfg.run_dir or "")
 
+    def _fake_shape(self) -> list[int]:
+        text = self.fake_shape_edit.text().replace(";", ",").replace("x", ",")
+        try:
+            shape = [int(p) for p in text.split(",") if p.strip()]
+        except ValueError:
+            shape = []
+        if len(shape) != 3 or min(shape) < 1:
+            raise ValueError(f"FakeData shape {text!r}: expected C, H, W as three positive whole numbers, e.g. 3, 32, 32")
+        return shape
+
     def _milestones(self) -> list[int]:
         text = self.milestones_edit.text().replace(";", ",")
         try:
@@ -410,12 +526,14 @@ class TrainingSettings(QWidget):
         name = self.dataset_combo.currentData()
         batch = self.batch_spin.value()
         if name in ("digits", "fake", "imagefolder"):
-            n = {"digits": 1797, "fake": DataConfig.fake_size}.get(name)
+            n = {"digits": 1797, "fake": self.fake_size_spin.value()}.get(name)
             if n is None:
                 return 100
             n = int(round(n * (1.0 - self.val_spin.value())))
         else:
             n = _TRAIN_SIZES[name]
+        if self.drop_last_check.isChecked():
+            return max(1, n // batch)
         return max(1, math.ceil(n / batch))
 
     def set_running(self, running: bool) -> None:
@@ -471,6 +589,11 @@ class TrainingSettings(QWidget):
         self.root_button.setEnabled(needs_root)
         self.download_check.setEnabled(name in ("mnist", "fashionmnist", "cifar10"))
         self.val_spin.setEnabled(name in ("digits", "fake", "imagefolder"))
+        for widget in (self.fake_shape_edit, self.fake_size_spin, self.classes_spin):
+            widget.setEnabled(name == "fake")
+        self.workers_spin.setEnabled(name not in ("digits", "fake"))  # in-memory: batched by indexing
+        self.pin_check.setEnabled(name not in ("digits", "fake"))
+        self.tensorboard_check.setEnabled(bool(self.tensorboard_check.property("available")))
 
     def _on_scheduler_changed(self, *args) -> None:
         name = self.scheduler_combo.currentData()

@@ -1,0 +1,136 @@
+"""The settings form reaches every DataConfig option: transforms, augmentation, loader, FakeData.
+
+Offscreen, CPU. The runs are short (FakeData / digits, one epoch) and each test
+fails if it leaves a training QThread running.
+"""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QMainWindow
+
+from workbench.core.config import DataConfig, TrainConfig
+from workbench.core.demo_model import DigitsCNN
+from workbench.ui.training_panel import TrainingPanel
+from workbench.ui.training_settings import TrainingSettings
+
+pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
+
+RUN_TIMEOUT_MS = 60_000
+
+
+class _Host(QMainWindow):
+    def __init__(self):
+        super().__init__()
+        self.model = DigitsCNN()
+        self.arch_spec = None
+        self.checkpoint = None
+
+
+class _Panel(TrainingPanel):
+    def __init__(self, window):
+        self.errors: list[str] = []
+        super().__init__(window)
+
+    def show_error(self, text):
+        self.errors.append(text)
+
+
+@pytest.fixture
+def settings(qtbot):
+    s = TrainingSettings()
+    qtbot.addWidget(s)
+    return s
+
+
+@pytest.fixture
+def panel(qtbot, tmp_path):
+    win = _Host()
+    p = _Panel(win)
+    win.setCentralWidget(p)
+    p.settings.run_dir_edit.setText(str(tmp_path / "run"))
+    qtbot.addWidget(win)
+    win.show()
+    return p
+
+
+def test_transform_and_loader_widgets_reach_the_config(settings):
+    for name in ("imageSizeSpin", "centerCropSpin", "channelsCombo", "normalizeCombo", "randomFlipCheck",
+                 "randomCropSpin", "shuffleCheck", "pinMemoryCheck", "dropLastCheck", "fakeShapeEdit",
+                 "fakeSizeSpin", "numClassesSpin", "tensorboardCheck"):
+        assert settings.findChild(object, name) is not None, name
+    settings.image_size_spin.setValue(32)
+    settings.center_crop_spin.setValue(28)
+    settings.channels_combo.setCurrentIndex(settings.channels_combo.findData("rgb"))
+    settings.normalize_combo.setCurrentIndex(settings.normalize_combo.findData("imagenet"))
+    settings.flip_check.setChecked(True)
+    settings.random_crop_spin.setValue(4)
+    settings.shuffle_check.setChecked(False)
+    settings.drop_last_check.setChecked(True)
+    settings.fake_shape_edit.setText("1, 12, 10")
+    settings.fake_size_spin.setValue(100)
+    settings.classes_spin.setValue(3)
+    d = settings.config().data
+    assert (d.image_size, d.center_crop, d.channels, d.normalize) == (32, 28, "rgb", "imagenet")
+    assert (d.random_flip, d.random_crop, d.shuffle, d.drop_last) == (True, 4, False, True)
+    assert (d.fake_shape, d.fake_size, d.num_classes) == ([1, 12, 10], 100, 3)
+
+
+def test_set_config_round_trips_and_keeps_fields_without_widgets(settings):
+    cfg = TrainConfig(data=DataConfig(dataset="fake", image_size=20, center_crop=16, channels="grayscale",
+                                      normalize="none", random_flip=True, random_crop=2, shuffle=False,
+                                      pin_memory=True, drop_last=True, fake_shape=[1, 9, 9], fake_size=64,
+                                      num_classes=4, split_seed=7),
+                      min_lr=1e-4, amp_dtype="float16", emit_every_ms=80.0, tensorboard=True)
+    settings.set_config(cfg)
+    back = settings.config()
+    assert back.data == cfg.data
+    assert (back.min_lr, back.amp_dtype, back.emit_every_ms) == (1e-4, "float16", 80.0)
+
+
+def test_bad_fake_shape_is_a_setting_error_not_a_crash(panel):
+    s = panel.settings
+    s.dataset_combo.setCurrentIndex(s.dataset_combo.findData("fake"))
+    s.fake_shape_edit.setText("3, 32")
+    assert panel.start() is False
+    assert panel.errors and "C, H, W" in panel.errors[-1]
+    assert not panel.is_running()
+
+
+def test_fake_size_and_drop_last_drive_the_lr_preview_steps(settings):
+    settings.dataset_combo.setCurrentIndex(settings.dataset_combo.findData("fake"))
+    settings.val_spin.setValue(0.5)
+    settings.batch_spin.setValue(64)
+    settings.fake_size_spin.setValue(200)  # 100 training samples
+    assert settings.steps_per_epoch() == 2
+    settings.drop_last_check.setChecked(True)
+    assert settings.steps_per_epoch() == 1
+
+
+def test_run_with_resize_crop_and_augmentation_from_the_panel(panel, qtbot):
+    s = panel.settings
+    s.epochs_spin.setValue(1)
+    s.image_size_spin.setValue(12)
+    s.center_crop_spin.setValue(10)
+    s.flip_check.setChecked(True)
+    s.random_crop_spin.setValue(2)
+    assert panel.start()
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+    assert panel.last_reason() == "completed", panel.errors
+    run_toml = TrainConfig.from_toml(panel.run_dir() + "/run.toml")
+    assert (run_toml.data.image_size, run_toml.data.center_crop) == (12, 10)
+    assert run_toml.data.random_flip and run_toml.data.random_crop == 2
+
+
+def test_fake_data_of_a_chosen_shape_trains_from_the_panel(panel, qtbot):
+    s = panel.settings
+    s.dataset_combo.setCurrentIndex(s.dataset_combo.findData("fake"))
+    s.fake_shape_edit.setText("1, 16, 16")
+    s.fake_size_spin.setValue(64)
+    s.classes_spin.setValue(4)
+    s.epochs_spin.setValue(1)
+    assert panel.start()
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+    assert panel.last_reason() == "completed", panel.errors
+    replay = TrainConfig.from_toml(panel.run_dir() + "/run.toml")
+    assert (replay.data.fake_shape, replay.data.fake_size, replay.data.num_classes) == ([1, 16, 16], 64, 4)
