@@ -400,10 +400,21 @@ class TrainingPanel(QWidget):
 
     # ------------------------------------------------------------------ helpers
     def _fill_config(self, config) -> None:
+        """Record the model's source in ``config.model`` so ``run.toml`` replays the run.
+
+        The architecture, and the opened checkpoint as the starting weights (with
+        ``resume`` when "Resume from opened checkpoint" is ticked) as long as no
+        run has changed the weights since the file was opened.
+        """
         spec = getattr(self.window_, "arch_spec", None)
         if spec is not None:
             config.model.arch = spec.name
             config.model.kwargs = dict(spec.kwargs)
+        ckpt = getattr(self.window_, "checkpoint", None)
+        path = getattr(ckpt, "path", None)
+        if path is not None and self._last_trainer is None and Path(path).is_file():
+            config.model.checkpoint = str(Path(path).resolve())
+            config.model.resume = self._resume_source() is not None
         for flag in ("keep_bn_stats_fixed", "keep_frozen_bn_eval", "bn_stats_fixed"):
             value = getattr(self.window_, flag, None)
             if value is not None:
