@@ -181,3 +181,29 @@ def test_resnet18_trains_on_grayscale_digits_through_channel_fitting(tmp_path):
     from workbench.core.demo_model import DigitsCNN
 
     assert fit_channels_to_model(fake, DigitsCNN()) is not None and fake.fake_shape[0] == 1
+
+
+def _write_idx(raw, prefix, n, rng):
+    import struct
+
+    images = rng.integers(0, 255, (n, 28, 28), dtype=np.uint8)
+    (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, n, 28, 28) + images.tobytes())
+    labels = rng.integers(0, 10, n, dtype=np.uint8)
+    (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, n) + labels.tobytes())
+
+
+@pytest.mark.parametrize("name, folder", [("mnist", "MNIST"), ("fashionmnist", "FashionMNIST")])
+def test_torchvision_dataset_from_a_local_root_with_transforms(tmp_path, name, folder):
+    # tiny files in torchvision's raw idx layout: root/<Class>/raw/{train,t10k}-{images,labels}-idx*-ubyte
+    raw = tmp_path / folder / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    _write_idx(raw, "train", 12, rng)
+    _write_idx(raw, "t10k", 6, rng)
+    cfg = DataConfig(dataset=name, root=str(tmp_path), image_size=16, center_crop=12, channels="rgb",
+                     random_flip=True, random_crop=2, batch_size=4)
+    train, val, info = build_loaders(cfg, seed=0)
+    assert (info.train_size, info.val_size, info.input_shape) == (12, 6, (3, 12, 12))
+    xb, yb = next(iter(train))
+    assert xb.shape == (4, 3, 12, 12) and yb.dtype == torch.int64
+    assert abs(float(xb.mean())) < 3.0  # normalized with the dataset's preset, not raw 0..255
