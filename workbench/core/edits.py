@@ -19,19 +19,22 @@ from workbench.core.errors import WorkbenchError
 INIT_METHODS = ("reset_parameters", "xavier_uniform_", "kaiming_normal_", "normal_", "zeros_", "constant_")
 
 
-def _init_tensor(tensor: torch.Tensor, method: str, value: float | None) -> None:
-    """Apply one ``torch.nn.init`` function in place.
+def _init_tensor(name: str, tensor: torch.Tensor, method: str, value: float | None) -> None:
+    """Apply one ``torch.nn.init`` function in place to parameter ``name``.
 
     Fan-based initializers (``xavier_uniform_``, ``kaiming_normal_``) need at
-    least 2 dimensions; 1-d tensors (biases, norm weights) get ``zeros_``
-    instead, which is what ``reset_parameters`` does for biases in most layers.
+    least 2 dimensions. 1-d tensors get what ``reset_parameters`` gives them
+    instead: a ``weight`` (the scale of a BatchNorm / LayerNorm / GroupNorm)
+    ``ones_``, anything else (biases) ``zeros_``. Zeroing a norm scale would
+    silence the layer's output.
     """
     if method == "constant_":
         nn.init.constant_(tensor, 0.0 if value is None else float(value))
     elif method == "normal_":
         nn.init.normal_(tensor, mean=0.0, std=0.01 if value is None else float(value))
     elif method in ("xavier_uniform_", "kaiming_normal_") and tensor.dim() < 2:
-        nn.init.zeros_(tensor)
+        is_scale = name.rpartition(".")[2] == "weight"
+        (nn.init.ones_ if is_scale else nn.init.zeros_)(tensor)
     else:
         init: Callable[[torch.Tensor], torch.Tensor] = getattr(nn.init, method)
         init(tensor)
@@ -47,7 +50,8 @@ def reinitialize(module: nn.Module, method: str = "reset_parameters", value: flo
     method : str
         One of :data:`INIT_METHODS`. ``"reset_parameters"`` calls each
         submodule's ``reset_parameters()`` (BatchNorm also resets its running
-        statistics); the others apply ``torch.nn.init.<method>`` to every parameter.
+        statistics); the others apply ``torch.nn.init.<method>`` to every parameter
+        (fan-based ones give 1-d norm scales ones and biases zeros, see ``_init_tensor``).
     value : float, optional
         The constant for ``constant_`` (default 0) or the standard deviation for
         ``normal_`` (default 0.01).
@@ -76,8 +80,8 @@ def reinitialize(module: nn.Module, method: str = "reset_parameters", value: flo
                 if callable(reset):
                     reset()
         else:
-            for tensor in params.values():
-                _init_tensor(tensor, method, value)
+            for name, tensor in params.items():
+                _init_tensor(name, tensor, method, value)
     return old
 
 

@@ -6,7 +6,7 @@ Each dialog is a plain widget that tests can build and inspect without
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
     QMessageBox, QSpinBox, QVBoxLayout, QWidget,
@@ -16,6 +16,9 @@ from workbench.core.architectures import ArchSpec
 
 #: Returned by :meth:`ArchitectureDialog.chosen` for "show the weights without an architecture".
 WEIGHTS_ONLY = "weights_only"
+#: A detected candidate "fits" from this match score on (the same bar as ``workbench inspect``);
+#: below it the Architecture dialog makes "Weights only" its default button.
+FIT_THRESHOLD = 0.9
 SPEC_ROLE = Qt.ItemDataRole.UserRole.value
 
 
@@ -25,7 +28,15 @@ def _spec_label(spec: ArchSpec) -> str:
 
 
 class _SearchableList(QWidget):
-    """A search box over a ``QListWidget``; hides rows whose text does not contain the search."""
+    """A search box over a ``QListWidget``; hides rows whose text does not contain the search.
+
+    Signals
+    -------
+    activated()
+        A row was double-clicked: the dialog accepts it (Enter still presses the default button).
+    """
+
+    activated = Signal()
 
     def __init__(self, list_name: str, parent=None):
         super().__init__(parent)
@@ -36,6 +47,10 @@ class _SearchableList(QWidget):
         layout.addWidget(self.search)
         layout.addWidget(self.list)
         self.search.textChanged.connect(self._on_search_changed)
+        self.list.itemDoubleClicked.connect(self._on_item_activated)
+
+    def _on_item_activated(self, _item: QListWidgetItem) -> None:
+        self.activated.emit()
 
     def add(self, text: str, spec: ArchSpec, tooltip: str = "") -> QListWidgetItem:
         item = QListWidgetItem(text)
@@ -66,17 +81,25 @@ class ArchitectureDialog(QDialog):
     Rows: the core's detected candidates, best first with their match score, then
     every architecture from ``core.architectures.list_architectures()``. A factory
     spec can be typed in instead; "Weights only" shows the tensors without an
-    architecture.
+    architecture. When no candidate reaches :data:`FIT_THRESHOLD` the dialog says
+    so and "Weights only" is the default button (Enter), so a file nothing fits
+    opens in the weights-only view instead of failing to load into a guess.
+    A double-click on a row accepts it.
     """
 
     def __init__(self, candidates: list, architectures: list[str], file_name: str = "", parent=None):
         super().__init__(parent, objectName="archDialog")
         self.setWindowTitle("Choose the architecture")
         self._weights_only = False
-        intro = QLabel(f"{file_name or 'This file'} holds weights without a model class. "
-                       "Pick the architecture they belong to (best matches first), or type a factory spec.",
-                       wordWrap=True)
+        self.fits = bool(candidates) and candidates[0].score >= FIT_THRESHOLD
+        text = (f"{file_name or 'This file'} holds weights without a model class. "
+                "Pick the architecture they belong to (best matches first), or type a factory spec.")
+        if not self.fits:
+            text += ("\n\nNo known architecture fits these weights. \"Weights only\" shows the tensors "
+                     "as they are (no forward pass, no training).")
+        intro = QLabel(text, wordWrap=True, objectName="archIntro")
         self.choices = _SearchableList("archList", self)
+        self.choices.activated.connect(self.accept)
         self._fill(candidates, architectures)
         self.spec_edit = QLineEdit(placeholderText="pkg.module:factory  or  path/to/file.py:factory",
                                    objectName="archSpecEdit")
@@ -85,6 +108,7 @@ class ArchitectureDialog(QDialog):
         self.weights_only_button.clicked.connect(self._on_weights_only_clicked)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
+        self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
         form = QFormLayout()
         form.addRow("Factory spec:", self.spec_edit)
         layout = QVBoxLayout(self)
@@ -92,6 +116,7 @@ class ArchitectureDialog(QDialog):
         layout.addWidget(self.choices)
         layout.addLayout(form)
         layout.addWidget(buttons)
+        (self.ok_button if self.fits else self.weights_only_button).setDefault(True)  # once in the dialog
         self.resize(520, 560)
 
     def _fill(self, candidates: list, architectures: list[str]) -> None:
@@ -130,6 +155,7 @@ class NewModelDialog(QDialog):
         super().__init__(parent, objectName="newModelDialog")
         self.setWindowTitle("New from architecture")
         self.choices = _SearchableList("newArchList", self)
+        self.choices.activated.connect(self.accept)
         for name in architectures:
             self.choices.add(name, ArchSpec(name))
         if self.choices.list.count():
@@ -171,11 +197,12 @@ def trust_dialog(err, parent=None) -> QMessageBox:
     box.setObjectName("trustDialog")
     box.setIcon(QMessageBox.Icon.Warning)
     box.setWindowTitle("Loading this file runs code")
-    kind = "TorchScript program" if getattr(err, "kind", "") == "torchscript" else "pickled Python objects"
+    kind = "a TorchScript program" if getattr(err, "kind", "") == "torchscript" else "pickled Python objects"
     names = list(getattr(err, "globals", []) or [])
-    box.setText(f"{getattr(err, 'path', 'This file')} contains {kind}. Loading it imports and runs the "
-                f"code below. Only continue if you trust where the file comes from.")
-    box.setInformativeText("\n".join(names[:40]) + ("\n…" if len(names) > 40 else "") if names else str(err))
+    box.setText(f"{getattr(err, 'path', 'This file')} contains {kind}. Loading it imports and runs "
+                f"that code. Only continue if you trust where the file comes from.")
+    listing = "\n".join(names[:40]) + ("\n…" if len(names) > 40 else "")
+    box.setInformativeText(f"Globals it imports:\n{listing}" if names else str(err))
     trust = box.addButton("Trust and load", QMessageBox.ButtonRole.AcceptRole)
     trust.setObjectName("trustButton")
     cancel = box.addButton(QMessageBox.StandardButton.Cancel)
@@ -228,5 +255,5 @@ def accepted_button(box: QMessageBox) -> bool:
     return clicked is not None and box.buttonRole(clicked) == QMessageBox.ButtonRole.AcceptRole
 
 
-__all__ = ["WEIGHTS_ONLY", "ArchitectureDialog", "NewModelDialog", "trust_dialog", "load_report_dialog",
+__all__ = ["WEIGHTS_ONLY", "FIT_THRESHOLD", "ArchitectureDialog", "NewModelDialog", "trust_dialog", "load_report_dialog",
            "format_report", "accepted_button"]

@@ -260,6 +260,7 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
         self.status_file.setText(self._source)
         self.status_trainable.setText(f"trainable {format_int(root.trainable_params)} / {format_int(root.total_params)}")
         self.status_size.setText(format_bytes(root.total_bytes))
+        self.status_size.setToolTip(f"{format_int(root.total_bytes)} bytes (parameters and buffers)")
         first = next(iter(self.model.parameters()), None)
         self.status_device.setText(str(first.device) if first is not None else "cpu")
 

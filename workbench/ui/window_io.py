@@ -7,6 +7,7 @@ here calls ``exec()`` outside those methods.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
@@ -40,6 +41,31 @@ def default_input_shape(spec: ArchSpec | None) -> tuple[int, ...] | None:
     return IMAGE_INPUT_SHAPE if spec.name in classifiers else None
 
 
+def with_filter_suffix(path: str, selected_filter: str) -> str:
+    """Append the first extension of a file-dialog filter to ``path`` when it has none.
+
+    Qt's own (non-native) save dialog does not add the extension of the chosen
+    filter, and Export summary picks Markdown or CSV from the extension.
+
+    Parameters
+    ----------
+    path : str
+        What the user typed, e.g. ``"summary"``.
+    selected_filter : str
+        The chosen filter, e.g. ``"CSV (*.csv)"``.
+
+    Returns
+    -------
+    str
+        ``"summary.csv"``; ``path`` unchanged when it has an extension or the
+        filter names none (``"All files (*)"``).
+    """
+    if not path or Path(path).suffix:
+        return path
+    match = re.search(r"\*\.(\w+)", selected_filter or "")
+    return f"{path}.{match.group(1)}" if match else path
+
+
 class WindowIOMixin:
     """File > Open / Open Recent / New / Save / Export for ``MainWindow``."""
 
@@ -71,6 +97,8 @@ class WindowIOMixin:
         if self._refuse_while_training("open another model"):
             return False
         path = Path(path)
+        if not path.exists():
+            self._forget_recent(path)
         try:
             ckpt = self._read_checkpoint(path, trust)
             loaded = None if ckpt is None else self._load_model(ckpt, arch)
@@ -201,6 +229,14 @@ class WindowIOMixin:
         self.settings.setValue("recentFiles", files[:MAX_RECENT])
         self._rebuild_recent_menu()
 
+    def _forget_recent(self, path: Path) -> None:
+        """Drop ``path`` from File > Open Recent (it no longer exists)."""
+        path_text = str(Path(path).resolve())
+        files = self.recent_files()
+        if path_text in files:
+            self.settings.setValue("recentFiles", [f for f in files if f != path_text])
+            self._rebuild_recent_menu()
+
     # -- menu handlers -------------------------------------------------------------
     def _on_open_triggered(self) -> None:
         path = self._ask_open_path()
@@ -224,8 +260,8 @@ class WindowIOMixin:
         return path or None
 
     def _ask_save_path(self, title: str, filters: str, default: str) -> str | None:
-        path, _ = QFileDialog.getSaveFileName(self, title, default, filters)
-        return path or None
+        path, selected = QFileDialog.getSaveFileName(self, title, default, filters)
+        return with_filter_suffix(path, selected) or None
 
     def _ask_architecture(self, candidates: list) -> ArchSpec | str | None:
         """Architecture dialog: an ``ArchSpec``, ``dialogs.WEIGHTS_ONLY`` or None (cancel)."""
@@ -267,4 +303,4 @@ class WindowIOMixin:
         QMessageBox.critical(self, "Workbench", message)
 
 
-__all__ = ["WindowIOMixin", "default_input_shape"]
+__all__ = ["WindowIOMixin", "default_input_shape", "with_filter_suffix"]
