@@ -164,3 +164,18 @@ def test_open_new_from_architecture_lists_every_torchvision_model():
 
     names = architectures.list_architectures()
     assert set(torchvision.models.list_models()) <= set(names)
+
+
+def test_bad_input_shape_keeps_the_previous_shapes_and_flops(window):
+    from workbench.ui.model_tree import COL_FLOPS, COL_SHAPE
+
+    root = window.tree_model.root
+    flops = root.flops
+    assert root.output_shape == (1, 10) and flops > 0
+    window.tree_widget.input_shape_edit.setText("1,3,8,8")  # wrong channel count
+    window.tree_widget._on_input_shape_entered()
+    assert "Input shape" in window.statusBar().currentMessage()
+    assert window.input_shape == (1, 1, 8, 8)
+    assert root.output_shape == (1, 10) and root.flops == flops
+    assert window.tree_model.index_for_name("features.0", COL_SHAPE).data() == "[1, 16, 8, 8]"
+    assert window.tree_model.index_for_name("", COL_FLOPS).data() == f"{flops:,}"

@@ -286,8 +286,12 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
                 flops = self.tree_model.root.flops
                 self.statusBar().showMessage(f"Output shapes and FLOPs for input {format_shape(self.input_shape)}"
                                              f" ({format_int(flops)} FLOPs)", 8000)
-        else:
+        else:  # a failed annotation cleared the tree's shapes: put back those of the previous input
             self.input_shape = previous
+            if previous is not None:
+                summary.annotate_shapes_and_flops(self.tree_model.root, previous,
+                                                  label=self.arch_spec and str(self.arch_spec))
+            self.tree_model.refresh_all()
 
     def _on_demo_triggered(self) -> None:
         if not self._refuse_while_training("open the demo"):
