@@ -10,7 +10,14 @@ import torchvision
 from torch import nn
 
 from workbench.core.demo_model import DigitsCNN
-from workbench.core.gradients import UpdateTracker, aggregate, bulk_norms, grad_norms, weight_histograms
+from workbench.core.gradients import (
+    UpdateTracker,
+    aggregate,
+    bulk_norms,
+    grad_norms,
+    layer_norms,
+    weight_histograms,
+)
 
 
 def _backward(model, x, y):
@@ -100,3 +107,26 @@ def test_weight_histograms():
     assert hists["weight"].counts.sum() == 100
     with pytest.raises(KeyError):
         weight_histograms(model, ["nope"])
+
+
+def test_layer_norms_label_frozen_layers_frozen_not_zero_from_the_measurement():
+    model = DigitsCNN()
+    model.features[3].weight.requires_grad_(False)  # half of a layer frozen: still a trainable row (its bias)
+    for p in model.features[4].parameters():
+        p.requires_grad_(False)
+    unused = nn.Parameter(torch.ones(2))
+    model.register_parameter("unused", unused)  # trainable, never reached by the loss
+    _backward(model, torch.randn(4, 1, 8, 8), torch.tensor([0, 1, 2, 3]))
+    norms = grad_norms(model, step=5)
+    assert norms.order == [n for n, _ in model.named_parameters()]
+    rows = layer_norms(norms)
+    assert [r.module for r in rows] == ["", "features.0", "features.1", "features.3", "features.4", "features.7",
+                                        "classifier"]  # named_parameters() order: the root's own first
+    by = {r.module: r for r in rows}
+    assert by["features.4"].state == "frozen" and math.isnan(by["features.4"].norm)
+    assert by["features.3"].state == "trainable"
+    assert by["features.3"].norm == pytest.approx(torch.linalg.vector_norm(model.features[3].bias.grad).item())
+    assert by[""].state == "no grad" and math.isnan(by[""].norm)
+    for p in model.features[4].parameters():  # unfrozen after the measurement: the rows still say frozen
+        p.requires_grad_(True)
+    assert {r.module: r.state for r in layer_norms(norms)}["features.4"] == "frozen"

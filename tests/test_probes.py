@@ -354,3 +354,22 @@ def test_adaptive_callback_spaces_measurements_by_its_current_cadence(tmp_path):
     assert len(act_steps) >= 3
     # each gap is the cadence in force when the earlier measurement was taken
     assert [b - a for a, b in zip(act_steps, act_steps[1:])] == cadences[: len(act_steps) - 1]
+
+
+def test_probe_callback_sends_the_chosen_weight_histograms_on_measured_steps(tmp_path):
+    from workbench.core.config import DataConfig, TrainConfig
+    from workbench.core.demo_model import DigitsCNN
+    from workbench.core.probe_callback import ProbeCallback
+    from workbench.core.training import Trainer
+
+    got = []
+    cb = ProbeCallback(got.extend, every=5, weight_hist=["classifier.weight"])
+    model = DigitsCNN()
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=128), epochs=1, run_dir=str(tmp_path / "r"))
+    cb.set_weight_histograms(["classifier.bias", "no.such.param"])  # unknown names are skipped, never raise
+    assert Trainer(model, cfg, [cb]).fit() == "completed"
+    measured = [r for r in got if r.activations or r.update_ratios or r.weight_histograms]
+    assert measured and all(set(r.weight_histograms) == {"classifier.bias"} for r in measured)
+    last = measured[-1].weight_histograms["classifier.bias"]
+    assert last.counts.sum() == 10
+    assert math.isfinite(last.lo) and last.lo < last.hi  # the bias values spread: a real histogram

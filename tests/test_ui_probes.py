@@ -110,12 +110,12 @@ def test_live_reports_from_the_real_trainer(panel, qtbot, tmp_path):
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=1, run_dir=str(tmp_path / "run"))
     trainer = Trainer(panel.window_.model, cfg, panel.training_callbacks())
     assert trainer.fit() == "completed"
-    qtbot.waitUntil(lambda: "global" in panel._grad_history, timeout=5000)
-    steps = panel._grad_history["global"]["step"]
+    qtbot.waitUntil(lambda: "global" in panel.grads.history, timeout=5000)
+    steps = panel.grads.history["global"]["step"]
     # the default cadence adapts to a time budget: spaced measurements, never every step here
     assert cb.auto and len(steps) >= 2 and np.all(np.diff(steps) >= 1)
     assert panel.current_stats() is not None and panel.current_stats().step is not None
-    assert panel.grad_bars.opts["height"] is not None and len(panel.grad_bars.opts["height"]) > 0
+    assert panel.grads.bars.opts["height"] is not None and len(panel.grads.bars.opts["height"]) > 0
     assert all(len(m._forward_hooks) == 0 for m in panel.window_.model.modules())
 
 
@@ -128,7 +128,74 @@ def test_frozen_layers_show_as_frozen_in_the_bar_chart(panel, qtbot, tmp_path):
         p.requires_grad_(False)
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=256), epochs=1, run_dir=str(tmp_path / "r"))
     Trainer(model, cfg, panel.training_callbacks()).fit()
-    qtbot.waitUntil(lambda: len(panel.frozen_bars.opts["x"]) > 0, timeout=5000)
-    assert len(panel.frozen_bars.opts["x"]) == 5  # 3 convs + 2 BatchNorms, all frozen
-    assert len(panel.grad_bars.opts["x"]) == 1  # the classifier
-    assert "frozen" in panel.grad_label.text()
+    qtbot.waitUntil(lambda: len(panel.grads.frozen_bars.opts["x"]) > 0, timeout=5000)
+    assert len(panel.grads.frozen_bars.opts["x"]) == 5  # 3 convs + 2 BatchNorms, all frozen
+    assert len(panel.grads.bars.opts["x"]) == 1  # the classifier
+    assert "frozen" in panel.grads.label.text()
+
+
+def _fit(model, callbacks, tmp_path, batch_size=64):
+    from workbench.core.config import DataConfig, TrainConfig
+    from workbench.core.training import Trainer
+
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=batch_size), epochs=1, run_dir=str(tmp_path / "r"))
+    return Trainer(model, cfg, callbacks).fit()
+
+
+def test_weights_tab_offers_the_probed_modules_parameters_and_draws_core_histograms(panel, qtbot):
+    from workbench.core.gradients import weight_histograms
+
+    model = panel.window_.model
+    assert panel.weights.parameters() == [n for n, _ in model.named_parameters()]  # nothing probed: all
+    panel.toggle_probe("classifier")
+    assert panel.weights.parameters() == ["classifier.weight", "classifier.bias"]
+    assert panel.weight_parameter() == "classifier.weight"
+    name, hist, step = panel.weights.shown()  # idle: measured by core as soon as it is chosen
+    expected = weight_histograms(model, ["classifier.weight"])["classifier.weight"]
+    assert name == "classifier.weight" and step is None
+    assert np.array_equal(hist.counts, expected.counts) and hist.counts.sum() == 640
+    assert np.array_equal(panel.weights.hist_bars.opts["height"], expected.counts)
+    assert panel.window_.findChild(QWidget, "weightHistogram") is not None
+
+    assert panel.weights.choose("classifier.bias")
+    assert panel.weights.shown()[0] == "classifier.bias" and panel.weights.shown()[1].counts.sum() == 10
+    assert panel.training_callback()._weight_hist == ("classifier.bias",)  # the live callback follows
+
+    with torch.no_grad():
+        model.classifier.bias.fill_(0.25)  # changed behind the panel's back: the probe batch re-measures it
+    with qtbot.waitSignal(panel.resultsShown, timeout=20000):
+        panel.run_probe_batch()
+    qtbot.waitUntil(lambda: panel.weights.shown() is not None and panel.weights.shown()[1].lo == 0.25, timeout=5000)
+    assert panel.weights.shown()[1].hi == 0.25
+
+
+def test_weight_histogram_updates_live_during_training(panel, qtbot, tmp_path):
+    model = panel.window_.model
+    panel.toggle_probe("features")
+    assert panel.choose_weight_parameter("features.7.weight")
+    before = panel.weights.shown()[1]
+    assert _fit(model, panel.training_callbacks(), tmp_path) == "completed"
+    qtbot.waitUntil(lambda: panel.weights.shown()[2] is not None, timeout=5000)
+    name, hist, step = panel.weights.shown()
+    assert name == "features.7.weight" and step > 0 and hist.counts.sum() == model.features[7].weight.numel()
+    assert (hist.lo, hist.hi) != (before.lo, before.hi)  # trained weights moved
+    assert np.array_equal(panel.weights.hist_bars.opts["height"], hist.counts)
+    assert len(panel.weights.update_bars.opts["x"]) > 0
+
+
+def test_a_report_measured_while_frozen_stays_frozen_after_a_later_unfreeze(panel):
+    """The bar chart labels layers from the measurement, not from the live model."""
+    from workbench.core.gradients import grad_norms
+    from workbench.core.probe_callback import ProbeReport
+
+    model = panel.window_.model
+    for p in model.features.parameters():
+        p.requires_grad_(False)
+    model(torch.randn(4, 1, 8, 8)).sum().backward()
+    report = ProbeReport(step=3, grads=grad_norms(model, step=3))
+    for p in model.features.parameters():  # unfrozen after the measurement, before the GUI draws it
+        p.requires_grad_(True)
+    panel._on_reports([report])
+    assert len(panel.grads.frozen_bars.opts["x"]) == 5 and len(panel.grads.bars.opts["x"]) == 1
+    assert [r.state for r in panel.grads.layers].count("frozen") == 5
+    assert not panel.grads.curve_plot.getAxis("left").autoSIPrefix  # no "(x0.001)" over log ticks

@@ -21,7 +21,9 @@ from torch import nn
 
 from workbench.core.probes import DEFAULT_BINS, Histogram, histogram
 
-__all__ = ["GradNorms", "UpdateTracker", "aggregate", "bulk_norms", "grad_norms", "weight_histograms"]
+__all__ = [
+    "GradNorms", "LayerNorm", "UpdateTracker", "aggregate", "bulk_norms", "grad_norms", "layer_norms", "weight_histograms",
+]
 
 
 def _owner(param_name: str) -> str:
@@ -110,6 +112,8 @@ class GradNorms:
         Module name -> norm over its whole subtree (``""`` is the global norm).
     global_norm : float
         L2 norm over every gradient, as ``torch.nn.utils.get_total_norm`` (NaN when none).
+    order : list of str
+        Every parameter name in ``named_parameters()`` order (with, frozen and missing alike).
     """
 
     step: int | None
@@ -119,6 +123,7 @@ class GradNorms:
     own: dict[str, float] = field(default_factory=dict)
     modules: dict[str, float] = field(default_factory=dict)
     global_norm: float = math.nan
+    order: list[str] = field(default_factory=list)
 
 
 def grad_norms(model: nn.Module, step: int | None = None) -> GradNorms:
@@ -139,8 +144,9 @@ def grad_norms(model: nn.Module, step: int | None = None) -> GradNorms:
     GradNorms
         One ``torch._foreach_norm`` per device/dtype and one ``.tolist()`` each.
     """
-    names, grads, frozen, missing = [], [], [], []
+    names, grads, frozen, missing, order = [], [], [], [], []
     for name, p in model.named_parameters():
+        order.append(name)
         if not p.requires_grad:
             frozen.append(name)
         elif p.grad is None:
@@ -158,7 +164,60 @@ def grad_norms(model: nn.Module, step: int | None = None) -> GradNorms:
         own=aggregate(params, subtree=False),
         modules=modules,
         global_norm=modules.get("", math.nan),
+        order=order,
     )
+
+
+@dataclass
+class LayerNorm:
+    """One bar of the per-layer chart: a module that owns parameters directly.
+
+    Attributes
+    ----------
+    module : str
+        Qualified module name (``""`` = the root).
+    norm : float
+        L2 norm of the gradients of the parameters it owns (``recurse=False``);
+        NaN when it has none (all frozen, or not reached by the loss).
+    state : str
+        ``"trainable"`` (has a norm), ``"frozen"`` (every own parameter has
+        ``requires_grad=False``: shown as frozen, never as 0) or ``"no grad"``
+        (trainable but no ``.grad`` yet).
+    """
+
+    module: str
+    norm: float
+    state: str
+
+
+def layer_norms(norms: GradNorms) -> list[LayerNorm]:
+    """Per-module rows of one measurement, in ``named_parameters()`` order of first parameter.
+
+    Read only from ``norms`` (the state at the measured step), never from the live
+    model, so a freeze applied after the measurement cannot mislabel it.
+
+    Parameters
+    ----------
+    norms : GradNorms
+
+    Returns
+    -------
+    list of LayerNorm
+        One per module that owns at least one parameter.
+    """
+    frozen = set(norms.frozen)
+    owned: dict[str, list[str]] = {}
+    for name in norms.order or [*norms.params, *norms.frozen, *norms.missing]:
+        owned.setdefault(_owner(name), []).append(name)
+    rows = []
+    for module, params in owned.items():
+        if module in norms.own:
+            rows.append(LayerNorm(module, norms.own[module], "trainable"))
+        elif all(p in frozen for p in params):
+            rows.append(LayerNorm(module, math.nan, "frozen"))
+        else:
+            rows.append(LayerNorm(module, math.nan, "no grad"))
+    return rows
 
 
 class UpdateTracker:

@@ -12,9 +12,15 @@ computes no statistic itself. Results come from two sources:
   callbacks; its sink emits :attr:`ProbesPanel.reportsArrived` from the training
   thread, delivered to the GUI thread as a queued call (batched, ~25 Hz at most).
 
+The Weights tab (:class:`~workbench.ui.weights_view.WeightsView`) draws the
+weight histogram of one chosen parameter (the probed modules' parameters, or a
+parameter row selected in the model tree): live on measured training steps
+(``ProbeCallback.set_weight_histograms``), after a probe batch (computed on the
+probe worker) and, when idle, as soon as it is chosen.
+
 objectNames: ``probesPanel``, ``activationHistogram``, ``featureMapView``,
 ``gradNormPlot`` (``gradNormCurves`` + ``gradNormBars``), ``updateRatioPlot``,
-``runProbeButton``, ``probedList``, ``probeStats``.
+``weightParamCombo``, ``weightHistogram``, ``runProbeButton``, ``probedList``, ``probeStats``.
 """
 
 from __future__ import annotations
@@ -38,16 +44,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.gradients import weight_histograms
 from workbench.core.health import merge_badges
 from workbench.core.probe_callback import ProbeCallback, ProbeReport
 from workbench.core.probes import ActivationStats, dataset_batch, random_input
-from workbench.ui.plot_buffer import PlotBuffer
+from workbench.ui.grad_norms_view import GradNormsView
 from workbench.ui.probe_worker import ProbeBatchWorker, start_probe_worker
+from workbench.ui.weights_view import WeightsView
 
 SOURCE_RANDOM = "Random data (input shape)"
 SOURCE_DATASET = "Training dataset (first samples)"
-_PENS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-_FROZEN_BRUSH = pg.mkBrush(180, 180, 180, 90)
 
 
 def _fmt(v: float) -> str:
@@ -97,14 +103,14 @@ class ProbesPanel(QWidget):
         self._stats: dict[str, ActivationStats] = {}
         self._act_badges: dict = {}
         self._grad_badges: dict = {}
-        self._grad_history: dict[str, PlotBuffer] = {}
-        self._curves: dict[str, pg.PlotDataItem] = {}
         self._thread: QThread | None = None
         self._worker: ProbeBatchWorker | None = None
         self._callback = ProbeCallback(self.reportsArrived.emit, probed=())
         self.reportsArrived.connect(self._on_reports)
         self._build()
         self._update_buttons()
+        self._connect_tree()
+        self._refresh_weight_params()
 
     # ------------------------------------------------------------------ building
     def _build(self) -> None:
@@ -135,8 +141,11 @@ class ProbesPanel(QWidget):
 
         self.tabs = QTabWidget(objectName="probeTabs")
         self.tabs.addTab(self._build_activations(), "Activations")
-        self.tabs.addTab(self._build_gradients(), "Gradients")
-        self.tabs.addTab(self._build_weights(), "Weights")
+        self.grads = GradNormsView()
+        self.tabs.addTab(self.grads, "Gradients")
+        self.weights = WeightsView()
+        self.weights.parameterChanged.connect(self._on_weight_param_changed)
+        self.tabs.addTab(self.weights, "Weights")
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
@@ -181,42 +190,6 @@ class ProbesPanel(QWidget):
         row.addWidget(self.stats_label, 1)
         row.addWidget(self.leaf_combo)
         v.addLayout(row)
-        return page
-
-    def _build_gradients(self) -> QWidget:
-        self.grad_widget = pg.GraphicsLayoutWidget()
-        self.grad_widget.setBackground("w")
-        self.grad_widget.setObjectName("gradNormPlot")
-        self.grad_curves = self.grad_widget.addPlot(row=0, col=0, title="Grad norm over steps (probed modules)")
-        self.grad_curves.setLogMode(y=True)
-        self.grad_curves.setLabel("bottom", "step")
-        self.grad_curves.setLabel("left", "L2 norm")
-        self.grad_curves.addLegend(offset=(5, 5))
-        self.grad_curves.showGrid(y=True, alpha=0.3)
-        self.grad_bars_plot = self.grad_widget.addPlot(row=1, col=0, title="Latest step, per layer (grey: frozen)")
-        self.grad_bars_plot.setLabel("left", "log10 grad norm")
-        self.grad_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#2ca02c", pen=None)
-        self.frozen_bars = pg.BarGraphItem(x=[0], y0=[0], height=[0], width=0.8, brush=_FROZEN_BRUSH, pen=None)
-        self.grad_bars_plot.addItem(self.frozen_bars)
-        self.grad_bars_plot.addItem(self.grad_bars)
-        self.grad_label = QLabel(objectName="gradNormLabel")
-        page = QWidget()
-        v = QVBoxLayout(page)
-        v.addWidget(self.grad_widget, 1)
-        v.addWidget(self.grad_label)
-        return page
-
-    def _build_weights(self) -> QWidget:
-        self.update_plot = pg.PlotWidget(title="Update ratio ‖Δw‖/‖w‖ per parameter", background="w")
-        self.update_plot.setObjectName("updateRatioPlot")
-        self.update_plot.setLabel("left", "log10 ratio")
-        self.update_plot.addLine(y=-3, pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine))  # the ~1e-3 convention
-        self.update_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#9467bd", pen=None)
-        self.update_plot.addItem(self.update_bars)
-        page = QWidget()
-        v = QVBoxLayout(page)
-        v.addWidget(self.update_plot, 1)
-        v.addWidget(QLabel("Dashed line: 1e-3, the usual rule of thumb (Karpathy); measured live during training."))
         return page
 
     # ------------------------------------------------------------------ public API
@@ -293,7 +266,8 @@ class ProbesPanel(QWidget):
             self.status.setText(reason)
             return False
         self.status.setText("running…")
-        self._worker = ProbeBatchWorker(model, self._probed, make_batch)
+        wanted = self.weights.current_parameter()
+        self._worker = ProbeBatchWorker(model, self._probed, make_batch, weight_names=[wanted] if wanted else [])
         self._worker.done.connect(self._on_batch_done)
         self._worker.failed.connect(self._on_batch_failed)
         self._thread = start_probe_worker(self._worker)
@@ -314,10 +288,8 @@ class ProbesPanel(QWidget):
         self._probed.clear()
         self._stats.clear()
         self._act_badges, self._grad_badges = {}, {}
-        self._grad_history.clear()
-        for curve in self._curves.values():
-            self.grad_curves.removeItem(curve)
-        self._curves.clear()
+        self.grads.clear()
+        self.weights.clear()
         self._after_probes_changed()
         self._push_badges()
 
@@ -338,6 +310,7 @@ class ProbesPanel(QWidget):
     def _on_batch_done(self, result: dict) -> None:
         self._stats = {k: v for k, v in self._stats.items() if v.module in self._probed}
         self.show_stats(result["stats"])
+        self.weights.show_histograms(result.get("weights", {}))
         self._act_badges = result["badges"]
         self._push_badges()
         self.status.setText(f"probe batch: {len(result['stats'])} tensors")
@@ -359,13 +332,18 @@ class ProbesPanel(QWidget):
         for r in reports:
             acts.update(r.activations)
             if r.grads is not None:
-                self._append_grads(r)
+                self.grads.append(r.step, r.grads, self._probed)
         last = reports[-1]
-        if last.update_ratios:
-            self._show_update_ratios(last.update_ratios)
-        if last.grads is not None:
-            self._show_grad_bars(last)
-        self._refresh_curves()
+        with_ratios = [r for r in reports if r.update_ratios]
+        if with_ratios:
+            self.weights.show_update_ratios(with_ratios[-1].update_ratios, with_ratios[-1].step)
+        for r in reversed(reports):
+            if self.weights.show_histograms(r.weight_histograms, r.step):
+                break
+        with_grads = [r for r in reports if r.grads is not None]
+        if with_grads:
+            self.grads.show_latest(with_grads[-1].step, with_grads[-1].grads, self._probed)
+        self.grads.refresh_curves()
         self._act_badges, self._grad_badges = last.badges, {}
         self._push_badges()
         if acts:
@@ -408,6 +386,7 @@ class ProbesPanel(QWidget):
 
     def _after_probes_changed(self) -> None:
         self._callback.set_probed(self._probed)
+        self._refresh_weight_params()
         self._stats = {k: v for k, v in self._stats.items() if v.module in self._probed}
         self._refresh_list()
         self._show_current()
@@ -486,74 +465,56 @@ class ProbesPanel(QWidget):
         self.map_plot.setTitle(title)
         self.map_plot.autoRange()
 
-    def _append_grads(self, r: ProbeReport) -> None:
-        g = r.grads
-        wanted = {"": "global", **{n: n for n in self._probed}}
-        for name, label in wanted.items():
-            value = g.modules.get(name)
-            if value is None:
-                continue
-            buf = self._grad_history.setdefault(label, PlotBuffer(("step", "norm"), capacity=256))
-            buf.append(step=r.step, norm=value)
+    # ------------------------------------------------------------------ weights
+    def _connect_tree(self) -> None:
+        """Follow the model tree's selection: a parameter row chosen there is the weight histogram's parameter."""
+        tree = getattr(self.window_, "tree_widget", None)
+        signal = getattr(tree, "currentNodeChanged", None)
+        if signal is not None:
+            signal.connect(self._on_tree_node_changed)
 
-    def _refresh_curves(self) -> None:
-        for i, (label, buf) in enumerate(self._grad_history.items()):
-            curve = self._curves.get(label)
-            if curve is None:
-                pen = pg.mkPen(_PENS[i % len(_PENS)], width=2 if label == "global" else 1)
-                curve = self.grad_curves.plot(name=label, pen=pen)
-                self._curves[label] = curve
-            y = buf["norm"]
-            ok = np.isfinite(y) & (y > 0)  # a log axis cannot show 0 / NaN
-            curve.setData(buf["step"][ok], y[ok])
+    def _on_tree_node_changed(self, obj) -> None:
+        info = getattr(obj, "info", None)  # a ParamRow carries the parameter's TensorInfo
+        name = getattr(info, "name", None)
+        if isinstance(name, str) and not getattr(info, "is_buffer", False):
+            self._refresh_weight_params(prefer=name)
 
-    def _show_grad_bars(self, r: ProbeReport) -> None:
-        g = r.grads
+    def _weight_param_names(self, extra: str | None = None) -> list[str]:
+        """The probed modules' parameters (all of the model's when none is probed), plus ``extra``."""
         model = getattr(self.window_, "model", None)
-        layers, frozen_layers = [], set()
-        frozen = set(g.frozen)
-        if model is not None:
-            for name, module in model.named_modules():
-                own = [f"{name}.{p}" if name else p for p, _ in module.named_parameters(recurse=False)]
-                if not own:
-                    continue
-                if name in g.own:
-                    layers.append(name)
-                elif all(p in frozen for p in own):
-                    layers.append(name)
-                    frozen_layers.add(name)
-        else:
-            layers = list(g.own)
-        x = np.arange(len(layers), dtype=float)
-        vals = np.array([g.own.get(n, np.nan) for n in layers], dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            logs = np.where(vals > 0, np.log10(vals), np.nan)
-        ok = np.isfinite(logs)
-        lo = float(np.nanmin(logs)) - 1 if ok.any() else -8.0
-        hi = float(np.nanmax(logs)) + 0.5 if ok.any() else 1.0
-        self.grad_bars.setOpts(x=x[ok], y0=np.full(ok.sum(), lo), height=logs[ok] - lo, width=0.8)
-        fz = np.array([n in frozen_layers for n in layers], dtype=bool)
-        self.frozen_bars.setOpts(x=x[fz], y0=np.full(fz.sum(), lo), height=np.full(fz.sum(), hi - lo), width=0.8)
-        step = max(1, math.ceil(len(layers) / 10))
-        ticks = [(float(i), layers[i] or "(model)") for i in range(0, len(layers), step)]
-        self.grad_bars_plot.getAxis("bottom").setTicks([ticks])
-        self.grad_bars_plot.setYRange(lo, hi)
-        self.grad_label.setText(
-            f"step {r.step}: global grad norm {_fmt(g.global_norm)}; "
-            f"{len(g.params)} parameters with gradients, {len(g.frozen)} frozen"
-        )
+        if model is None:
+            return []
+        names = [n for n, _ in model.named_parameters()]
+        if self._probed:
+            inside = [n for n in names if any(m == "" or n.startswith(m + ".") for m in self._probed)]
+            if extra in names and extra not in inside:
+                inside.append(extra)
+            names = inside
+        return names
 
-    def _show_update_ratios(self, ratios: dict[str, float]) -> None:
-        names = list(ratios)
-        vals = np.array([ratios[n] for n in names], dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            logs = np.where(vals > 0, np.log10(vals), np.nan)
-        ok = np.isfinite(logs)
-        lo = min(-6.0, float(np.nanmin(logs)) - 0.5) if ok.any() else -6.0
-        x = np.arange(len(names), dtype=float)
-        self.update_bars.setOpts(x=x[ok], y0=np.full(ok.sum(), lo), height=logs[ok] - lo, width=0.8)
-        step = max(1, math.ceil(len(names) / 8))
-        self.update_plot.getAxis("bottom").setTicks([[(float(i), names[i]) for i in range(0, len(names), step)]])
+    def _refresh_weight_params(self, prefer: str | None = None) -> None:
+        self.weights.set_parameters(self._weight_param_names(prefer), prefer=prefer)
+
+    def weight_parameter(self) -> str:
+        """The parameter whose weight histogram is drawn (``""`` when none)."""
+        return self.weights.current_parameter()
+
+    def choose_weight_parameter(self, name: str) -> bool:
+        """Draw the weight histogram of parameter ``name`` (added to the chooser when it is a model parameter)."""
+        self._refresh_weight_params(prefer=name)
+        return self.weights.current_parameter() == name
+
+    def _on_weight_param_changed(self, name: str) -> None:
+        """Ask the live callback for the new parameter; when idle, have core measure it now."""
+        self._callback.set_weight_histograms([name] if name else [])
+        model = getattr(self.window_, "model", None)
+        if not name or model is None or self._training_running() or self.is_busy():
+            return  # the training thread (or the probe worker) owns the model: the next report brings it
+        try:
+            hists = weight_histograms(model, [name])
+        except KeyError:
+            return
+        self.weights.show_histograms(hists)
 
     def _push_badges(self) -> None:
         tree = getattr(self.window_, "tree_model", None)

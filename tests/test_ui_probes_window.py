@@ -1,0 +1,115 @@
+"""Probes in the real MainWindow: the tree's Probe action, badges in tree and Details, freezing mid-run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PySide6.QtCore import Qt
+
+pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
+RUN_TIMEOUT_MS = 60_000
+
+
+def _probe_from_tree(win, name: str) -> None:
+    """What a user does: select the row, open its context menu, trigger "Probe"."""
+    tree = win.tree_widget
+    assert tree.select_name(name)
+    menu = tree.context_menu(tree.view.currentIndex())
+    action = next(a for a in menu.actions() if a.text() == "Probe")
+    action.trigger()
+    menu.deleteLater()
+
+
+def _start(qtbot, panel, epochs: int) -> None:
+    panel.settings.epochs_spin.setValue(epochs)
+    with qtbot.waitSignal(panel.runningChanged, timeout=5000):
+        assert panel.start()
+
+
+def _stop(qtbot, panel) -> None:
+    if panel.is_running():
+        with qtbot.waitSignal(panel.runningChanged, timeout=RUN_TIMEOUT_MS):
+            panel.stop()
+
+
+def test_dead_units_badge_in_tree_icon_tooltip_and_details(main_window, qtbot):
+    win, _ = main_window
+    probes = win.probes_panel
+    with torch.no_grad():
+        win.model.features[7].bias.fill_(-1e4)  # every unit after the next ReLU is dead
+    _probe_from_tree(win, "features.8")
+    assert probes.probed() == ["features.8"]
+    with qtbot.waitSignal(probes.resultsShown, timeout=20_000):
+        assert probes.run_probe_batch()
+    qtbot.waitUntil(lambda: not probes.is_busy(), timeout=10_000)
+
+    idx = win.tree_model.index_for_name("features.8")
+    assert win.tree_model.data(idx, Qt.ItemDataRole.DecorationRole) is not None
+    assert "dead units" in win.tree_model.data(idx, Qt.ItemDataRole.ToolTipRole)
+    assert win.tree_widget.select_name("features.8")
+    label = win.details.badges_label
+    assert label.isVisible()
+    assert "dead units" in label.text() and "100.0% exact zeros" in label.text() and "probe batch" in label.text()
+    assert "step -1" not in label.text()
+    assert win.tree_widget.select_name("features.5")  # a healthy module: no badge lines
+    assert not label.isVisible() and label.text() == ""
+
+
+def test_exploding_badge_in_details_names_value_and_step(main_window, qtbot):
+    win, panel = main_window
+    with torch.no_grad():
+        for p in win.model.classifier.parameters():
+            p.mul_(1e5)  # the loss gradient reaching the backbone is scaled up by 1e5
+    assert win.tree_widget.select_name("features.7")
+    _start(qtbot, panel, epochs=50)
+    qtbot.waitUntil(lambda: any(b.kind == "exploding_grad" for b in win.tree_model.badges("features.7")),
+                    timeout=RUN_TIMEOUT_MS)
+    _stop(qtbot, panel)
+    badge = next(b for b in win.tree_model.badges("features.7") if b.kind == "exploding_grad")
+    text = win.details.badges_label.text()
+    assert win.details.badges_label.isVisible()
+    assert "exploding gradient" in text and f"step {badge.step}" in text and f"{badge.value:.3g}" in text
+    assert badge.step >= 0
+
+
+def test_frozen_then_unfrozen_through_the_training_panel(main_window, qtbot):
+    """Freeze the backbone in the window, train, unfreeze it mid-run: the probes track it from then on."""
+    win, panel = main_window
+    probes = win.probes_panel
+    _probe_from_tree(win, "features")
+    win.set_trainable("features", False)
+    _start(qtbot, panel, epochs=200)
+    grads = probes.grads
+
+    def states():
+        return {r.module: r.state for r in grads.layers}
+
+    qtbot.waitUntil(lambda: states().get("features.0") == "frozen", timeout=RUN_TIMEOUT_MS)
+    st = states()
+    assert [m for m, s in st.items() if s == "frozen"] == ["features.0", "features.1", "features.3",
+                                                          "features.4", "features.7"]
+    assert st["classifier"] == "trainable"
+    assert len(grads.frozen_bars.opts["x"]) == 5 and len(grads.bars.opts["x"]) == 1  # frozen, not 0
+    assert "features" not in grads.history  # no norm while frozen: no point, never a 0
+    assert "5 frozen" not in grads.label.text() and "10 frozen" in grads.label.text()  # 10 parameters
+
+    win.set_trainable("features", True)  # queued on the trainer: applied at the next step boundary
+    qtbot.waitUntil(lambda: states().get("features.0") == "trainable", timeout=RUN_TIMEOUT_MS)
+    assert all(s == "trainable" for s in states().values())
+    assert len(grads.frozen_bars.opts["x"]) == 0 and len(grads.bars.opts["x"]) == 6
+    qtbot.waitUntil(lambda: "features" in grads.history, timeout=RUN_TIMEOUT_MS)
+    assert grads.history["features"]["norm"][0] > 0
+    _stop(qtbot, panel)
+    assert all(len(m._forward_hooks) == 0 for m in win.model.modules())
+
+
+def test_a_parameter_row_selected_in_the_tree_is_the_weight_histograms_parameter(main_window, qtbot):
+    win, _ = main_window
+    probes = win.probes_panel
+    _probe_from_tree(win, "classifier")
+    assert probes.weight_parameter() == "classifier.weight"
+    win.tree_widget.view.expandAll()
+    assert win.tree_widget.select_name("features.3.weight")
+    assert probes.weight_parameter() == "features.3.weight"
+    assert probes.weights.shown()[0] == "features.3.weight"
+    assert "features.3.weight" in probes.weights.parameters()
