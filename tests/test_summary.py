@@ -250,3 +250,17 @@ def test_20k_leaves_fast():
     assert min(build) < 0.5
     assert min(refresh) < 0.25
     assert isinstance(root, ModuleNode) and not hasattr(root, "__dict__")
+
+
+def test_failed_annotation_leaves_the_previous_shapes_and_flops():
+    """A wrong input shape is all or nothing: the tree keeps the last good annotation."""
+    import torchvision
+
+    from workbench.core.summary import InputShapeError, annotate_shapes_and_flops, build_summary
+
+    root = build_summary(torchvision.models.resnet18(weights=None), input_shape=(1, 3, 64, 64))
+    before = [(n.name, n.output_shape, n.flops) for n in root.walk()]
+    assert root.flops and root.output_shape is not None
+    with pytest.raises(InputShapeError):
+        annotate_shapes_and_flops(root, (1, 1, 64, 64))  # conv1 wants 3 channels
+    assert [(n.name, n.output_shape, n.flops) for n in root.walk()] == before

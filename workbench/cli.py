@@ -401,3 +401,7 @@ def _train_main(argv: Sequence[str]) -> int:
             traceback.print_exc()
         print(f"workbench train: {exc}", file=sys.stderr)
         return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

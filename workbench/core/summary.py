@@ -569,14 +569,11 @@ def annotate_shapes_and_flops(
     model_device, dtype = _model_device_dtype(model)
     dev = torch.device(device) if device is not None else model_device
     by_module: dict[int, ModuleNode] = {id(n.module): n for n in root.walk()}
-    for node in by_module.values():
-        node.output_shape = None
-        node.flops = None
+    shapes: dict[int, object] = {}  # filled by the hooks; written to the nodes only on success
 
     def hook(module, _inputs, output):
-        node = by_module.get(id(module))
-        if node is not None:
-            node.output_shape = _describe_output(output)
+        if id(module) in by_module:
+            shapes[id(module)] = _describe_output(output)
 
     modes = [(m, m.training) for m in model.modules()]
     handles = [n.module.register_forward_hook(hook) for n in by_module.values()]
@@ -606,7 +603,9 @@ def annotate_shapes_and_flops(
     total = int(counter.get_total_flops())
     counts = counter.get_flop_counts()
     names = _tracker_names(counter)
-    for node in by_module.values():
+    for key, node in by_module.items():  # all or nothing: a failed forward left the nodes untouched
+        node.output_shape = shapes.get(key)
+        node.flops = None
         tracked = names.get(node.module) if names is not None else None
         if tracked is None:
             tracked = f"{root.type_name}.{node.name}" if node.name else root.type_name
