@@ -72,7 +72,7 @@ class WeightsView(QWidget):
         self.hist_plot.addItem(self.hist_bars)
         self.stats_label = QLabel(objectName="weightStats", wordWrap=True)
 
-        self.update_plot = pg.PlotWidget(title="Update ratio ‖Δw‖/‖w‖ per parameter", background="w")
+        self.update_plot = pg.PlotWidget(title="Update ratio ‖Δw‖/‖w‖", background="w")
         self.update_plot.setObjectName("updateRatioPlot")
         self.update_plot.setLabel("left", "log10 ratio")
         self.update_plot.addLine(y=-3, pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine))  # the ~1e-3 convention
@@ -154,7 +154,7 @@ class WeightsView(QWidget):
         self.hist_plot.setXRange(float(edges[0]), float(edges[-1]))  # explicit: a hidden tab defers auto-range
         self.hist_plot.setYRange(0.0, float(max(h.counts.max(initial=0.0), 1.0)))
         where = "now" if step is None else f"step {step}"
-        self.hist_plot.setTitle(f"Weight histogram — {name} ({where})")
+        self.hist_plot.setTitle("Weight histogram")  # a long title widens the plot past its widget (clipped)
         self.stats_label.setText(
             f"{name}: {int(h.counts.sum()):,} values in [{_fmt(h.lo)}, {_fmt(h.hi)}], {len(h.counts)} bins, {where}"
         )
@@ -188,14 +188,13 @@ class WeightsView(QWidget):
         self.update_plot.setXRange(-0.6, max(len(names) - 0.4, 0.6), padding=0)
         self.update_plot.setYRange(lo, max(0.0, float(np.nanmax(logs)) + 0.3) if ok.any() else 0.0)
         self.update_plot.setToolTip("\n".join(f"{i}: {n} {_fmt(v)}" for i, (n, v) in enumerate(ratios.items())))
-        if step is not None:
-            self.update_plot.setTitle(f"Update ratio ‖Δw‖/‖w‖ per parameter — step {step}")
+        self.update_label.setText(f"{'' if step is None else f'Step {step}. '}Dashed line: 1e-3, the usual rule "
+                                  "of thumb (Karpathy); measured live during training.")
 
     # ------------------------------------------------------------------ slots
     def _on_param_changed(self, name: str) -> None:
         if self._shown is not None and self._shown[0] != name:
             self._shown = None
             self.hist_bars.setOpts(x0=[0], x1=[1], height=[0])
-            self.hist_plot.setTitle(f"Weight histogram — {name}" if name else "Weight histogram")
             self.stats_label.setText("waiting for the next measurement…" if name else "")
         self.parameterChanged.emit(name)
