@@ -147,9 +147,12 @@ class TrainingPanel(QWidget):
 
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # a narrow dock scrolls the form sideways rather than clipping its fields
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         scroll.setWidget(self.settings)
         scroll.setMinimumWidth(300)
+        full_width = (self.settings.minimumSizeHint().width()
+                      + scroll.verticalScrollBar().sizeHint().width() + 2 * scroll.frameWidth())
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
@@ -163,7 +166,7 @@ class TrainingPanel(QWidget):
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         split.setChildrenCollapsible(False)
-        split.setSizes([360, 800])
+        split.setSizes([full_width, 800])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split, 1)
