@@ -113,3 +113,24 @@ def test_a_parameter_row_selected_in_the_tree_is_the_weight_histograms_parameter
     assert probes.weight_parameter() == "features.3.weight"
     assert probes.weights.shown()[0] == "features.3.weight"
     assert "features.3.weight" in probes.weights.parameters()
+
+
+def test_probed_modules_are_marked_in_the_tree(qtbot):
+    """Probing from the panel marks the tree row (bold name + tooltip line); unprobing clears it."""
+    from PySide6.QtCore import Qt
+
+    from workbench.ui.main_window import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    tree = win.tree_model
+    idx = tree.index_for_name("features.2")
+    assert idx.isValid()
+    assert tree.data(idx, Qt.ItemDataRole.FontRole.value) is None
+    with qtbot.waitSignal(tree.dataChanged, timeout=2000):
+        win.probes_panel.toggle_probe("features.2")
+    font = tree.data(idx, Qt.ItemDataRole.FontRole.value)
+    assert font is not None and font.bold()
+    assert "probed" in tree.data(idx, Qt.ItemDataRole.ToolTipRole.value)
+    win.probes_panel.toggle_probe("features.2")
+    assert tree.data(idx, Qt.ItemDataRole.FontRole.value) is None

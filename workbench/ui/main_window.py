@@ -103,6 +103,7 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
         self.training_panel = TrainingPanel(self)
         self.training_dock = self._dock("Training", "trainingDock", self.training_panel, right)
         self.probes_panel = ProbesPanel(self)
+        self.probes_panel.probesChanged.connect(self.tree_model.set_probed)
         self.probes_dock = self._dock("Probes", "probesDock", self.probes_panel, right)
         self.splitDockWidget(self.training_dock, self.probes_dock, Qt.Orientation.Vertical)
         self._default_layout_pending = True

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QIcon, QPainter, QPixmap
+from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPixmap
 
 from workbench.core import summary as core_summary
 from workbench.core.formatting import format_count, format_flops, format_int, format_shape
@@ -30,6 +30,7 @@ CHECK = Qt.ItemDataRole.CheckStateRole.value
 ALIGN = Qt.ItemDataRole.TextAlignmentRole.value
 FOREGROUND = Qt.ItemDataRole.ForegroundRole.value
 DECORATION = Qt.ItemDataRole.DecorationRole.value
+FONT = Qt.ItemDataRole.FontRole.value
 #: Custom roles: the row object, a numeric sort key, the text the filter box matches.
 NODE_ROLE = Qt.ItemDataRole.UserRole.value + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole.value + 2
@@ -102,6 +103,8 @@ class ModelTreeModel(QAbstractItemModel):
         self._param_rows: dict[int, list[ParamRow]] = {}
         self._touched: dict[int, object] = {}   # modules whose children the view has asked for
         self._badges: dict[str, list] = {}
+        self._probed: frozenset[str] = frozenset()
+        self._probed_font: QFont | None = None
         self._icons: dict[str, QIcon] = {}
         self._frozen_brush = QBrush(QColor(150, 150, 150))
         self._visible_parents: Callable[[], Iterable] | None = None
@@ -257,6 +260,8 @@ class ModelTreeModel(QAbstractItemModel):
             return self._tooltip(obj, col)
         if role == DECORATION:
             return self._badge_decoration(obj) if col == COL_NAME else None
+        if role == FONT:
+            return self._probed_font if col == COL_NAME and self.is_probed(obj) else None
         if role == SORT_ROLE:
             return self._sort_key(obj, col)
         if role == FILTER_ROLE:
@@ -305,6 +310,8 @@ class ModelTreeModel(QAbstractItemModel):
         if col == COL_NAME:
             name = info.name if info is not None else (obj.name or obj.short_name)
             lines = [name] + ([] if info is not None else [b.text for b in self._badges.get(obj.name, ())])
+            if self.is_probed(obj):
+                lines.append("probed: a forward hook records its output's statistics")
             return "\n".join(line for line in lines if line)
         if col == COL_PARAMS:
             return format_count(info.numel if info is not None else obj.total_params) + " parameters"
@@ -345,6 +352,29 @@ class ModelTreeModel(QAbstractItemModel):
             if idx.isValid():
                 self.dataChanged.emit(idx, idx, [DECORATION, TOOLTIP])
         self.badgesChanged.emit()
+
+    def set_probed(self, names) -> None:
+        """Mark the modules that have a probe (bold name, a line in the tooltip).
+
+        Parameters
+        ----------
+        names : iterable of str
+            Qualified module names, as the Probes panel reports them.
+        """
+        names = frozenset(names)
+        changed = self._probed ^ names
+        self._probed = names
+        if self._probed_font is None:
+            self._probed_font = QFont()
+            self._probed_font.setBold(True)
+        for name in changed:
+            idx = self.index_for_name(name)
+            if idx.isValid():
+                self.dataChanged.emit(idx, idx, [FONT, TOOLTIP])
+
+    def is_probed(self, obj) -> bool:
+        """True when ``obj`` is a module row whose module is probed."""
+        return not isinstance(obj, ParamRow) and obj.name in self._probed
 
     def badges(self, name: str) -> list:
         """The badges shown on module ``name``."""
