@@ -64,3 +64,15 @@ def main_window(qtbot, tmp_path):
     yield win, panel
     if panel.is_running():
         panel.shutdown(ask=False)
+
+
+@pytest.fixture
+def window(qtbot):
+    """A real MainWindow on the demo whose error dialogs are recorded in ``window.errors``."""
+    from workbench.ui import MainWindow
+
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.errors = []
+    win._show_error = win.errors.append
+    return win

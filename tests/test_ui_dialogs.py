@@ -9,9 +9,6 @@ from workbench.core.architectures import ArchSpec, Candidate, LoadReport
 from workbench.core.errors import TrustRequired
 from workbench.ui import dialogs
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
-
 def test_architecture_dialog_ranking_search_and_spec(qtbot):
     cands = [Candidate(ArchSpec("resnet18", {"num_classes": 10}), 1.0), Candidate(ArchSpec("resnet34"), 0.4)]
     dlg = dialogs.ArchitectureDialog(cands, ["digits_cnn", "resnet18", "resnet34", "vgg11"], "x.pt")

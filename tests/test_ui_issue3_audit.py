@@ -21,20 +21,6 @@ from workbench.core.architectures import ArchSpec, Candidate
 from workbench.ui import dialogs
 from workbench.ui.window_io import with_filter_suffix
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
-
-@pytest.fixture
-def window(qtbot):
-    from workbench.ui import MainWindow
-
-    win = MainWindow()
-    qtbot.addWidget(win)
-    win.errors = []
-    win._show_error = win.errors.append
-    return win
-
-
 def _names() -> list[str]:
     return ["digits_cnn", "resnet18", "resnet34"]
 

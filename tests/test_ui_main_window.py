@@ -15,9 +15,6 @@ from PySide6.QtWidgets import QApplication
 from workbench.core.architectures import ArchSpec
 from workbench.ui.model_tree import CHECK, COL_TRAIN
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
-
 @pytest.fixture(autouse=True)
 def _dangling_qthreads():
     """Fail a test that leaves a QThread running."""
@@ -25,18 +22,6 @@ def _dangling_qthreads():
     QApplication.processEvents()
     running = [t for t in QApplication.instance().findChildren(QThread) if t.isRunning()]
     assert not running, f"QThreads still running: {running}"
-
-
-@pytest.fixture
-def window(qtbot, monkeypatch):
-    from workbench.ui import MainWindow
-
-    win = MainWindow()
-    qtbot.addWidget(win)
-    errors = []
-    win._show_error = errors.append
-    win.errors = errors
-    return win
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,6 @@ from workbench.ui.model_tree import (
     CHECK, COL_NAME, COL_PARAMS, COL_TRAIN, COL_TRAINABLE, COL_TYPE, DECORATION, FOREGROUND, ModelTreeModel, ParamRow,
 )
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
 Checked, Partial, Unchecked = Qt.CheckState.Checked, Qt.CheckState.PartiallyChecked, Qt.CheckState.Unchecked
 
 

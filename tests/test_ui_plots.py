@@ -10,9 +10,6 @@ import pytest
 from workbench.ui.loss_plot import EmaFilter, TrainingPlots
 from workbench.ui.plot_buffer import PlotBuffer
 
-# The offscreen platform plugin warns once per shown top-level window; harmless.
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
 
 def test_buffer_doubles_and_keeps_values():
     buf = PlotBuffer(("step", "loss"), capacity=2)

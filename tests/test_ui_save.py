@@ -5,20 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
-
-@pytest.fixture
-def window(qtbot):
-    from workbench.ui import MainWindow
-
-    win = MainWindow()
-    qtbot.addWidget(win)
-    win.errors = []
-    win._show_error = win.errors.append
-    return win
-
-
 def test_save_format_weights_only_bit_exact(window, tmp_path):
     window.set_trainable("features", False)
     window.replace_head("classifier", 4)

@@ -21,8 +21,6 @@ from workbench.core.demo_model import DigitsCNN
 from workbench.ui.training_panel import TrainingPanel
 from workbench.ui.workers import live_threads
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support propagateSizeHints")
-
 RUN_TIMEOUT_MS = 60_000
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
