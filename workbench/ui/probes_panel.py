@@ -51,6 +51,7 @@ from workbench.core.probes import ActivationStats, dataset_batch, random_input
 from workbench.ui.grad_norms_view import GradNormsView
 from workbench.ui.probe_worker import ProbeBatchWorker, start_probe_worker
 from workbench.ui.weights_view import WeightsView
+from workbench.ui.workers import wait_for
 
 SOURCE_RANDOM = "Random data (input shape)"
 SOURCE_DATASET = "Training dataset (first samples)"
@@ -300,10 +301,7 @@ class ProbesPanel(QWidget):
         thread = self._thread
         if thread is None:
             return True
-        try:
-            return thread.wait(timeout_ms)
-        except RuntimeError:  # already deleted
-            return True
+        return wait_for(thread, timeout_ms)  # polls without holding the GIL the worker needs
 
     # ------------------------------------------------------------------ slots
     @Slot(dict)
