@@ -261,7 +261,8 @@ def test_stop_while_paused(tmp_path):
     th = threading.Thread(target=trainer.fit, daemon=True)
     trainer.pause()
     th.start()
-    time.sleep(0.3)
+    # paused before the first step: the loop blocks at its first step boundary
+    assert wait_until(lambda: trainer.is_waiting), "the paused loop did not block"
     assert rec.steps == []
     trainer.request_stop()
     th.join(30)
