@@ -17,9 +17,9 @@ import pytest
 import torch
 from PySide6.QtWidgets import QMainWindow
 
+from tests.ui_helpers import RecordingPanel
 from workbench.core.config import TrainConfig
 from workbench.core.demo_model import DigitsCNN
-from workbench.ui.training_panel import TrainingPanel
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
@@ -36,22 +36,13 @@ class _Host(QMainWindow):
         self.checkpoint = SimpleNamespace(path=path, raw=payload)
 
 
-class _Panel(TrainingPanel):
-    def __init__(self, window):
-        self.errors: list[str] = []
-        super().__init__(window)
-
-    def show_error(self, text):
-        self.errors.append(text)
-
-
 def test_gui_run_from_an_opened_checkpoint_replays_headless_bit_identical(qtbot, tmp_path):
     torch.manual_seed(123)  # weights no fresh DigitsCNN() would get
     start = tmp_path / "start.pt"
     torch.save({"model_state_dict": DigitsCNN().state_dict()}, start)
     win = _Host(start)
     win.model.features.requires_grad_(False)
-    panel = _Panel(win)
+    panel = RecordingPanel(win)
     win.setCentralWidget(panel)
     qtbot.addWidget(win)
     panel.settings.run_dir_edit.setText(str(tmp_path / "gui"))

@@ -16,6 +16,7 @@ import torch
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMainWindow
 
+from tests.ui_helpers import RecordingPanel
 from workbench.core import training
 from workbench.core.demo_model import DigitsCNN
 from workbench.ui.training_panel import TrainingPanel
@@ -40,29 +41,6 @@ class Host(QMainWindow):
 
     def refresh_tree(self):
         self.refreshed += 1
-
-
-class RecordingPanel(TrainingPanel):
-    """Dialogs replaced by recorders (never block a test)."""
-
-    def __init__(self, window):
-        self.errors: list[str] = []
-        self.nonfinite_asked: list[int] = []
-        self.nonfinite_answer = "stop"
-        self.confirm_answer = True
-        self.confirm_asked = 0
-        super().__init__(window)
-
-    def show_error(self, text):
-        self.errors.append(text)
-
-    def ask_nonfinite(self, step, loss):
-        self.nonfinite_asked.append(step)
-        return self.nonfinite_answer
-
-    def confirm_stop(self):
-        self.confirm_asked += 1
-        return self.confirm_answer
 
 
 @pytest.fixture

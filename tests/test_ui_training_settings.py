@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QMainWindow
 
+from tests.ui_helpers import RecordingPanel
 from workbench.core.config import DataConfig, TrainConfig
 from workbench.core.demo_model import DigitsCNN
-from workbench.ui.training_panel import TrainingPanel
 from workbench.ui.training_settings import TrainingSettings
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
@@ -27,15 +27,6 @@ class _Host(QMainWindow):
         self.checkpoint = None
 
 
-class _Panel(TrainingPanel):
-    def __init__(self, window):
-        self.errors: list[str] = []
-        super().__init__(window)
-
-    def show_error(self, text):
-        self.errors.append(text)
-
-
 @pytest.fixture
 def settings(qtbot):
     s = TrainingSettings()
@@ -46,7 +37,7 @@ def settings(qtbot):
 @pytest.fixture
 def panel(qtbot, tmp_path):
     win = _Host()
-    p = _Panel(win)
+    p = RecordingPanel(win)
     win.setCentralWidget(p)
     p.settings.run_dir_edit.setText(str(tmp_path / "run"))
     qtbot.addWidget(win)
