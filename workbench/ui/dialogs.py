@@ -193,21 +193,14 @@ def trust_dialog(err, parent=None) -> QMessageBox:
     err : core.errors.TrustRequired
         With ``.path``, ``.globals`` and ``.kind``.
     """
-    box = QMessageBox(parent)
-    box.setObjectName("trustDialog")
-    box.setIcon(QMessageBox.Icon.Warning)
-    box.setWindowTitle("Loading this file runs code")
+    box = _warning_box(parent, "trustDialog", "Loading this file runs code")
     kind = "a TorchScript program" if getattr(err, "kind", "") == "torchscript" else "pickled Python objects"
     names = list(getattr(err, "globals", []) or [])
     box.setText(f"{getattr(err, 'path', 'This file')} contains {kind}. Loading it imports and runs "
                 f"that code. Only continue if you trust where the file comes from.")
     listing = "\n".join(names[:40]) + ("\n…" if len(names) > 40 else "")
     box.setInformativeText(f"Globals it imports:\n{listing}" if names else str(err))
-    trust = box.addButton("Trust and load", QMessageBox.ButtonRole.AcceptRole)
-    trust.setObjectName("trustButton")
-    cancel = box.addButton(QMessageBox.StandardButton.Cancel)
-    box.setDefaultButton(cancel)
-    box.setEscapeButton(cancel)
+    _add_accept_and_default_cancel(box, "Trust and load", "trustButton")
     return box
 
 
@@ -218,21 +211,31 @@ def load_report_dialog(report, file_name: str, arch_name: str, parent=None) -> Q
     ----------
     report : core.architectures.LoadReport
     """
-    box = QMessageBox(parent)
-    box.setObjectName("loadReportDialog")
-    box.setIcon(QMessageBox.Icon.Warning)
-    box.setWindowTitle("The weights do not fit the architecture")
+    box = _warning_box(parent, "loadReportDialog", "The weights do not fit the architecture")
     box.setText(f"{file_name} does not load cleanly into {arch_name}: "
                 f"{len(report.missing)} missing, {len(report.unexpected)} unexpected, "
                 f"{len(report.mismatched)} mismatched tensors.\n\n"
                 "A partial load copies every tensor that fits and leaves the rest freshly initialized.")
     box.setDetailedText(format_report(report))
-    partial = box.addButton("Partial load", QMessageBox.ButtonRole.AcceptRole)
-    partial.setObjectName("partialLoadButton")
+    _add_accept_and_default_cancel(box, "Partial load", "partialLoadButton")
+    return box
+
+
+def _warning_box(parent, object_name: str, title: str) -> QMessageBox:
+    box = QMessageBox(parent)
+    box.setObjectName(object_name)
+    box.setIcon(QMessageBox.Icon.Warning)
+    box.setWindowTitle(title)
+    return box
+
+
+def _add_accept_and_default_cancel(box: QMessageBox, label: str, object_name: str) -> None:
+    """An accept button named ``object_name``, and Cancel as the default and Escape button."""
+    accept = box.addButton(label, QMessageBox.ButtonRole.AcceptRole)
+    accept.setObjectName(object_name)
     cancel = box.addButton(QMessageBox.StandardButton.Cancel)
     box.setDefaultButton(cancel)
     box.setEscapeButton(cancel)
-    return box
 
 
 def format_report(report) -> str:
