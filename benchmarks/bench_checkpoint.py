@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from workbench.core.architectures import build_module, clear_signature_cache, detect_architecture, load_model
-from workbench.core.checkpoint import read_checkpoint
+from workbench.core.model.architectures import build_module, clear_signature_cache, detect_architecture, load_model
+from workbench.core.model.checkpoint import read_checkpoint
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -47,7 +47,7 @@ def _open_once(path: Path) -> None:
     model, report = load_model(ckpt, "vgg11")
     assert report.ok
     try:
-        from workbench.core.summary import build_summary
+        from workbench.core.model.tree import build_summary
     except ImportError:  # summary.py belongs to another part of the issue
         return
     build_summary(model)

@@ -4,7 +4,7 @@ Figures:
 
 ``probe_throughput_ratio``
     Training samples per second of the workbench ``Trainer`` (``DigitsCNN`` on the
-    digits, CPU, batch 64, Adam) with a :class:`~workbench.core.probe_callback.ProbeCallback`
+    digits, CPU, batch 64, Adam) with a :class:`~workbench.core.probe.callback.ProbeCallback`
     probing 10 modules at the default cadence (activations, gradient norms and
     update ratios; the cadence adapts to a 2 % time budget, starting at every 10th
     step), divided by the same run without probes.
@@ -36,10 +36,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import torch  # noqa: E402
 
-from workbench.core.config import DataConfig, TrainConfig  # noqa: E402
-from workbench.core.demo_model import DigitsCNN  # noqa: E402
-from workbench.core.probe_callback import ProbeCallback  # noqa: E402
-from workbench.core.probes import leaf_modules, probe_batch  # noqa: E402
+from workbench.core.model.demo import DigitsCNN  # noqa: E402
+from workbench.core.probe.activations import leaf_modules, probe_batch  # noqa: E402
+from workbench.core.probe.callback import ProbeCallback  # noqa: E402
+from workbench.core.train.config import DataConfig, TrainConfig  # noqa: E402
 
 PAIRS = 7
 EPOCHS = 3
@@ -48,7 +48,7 @@ BATCH = 64
 
 def _run(callbacks_factory, run_dir: str, seed: int) -> tuple[float, float]:
     """One ``fit()``; returns samples per CPU second and per wall-clock second over the whole fit."""
-    from workbench.core.training import Trainer
+    from workbench.core.train.loop import Trainer
 
     torch.manual_seed(seed)
     model = DigitsCNN()

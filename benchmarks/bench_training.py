@@ -4,8 +4,8 @@ Figures (see issue 4):
 
 ``train_throughput_ratio``
     Training samples per second of the workbench ``Trainer`` driven by the real
-    :class:`~workbench.ui.workers.TrainingWorker` on a QThread, with the live
-    loss plot of a shown :class:`~workbench.ui.training_panel.TrainingPanel`
+    :class:`~workbench.ui.train.worker.TrainingWorker` on a QThread, with the live
+    loss plot of a shown :class:`~workbench.ui.train.panel.TrainingPanel`
     drawing every metrics batch, divided by the same for a plain loop written the
     way the PyTorch tutorial writes it (``DataLoader`` over a ``TensorDataset``,
     ``loss.item()`` each step, a ``torch.no_grad()`` validation loop each epoch).
@@ -38,8 +38,8 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from workbench.core.config import DataConfig, TrainConfig  # noqa: E402
-from workbench.core.demo_model import DigitsCNN  # noqa: E402
+from workbench.core.model.demo import DigitsCNN  # noqa: E402
+from workbench.core.train.config import DataConfig, TrainConfig  # noqa: E402
 
 PAIRS = 9
 EPOCHS = 3
@@ -48,7 +48,7 @@ BATCH = 64
 
 def _digits_tensors():
     """The same train / val tensors the workbench data module builds for ``digits``."""
-    from workbench.core.data import build_datasets
+    from workbench.core.train.data import build_datasets
 
     train_ds, val_ds, _ = build_datasets(DataConfig(dataset="digits", batch_size=BATCH))
     return train_ds.tensors, val_ds.tensors
@@ -93,7 +93,7 @@ class _Host:
 def _make_host():
     from PySide6.QtWidgets import QMainWindow
 
-    from workbench.ui.training_panel import TrainingPanel
+    from workbench.ui.train.panel import TrainingPanel
 
     win = QMainWindow()
     win.model = DigitsCNN()
@@ -200,7 +200,7 @@ def run() -> dict[str, float]:
 
     from PySide6.QtWidgets import QApplication
 
-    from workbench.core.threads import reserve_cores_for_workers
+    from workbench.core.train.threads import reserve_cores_for_workers
 
     reserve_cores_for_workers()  # as ui.app.main does, before any computation on this thread
 

@@ -41,16 +41,16 @@ class _Controller:
         self.tree_model = None
 
     def set_trainable(self, path, flag):
-        from workbench.core import freezing
+        from workbench.core.model import freezing
 
         freezing.set_trainable(self.tree_model.root.module, path, flag)
         self.tree_model.refresh_trainable()
 
 
 def _build_and_paint(model, app):
-    from workbench.core.summary import build_summary
-    from workbench.ui.model_tree import ModelTreeModel
-    from workbench.ui.tree_view import ModelTreeWidget
+    from workbench.core.model.tree import build_summary
+    from workbench.ui.model.tree_model import ModelTreeModel
+    from workbench.ui.model.tree_view import ModelTreeWidget
 
     ctl = _Controller()
     t0 = time.perf_counter()
@@ -68,7 +68,7 @@ def _build_and_paint(model, app):
 def _toggle_root(tm, widget, app) -> float:
     from PySide6.QtCore import Qt
 
-    from workbench.ui.model_tree import CHECK, COL_TRAIN
+    from workbench.ui.model.tree_model import CHECK, COL_TRAIN
 
     t0 = time.perf_counter()
     tm.setData(tm.index(0, COL_TRAIN), Qt.CheckState.Unchecked, CHECK)
@@ -81,7 +81,7 @@ def _toggle_root(tm, widget, app) -> float:
 
 
 def _toggle_root_ui_only(tm, widget, app) -> float:
-    from workbench.core import freezing
+    from workbench.core.model import freezing
 
     freezing.set_trainable(tm.root.module, "", False)
     t0 = time.perf_counter()

@@ -31,7 +31,7 @@ def no_dangling_qthreads(qtbot):
 
     Use it with ``pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")``.
     """
-    from workbench.ui.workers import live_threads
+    from workbench.ui.train.worker import live_threads
 
     yield
     try:
@@ -50,7 +50,7 @@ def main_window(qtbot, tmp_path):
     error dialog, Stop is confirmed without asking, runs go under ``tmp_path/run``.
     """
     from workbench.ui.main_window import MainWindow
-    from workbench.ui.training_panel import TrainingPanel
+    from workbench.ui.train.panel import TrainingPanel
 
     win = MainWindow()
     qtbot.addWidget(win)

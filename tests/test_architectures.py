@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from tests.checkpoint_files import SMALL_VIT_SPEC, make_model, save_lightning, save_state_dict
-from workbench.core.architectures import (
+from workbench.core.errors import ArchitectureError
+from workbench.core.model.architectures import (
     ArchSpec,
     WeightsOnlyModule,
     build_module,
@@ -19,9 +20,8 @@ from workbench.core.architectures import (
     load_state_dict_into,
     weights_only_model,
 )
-from workbench.core.checkpoint import read_checkpoint
-from workbench.core.demo_model import DigitsCNN
-from workbench.core.errors import ArchitectureError
+from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.demo import DigitsCNN
 
 
 def meta_state_dict(name: str, **kwargs) -> dict:
@@ -51,7 +51,7 @@ def test_build_torchvision_builtin_and_factories(tmp_path):
     model = build_module("resnet18(num_classes=7)")
     assert model.fc.out_features == 7 and model.fc.weight.device.type == "cpu"
     assert isinstance(build_module("digits_cnn"), DigitsCNN)
-    assert isinstance(build_module("workbench.core.demo_model:DigitsCNN", device="meta"), DigitsCNN)
+    assert isinstance(build_module("workbench.core.model.demo:DigitsCNN", device="meta"), DigitsCNN)
     vit = build_module(ArchSpec(SMALL_VIT_SPEC, {"num_classes": 4}))
     assert vit.heads.head.out_features == 4
     src = tmp_path / "mynet.py"

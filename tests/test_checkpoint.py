@@ -17,15 +17,15 @@ from tests.checkpoint_files import (
     save_state_dict,
     save_torchscript,
 )
-from workbench.core.architectures import ArchSpec, load_model
-from workbench.core.checkpoint import (
+from workbench.core.errors import TrustRequired
+from workbench.core.model.architectures import ArchSpec, load_model
+from workbench.core.model.checkpoint import (
     detect_container,
     guess_optimizer_class,
     read_checkpoint,
     strip_prefixes,
     tensor_stats,
 )
-from workbench.core.errors import TrustRequired
 
 MODELS = {
     "resnet18": (lambda: make_model("resnet18", num_classes=10), ArchSpec("resnet18", {"num_classes": 10})),

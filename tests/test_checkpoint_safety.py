@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from tests.checkpoint_files import save_malicious, save_safetensors, save_state_dict
-from workbench.core.architectures import load_model
-from workbench.core.checkpoint import Checkpoint, pickle_globals, read_checkpoint, unsafe_globals
-from workbench.core.demo_model import DigitsCNN
 from workbench.core.errors import ArchitectureError, CheckpointError, TrustRequired
+from workbench.core.model.architectures import load_model
+from workbench.core.model.checkpoint import Checkpoint, pickle_globals, read_checkpoint, unsafe_globals
+from workbench.core.model.demo import DigitsCNN
 
 
 def assert_clear_error(path, *words, trust=False):

@@ -14,7 +14,7 @@ import torchvision
 from torch.utils.flop_counter import FlopCounterMode
 
 from workbench import cli
-from workbench.core.demo_model import DigitsCNN
+from workbench.core.model.demo import DigitsCNN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -168,11 +168,11 @@ def test_pickled_module_needs_trust(capsys, tmp_path):
 
 def test_dispatch_train_and_gui(monkeypatch):
     calls = []
-    training = types.ModuleType("workbench.core.training")
+    training = types.ModuleType("workbench.core.train.headless")
     training.train_from_toml = lambda path, out=print: calls.append(("train", path)) or 0
     app = types.ModuleType("workbench.ui.app")
     app.main = lambda argv: calls.append(("gui", argv)) or 0
-    monkeypatch.setitem(sys.modules, "workbench.core.training", training)
+    monkeypatch.setitem(sys.modules, "workbench.core.train.headless", training)
     monkeypatch.setitem(sys.modules, "workbench.ui.app", app)
     assert cli.main(["train", "run.toml"]) == 0
     assert cli.main(["model.pt", "--arch", "resnet18"]) == 0

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import pkgutil
 import subprocess
 import sys
-import pkgutil
 
 import workbench.core
 
@@ -14,7 +14,7 @@ def _core_modules() -> list[str]:
 
 
 def test_core_has_modules():
-    assert "workbench.core.checkpoint" in _core_modules()
+    assert "workbench.core.model.checkpoint" in _core_modules()
 
 
 def test_importing_every_core_module_imports_no_qt():

@@ -8,12 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.core.config import DataConfig, TrainConfig
-from workbench.core.data import (
-    EpochLoader, TensorBatchLoader, build_datasets, build_loaders, epoch_seed, image_transforms,
-)
 from workbench.core.errors import DataError
-from workbench.core.optim import default_head, lr_schedule_preview, param_groups
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.data import (
+    EpochLoader,
+    TensorBatchLoader,
+    build_datasets,
+    build_loaders,
+    epoch_seed,
+    image_transforms,
+)
+from workbench.core.train.optim import default_head, lr_schedule_preview, param_groups
 
 
 def test_digits_split_and_normalization():
@@ -117,7 +122,7 @@ def test_image_transforms_pipeline():
 
 
 def test_param_groups_and_head():
-    from workbench.core.demo_model import DigitsCNN
+    from workbench.core.model.demo import DigitsCNN
 
     model = DigitsCNN()
     assert default_head(model) == "classifier"
@@ -161,9 +166,9 @@ def test_resnet18_trains_on_grayscale_digits_through_channel_fitting(tmp_path):
     """A user opens resnet18 (conv1 takes 3 channels) and presses Start on the demo digits."""
     import torchvision
 
-    from workbench.core.config import DataConfig, TrainConfig
-    from workbench.core.data import fit_channels_to_model, model_input_channels
-    from workbench.core.training import Trainer
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.data import fit_channels_to_model, model_input_channels
+    from workbench.core.train.loop import Trainer
 
     model = torchvision.models.resnet18(weights=None, num_classes=10)
     assert model_input_channels(model) == 3
@@ -178,7 +183,7 @@ def test_resnet18_trains_on_grayscale_digits_through_channel_fitting(tmp_path):
     explicit = DataConfig(dataset="digits", channels="grayscale")
     assert fit_channels_to_model(explicit, model) is None and explicit.channels == "grayscale"
     fake = DataConfig(dataset="fake", fake_shape=[3, 16, 16])
-    from workbench.core.demo_model import DigitsCNN
+    from workbench.core.model.demo import DigitsCNN
 
     assert fit_channels_to_model(fake, DigitsCNN()) is not None and fake.fake_shape[0] == 1
 

@@ -8,11 +8,12 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.config import DataConfig, TrainConfig
-from workbench.core.data import TensorBatchLoader
-from workbench.core.demo_model import DigitsCNN
 from workbench.core.errors import TrainingError
-from workbench.core.training import Callback, Trainer
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.data import TensorBatchLoader
+from workbench.core.train.hooks import Callback
+from workbench.core.train.loop import Trainer
 
 
 class NaNAt(nn.Module):

@@ -7,15 +7,15 @@ import torch
 import torchvision
 from torch import nn
 
-from workbench.core.demo_model import DigitsCNN
 from workbench.core.errors import WorkbenchError
-from workbench.core.freezing import (
-    UnknownPathError,
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.model.names import UnknownPathError
+from workbench.core.model.names import frozen_names as frozen_parameter_names
+from workbench.core.model.freezing import (
     apply_batchnorm_policy,
     apply_frozen,
     freeze_all_except,
     freeze_before,
-    frozen_parameter_names,
     set_requires_grad,
     set_trainable,
     trainable_counts,

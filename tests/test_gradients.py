@@ -1,4 +1,4 @@
-"""Bulk gradient norms, update ratios and weight histograms (workbench.core.gradients)."""
+"""Bulk gradient norms, update ratios and weight histograms (workbench.core.probe.gradients)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 import torchvision
 from torch import nn
 
-from workbench.core.demo_model import DigitsCNN
-from workbench.core.gradients import (
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.probe.gradients import (
     UpdateTracker,
     aggregate,
     bulk_norms,

@@ -1,4 +1,4 @@
-"""Health badges (workbench.core.health) on real models."""
+"""Health badges (workbench.core.probe.health) on real models."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import torch
 from torch import nn
 
-from workbench.core.gradients import grad_norms
-from workbench.core.health import Badge, HealthThresholds, activation_badges, check_health, grad_badges
-from workbench.core.probes import Badge as ProbesBadge
-from workbench.core.probes import probe_batch
+from workbench.core.probe.activations import Badge as ProbesBadge
+from workbench.core.probe.activations import probe_batch
+from workbench.core.probe.gradients import grad_norms
+from workbench.core.probe.health import Badge, HealthThresholds, activation_badges, check_health, grad_badges
 
 
 def _mlp():

@@ -1,4 +1,4 @@
-"""Forward-hook activation probes (workbench.core.probes)."""
+"""Forward-hook activation probes (workbench.core.probe.activations)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.demo_model import DigitsCNN
-from workbench.core.probes import (
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.probe.activations import (
     ActivationProbe,
     histogram,
     iter_tensor_leaves,
@@ -247,7 +247,7 @@ class _LoopTrainer:
 
 @pytest.mark.parametrize("after_backward", [True, False])
 def test_probe_callback_cadence_and_cleanup(after_backward):
-    from workbench.core.probe_callback import ProbeCallback
+    from workbench.core.probe.callback import ProbeCallback
 
     model = DigitsCNN()
     got = []
@@ -270,7 +270,7 @@ def test_probe_callback_cadence_and_cleanup(after_backward):
 
 
 def test_probe_callback_unfreezing_mid_run_starts_tracking_and_set_probed():
-    from workbench.core.probe_callback import ProbeCallback
+    from workbench.core.probe.callback import ProbeCallback
 
     model = DigitsCNN()
     for p in model.features.parameters():
@@ -291,7 +291,7 @@ def test_probe_callback_unfreezing_mid_run_starts_tracking_and_set_probed():
 
 
 def test_probe_callback_batches_sink_calls_and_reports_badges():
-    from workbench.core.probe_callback import ProbeCallback
+    from workbench.core.probe.callback import ProbeCallback
 
     model = DigitsCNN()
     with torch.no_grad():
@@ -318,7 +318,7 @@ def test_large_outputs_histogram_a_strided_subsample_but_exact_moments():
 
 
 def test_adaptive_cadence_keeps_measurements_within_the_time_budget():
-    from workbench.core.probe_callback import AUTO_START_EVERY, _StepCost
+    from workbench.core.probe.callback import AUTO_START_EVERY, _StepCost
 
     cost = _StepCost()
     assert cost.cadence(0.03, AUTO_START_EVERY) == AUTO_START_EVERY  # nothing measured yet
@@ -333,10 +333,10 @@ def test_adaptive_cadence_keeps_measurements_within_the_time_budget():
 
 
 def test_adaptive_callback_spaces_measurements_by_its_current_cadence(tmp_path):
-    from workbench.core.config import DataConfig, TrainConfig
-    from workbench.core.demo_model import DigitsCNN
-    from workbench.core.probe_callback import ProbeCallback
-    from workbench.core.training import Trainer
+    from workbench.core.model.demo import DigitsCNN
+    from workbench.core.probe.callback import ProbeCallback
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.loop import Trainer
 
     got = []
     cadences = []
@@ -357,10 +357,10 @@ def test_adaptive_callback_spaces_measurements_by_its_current_cadence(tmp_path):
 
 
 def test_probe_callback_sends_the_chosen_weight_histograms_on_measured_steps(tmp_path):
-    from workbench.core.config import DataConfig, TrainConfig
-    from workbench.core.demo_model import DigitsCNN
-    from workbench.core.probe_callback import ProbeCallback
-    from workbench.core.training import Trainer
+    from workbench.core.model.demo import DigitsCNN
+    from workbench.core.probe.callback import ProbeCallback
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.loop import Trainer
 
     got = []
     cb = ProbeCallback(got.extend, every=5, weight_hist=["classifier.weight"])

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from workbench.core.config import DataConfig, TrainConfig
-from workbench.core.demo_model import DigitsCNN
-from workbench.core.training import Callback, SaveNow, SetTrainable, Trainer
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.hooks import Callback
+from workbench.core.train.commands import SaveNow, SetTrainable
+from workbench.core.train.loop import Trainer
 
 
 def make_config(tmp_path, name, epochs, **kw) -> TrainConfig:

@@ -10,11 +10,13 @@ import torch
 
 import workbench
 from tests.checkpoint_files import make_model
-from workbench.core.architectures import ArchSpec, load_model
-from workbench.core.checkpoint import read_checkpoint
-from workbench.core.demo_model import DigitsCNN
 from workbench.core.errors import CheckpointError
-from workbench.core.saving import checkpoint_payload, restore_rng_state, rng_state, save_checkpoint
+from workbench.core.model.architectures import ArchSpec, load_model
+from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.model.saving import checkpoint_payload, save_checkpoint
+from workbench.core.rng import rng_state
+from workbench.core.rng import set_rng_state as restore_rng_state
 
 
 def trained_digits():

@@ -12,9 +12,9 @@ import torchvision
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from workbench.core.demo_model import DEMO_INPUT_SHAPE, DigitsCNN
 from workbench.core.errors import WorkbenchError
-from workbench.core.summary import (
+from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
+from workbench.core.model.tree import (
     InputShapeError,
     ModuleNode,
     annotate_shapes_and_flops,
@@ -256,7 +256,7 @@ def test_failed_annotation_leaves_the_previous_shapes_and_flops():
     """A wrong input shape is all or nothing: the tree keeps the last good annotation."""
     import torchvision
 
-    from workbench.core.summary import InputShapeError, annotate_shapes_and_flops, build_summary
+    from workbench.core.model.tree import InputShapeError, annotate_shapes_and_flops, build_summary
 
     root = build_summary(torchvision.models.resnet18(weights=None), input_shape=(1, 3, 64, 64))
     before = [(n.name, n.output_shape, n.flops) for n in root.walk()]

@@ -9,7 +9,7 @@ import sys
 CODE = r"""
 import json, os, threading, torch
 default = torch.get_num_threads()
-from workbench.core.threads import reserve_cores_for_workers, worker_thread_count, lower_current_thread_priority
+from workbench.core.train.threads import reserve_cores_for_workers, worker_thread_count, lower_current_thread_priority
 saved = reserve_cores_for_workers()
 out = {"default": default, "saved": saved, "main_after": torch.get_num_threads(), "worker_count": worker_thread_count()}
 def work():

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from workbench.core.config import DataConfig, ModelConfig, TrainConfig
-from workbench.core.training import train_from_toml
+from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
+from workbench.core.train.headless import train_from_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def test_train_from_toml_writes_run_folder(tmp_path):
     assert len(epoch_lines) == 2
     assert "val_acc" in epoch_lines[-1] and "samples/s" in epoch_lines[-1] and "train_loss" in epoch_lines[-1]
     out = tmp_path / "out"
-    assert {"run.toml", "metrics.csv", "last.pt", "best.pt"} <= {p.name for p in out.iterdir()}
+    assert {"run.toml", "init.pt", "metrics.csv", "last.pt", "best.pt"} <= {p.name for p in out.iterdir()}
     with open(out / "metrics.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["epoch"] for r in rows] == ["0", "1"]
@@ -43,6 +43,7 @@ def test_train_from_toml_writes_run_folder(tmp_path):
     replay = TrainConfig.from_toml(out / "run.toml")
     original = TrainConfig.from_toml(path)
     original.run_dir = None
+    original.model.init = "init.pt"  # the run records the weights it started from
     assert replay == original
 
 

@@ -11,12 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.config import DataConfig, TrainConfig
-from workbench.core.demo_model import DigitsCNN
-from workbench.core.optim import lr_schedule_preview
-from workbench.core.training import (
-    STEP_KEYS, Callback, SaveNow, SetLR, SetTrainable, Trainer, available_devices, cuda_memory, default_device,
-)
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.hooks import STEP_KEYS, Callback
+from workbench.core.train.commands import SaveNow, SetLR, SetTrainable
+from workbench.core.train.loop import Trainer
+from workbench.core.train.devices import available_devices, cuda_memory, default_device
+from workbench.core.train.optim import lr_schedule_preview
 
 
 class Recorder(Callback):
@@ -404,7 +405,7 @@ class _Linear(nn.Module):
 
 
 def test_default_head_and_custom_loaders(tmp_path):
-    from workbench.core.data import TensorBatchLoader
+    from workbench.core.train.data import TensorBatchLoader
 
     x, y = torch.randn(40, 1, 8, 8), torch.randint(0, 10, (40,))
     loaders = (TensorBatchLoader(x, y, 8), TensorBatchLoader(x, y, 8, shuffle=False))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from PySide6.QtWidgets import QDialog, QMessageBox
 
-from workbench.core.architectures import ArchSpec, Candidate, LoadReport
 from workbench.core.errors import TrustRequired
-from workbench.ui import dialogs
+from workbench.core.model.architectures import ArchSpec, Candidate, LoadReport
+from workbench.ui.model import dialogs
+
 
 def test_architecture_dialog_ranking_search_and_spec(qtbot):
     cands = [Candidate(ArchSpec("resnet18", {"num_classes": 10}), 1.0), Candidate(ArchSpec("resnet34"), 0.4)]

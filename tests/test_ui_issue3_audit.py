@@ -16,10 +16,11 @@ import torch
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog
 
-from workbench.core import architectures
-from workbench.core.architectures import ArchSpec, Candidate
-from workbench.ui import dialogs
-from workbench.ui.window_io import with_filter_suffix
+from workbench.core.model import architectures
+from workbench.core.model.architectures import ArchSpec, Candidate
+from workbench.ui.file_actions import with_filter_suffix
+from workbench.ui.model import dialogs
+
 
 def _names() -> list[str]:
     return ["digits_cnn", "resnet18", "resnet34"]
@@ -153,7 +154,7 @@ def test_open_new_from_architecture_lists_every_torchvision_model():
 
 
 def test_bad_input_shape_keeps_the_previous_shapes_and_flops(window):
-    from workbench.ui.model_tree import COL_FLOPS, COL_SHAPE
+    from workbench.ui.model.tree_model import COL_FLOPS, COL_SHAPE
 
     root = window.tree_model.root
     flops = root.flops

@@ -12,8 +12,9 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QThread, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from workbench.core.architectures import ArchSpec
-from workbench.ui.model_tree import CHECK, COL_TRAIN
+from workbench.core.model.architectures import ArchSpec
+from workbench.ui.model.tree_model import CHECK, COL_TRAIN
+
 
 @pytest.fixture(autouse=True)
 def _dangling_qthreads():
@@ -110,7 +111,7 @@ def test_cancelled_architecture_keeps_previous_model(window, resnet18_module_pre
 
 
 def test_weights_only_view(window, resnet18_module_prefixed):
-    from workbench.ui.dialogs import WEIGHTS_ONLY
+    from workbench.ui.model.dialogs import WEIGHTS_ONLY
 
     window._ask_architecture = lambda candidates: WEIGHTS_ONLY
     assert window.open_path(resnet18_module_prefixed)
@@ -127,7 +128,7 @@ def test_errors_are_shown_and_app_stays_usable(window, tmp_path):
 
 
 def test_trust_dialog_default_cancel(window, tmp_path):
-    from workbench.core.demo_model import DigitsCNN
+    from workbench.core.model.demo import DigitsCNN
 
     path = tmp_path / "pickled.pt"
     torch.save(DigitsCNN(), path)

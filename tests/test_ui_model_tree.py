@@ -7,10 +7,19 @@ import torch
 from PySide6.QtCore import QModelIndex, Qt
 from torch import nn
 
-from workbench.core import freezing
-from workbench.core.summary import build_summary
-from workbench.ui.model_tree import (
-    CHECK, COL_NAME, COL_PARAMS, COL_TRAIN, COL_TRAINABLE, COL_TYPE, DECORATION, FOREGROUND, ModelTreeModel, ParamRow,
+from workbench.core.model import freezing
+from workbench.core.model.tree import build_summary
+from workbench.ui.model.tree_model import (
+    CHECK,
+    COL_NAME,
+    COL_PARAMS,
+    COL_TRAIN,
+    COL_TRAINABLE,
+    COL_TYPE,
+    DECORATION,
+    FOREGROUND,
+    ModelTreeModel,
+    ParamRow,
 )
 
 Checked, Partial, Unchecked = Qt.CheckState.Checked, Qt.CheckState.PartiallyChecked, Qt.CheckState.Unchecked
@@ -104,7 +113,7 @@ def test_core_change_then_refresh_updates_checkboxes(tree, qtbot):
 
 
 def test_badges_decoration_and_tooltip(tree, qtbot):
-    from workbench.core.probes import Badge
+    from workbench.core.probe.activations import Badge
 
     model, tm = tree
     head = _child(tm, tm.index(0, 0), "head")
@@ -126,7 +135,7 @@ def test_model_tester_finds_no_inconsistency(tree, qtbot):
 
 
 def test_filter_and_sort_proxy(qtbot):
-    from workbench.ui.tree_view import ModelTreeWidget
+    from workbench.ui.model.tree_view import ModelTreeWidget
 
     class Ctl:
         keep_bn_stats_fixed = False
@@ -164,7 +173,7 @@ def test_filter_and_sort_proxy(qtbot):
 def test_big_model_toggle_root_is_fast_enough(qtbot):
     import time
 
-    from workbench.ui.tree_view import ModelTreeWidget
+    from workbench.ui.model.tree_view import ModelTreeWidget
 
     class Ctl:
         keep_bn_stats_fixed = False

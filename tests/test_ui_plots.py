@@ -7,8 +7,8 @@ import csv
 import numpy as np
 import pytest
 
-from workbench.ui.loss_plot import EmaFilter, TrainingPlots
 from workbench.ui.plot_buffer import PlotBuffer
+from workbench.ui.train.loss_plot import EmaFilter, TrainingPlots
 
 
 def test_buffer_doubles_and_keeps_values():

@@ -1,4 +1,4 @@
-"""The Probes panel (workbench.ui.probes_panel) with a minimal host window and the real Trainer."""
+"""The Probes panel (workbench.ui.probe.panel) with a minimal host window and the real Trainer."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 import torch
 from PySide6.QtWidgets import QMainWindow, QWidget
 
-from workbench.core.demo_model import DEMO_INPUT_SHAPE, DigitsCNN
-from workbench.core.probe_callback import ProbeCallback
-from workbench.ui.probes_panel import ProbesPanel
+from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
+from workbench.core.probe.callback import ProbeCallback
+from workbench.ui.probe.panel import ProbesPanel
 
 
 class _Tree:
@@ -101,8 +101,8 @@ def test_dead_layer_badge_reaches_the_tree(panel, qtbot):
 
 def test_live_reports_from_the_real_trainer(panel, qtbot, tmp_path):
     """The Trainer runs with the panel's callback; reports cross threads as queued signals."""
-    from workbench.core.config import DataConfig, TrainConfig
-    from workbench.core.training import Trainer
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.loop import Trainer
 
     panel.toggle_probe("features.2")
     cb = panel.training_callback()
@@ -120,8 +120,8 @@ def test_live_reports_from_the_real_trainer(panel, qtbot, tmp_path):
 
 
 def test_frozen_layers_show_as_frozen_in_the_bar_chart(panel, qtbot, tmp_path):
-    from workbench.core.config import DataConfig, TrainConfig
-    from workbench.core.training import Trainer
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.loop import Trainer
 
     model = panel.window_.model
     for p in model.features.parameters():
@@ -135,15 +135,15 @@ def test_frozen_layers_show_as_frozen_in_the_bar_chart(panel, qtbot, tmp_path):
 
 
 def _fit(model, callbacks, tmp_path, batch_size=64):
-    from workbench.core.config import DataConfig, TrainConfig
-    from workbench.core.training import Trainer
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.loop import Trainer
 
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=batch_size), epochs=1, run_dir=str(tmp_path / "r"))
     return Trainer(model, cfg, callbacks).fit()
 
 
 def test_weights_tab_offers_the_probed_modules_parameters_and_draws_core_histograms(panel, qtbot):
-    from workbench.core.gradients import weight_histograms
+    from workbench.core.probe.gradients import weight_histograms
 
     model = panel.window_.model
     assert panel.weights.parameters() == [n for n, _ in model.named_parameters()]  # nothing probed: all
@@ -185,8 +185,8 @@ def test_weight_histogram_updates_live_during_training(panel, qtbot, tmp_path):
 
 def test_a_report_measured_while_frozen_stays_frozen_after_a_later_unfreeze(panel):
     """The bar chart labels layers from the measurement, not from the live model."""
-    from workbench.core.gradients import grad_norms
-    from workbench.core.probe_callback import ProbeReport
+    from workbench.core.probe.callback import ProbeReport
+    from workbench.core.probe.gradients import grad_norms
 
     model = panel.window_.model
     for p in model.features.parameters():

@@ -18,8 +18,8 @@ import torch
 from PySide6.QtWidgets import QMainWindow
 
 from tests.ui_helpers import RecordingPanel
-from workbench.core.config import TrainConfig
-from workbench.core.demo_model import DigitsCNN
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.config import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 

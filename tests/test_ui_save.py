@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+
 def test_save_format_weights_only_bit_exact(window, tmp_path):
     window.set_trainable("features", False)
     window.replace_head("classifier", 4)

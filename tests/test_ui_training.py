@@ -17,10 +17,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMainWindow
 
 from tests.ui_helpers import RecordingPanel
-from workbench.core import training
-from workbench.core.demo_model import DigitsCNN
-from workbench.ui.training_panel import TrainingPanel
-from workbench.ui.workers import live_threads
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train import devices as training
+from workbench.ui.train.panel import TrainingPanel
+from workbench.ui.train.worker import live_threads
 
 RUN_TIMEOUT_MS = 60_000
 
@@ -199,7 +199,7 @@ def test_midrun_freeze_is_bit_identical_and_marked(host, qtbot):
 
 
 def test_dataset_exception_shows_error_and_app_stays_usable(host, qtbot, monkeypatch):
-    from workbench.core import data
+    from workbench.core.train import data
 
     original = data.TensorBatchLoader.iter_epoch
 

@@ -10,9 +10,9 @@ import pytest
 from PySide6.QtWidgets import QMainWindow
 
 from tests.ui_helpers import RecordingPanel
-from workbench.core.config import DataConfig, TrainConfig
-from workbench.core.demo_model import DigitsCNN
-from workbench.ui.training_settings import TrainingSettings
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.ui.train.settings_form import TrainingSettings
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from PySide6.QtCore import QObject, Slot
 from torch import nn
 
-from PySide6.QtCore import QObject, Slot
-
-from workbench.core.config import DataConfig, TrainConfig
-from workbench.ui import workers
-from workbench.ui.workers import TrainingWorker, live_threads, pack_metrics, start_in_thread, to_cpu_copy
-
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.ui.train import worker as workers
+from workbench.ui.train.worker import TrainingWorker, live_threads, pack_metrics, start_in_thread, to_cpu_copy
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
@@ -75,7 +73,7 @@ def _config(tmp_path, epochs=2):
 
 
 def _factory(data):
-    from workbench.core.training import Trainer
+    from workbench.core.train.loop import Trainer
 
     def make(model, config, callbacks, arch):
         return Trainer(model, config, callbacks, arch, data=data)

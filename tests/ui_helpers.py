@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.ui.training_panel import TrainingPanel
+from workbench.ui.train.panel import TrainingPanel
 
 
 class RecordingPanel(TrainingPanel):

@@ -5,7 +5,7 @@
     output shapes, parameters and FLOPs (or the same as JSON).
 ``workbench train RUN.toml``
     Train from a run configuration, without the GUI
-    (:func:`workbench.core.training.train_from_toml`).
+    (:func:`workbench.core.train.headless.train_from_toml`).
 ``workbench [PATH] [--arch NAME|SPEC] [--trust] ...``
     Open the desktop app (:func:`workbench.ui.app.main`).
 
@@ -102,14 +102,14 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
     WorkbenchError
         From reading / strict loading; the caller turns it into exit code 1.
     """
-    from workbench.core.architectures import (
+    from workbench.core.errors import ArchitectureError
+    from workbench.core.model.architectures import (
         ArchSpec,
         detect_architecture,
         load_model,
         weights_only_model,
     )
-    from workbench.core.checkpoint import read_checkpoint
-    from workbench.core.errors import ArchitectureError
+    from workbench.core.model.checkpoint import read_checkpoint
 
     ckpt = read_checkpoint(args.path, trust=args.trust)
     extra_kwargs = {"num_classes": args.num_classes} if args.num_classes is not None else {}
@@ -331,7 +331,7 @@ def inspect_main(argv: Sequence[str]) -> int:
     from workbench.core.errors import WorkbenchError
 
     try:
-        from workbench.core.summary import annotate_shapes_and_flops, build_summary, summary_rows
+        from workbench.core.model.tree import annotate_shapes_and_flops, build_summary, summary_rows
 
         loaded = _load(args)
         root = build_summary(loaded["model"])
@@ -392,7 +392,7 @@ def _train_main(argv: Sequence[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     from workbench.core.errors import WorkbenchError
-    from workbench.core.training import train_from_toml
+    from workbench.core.train.headless import train_from_toml
 
     try:
         return int(train_from_toml(args.config, out=print))

@@ -1,8 +1,7 @@
 """The RNG states a training checkpoint stores (torch, CUDA, numpy, random) and seeding.
 
 The states are written as tensors and plain lists so ``torch.load(weights_only=True)``
-reads them back. (``workbench.core.saving`` has its own ``rng_state`` with a
-different layout for saved weights; the trainer's checkpoints use this one.) Qt-free.
+reads them back; every checkpoint writer stores this one layout. Qt-free.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _arch_spec(args):
     if args.arch is None:
         return None
-    from workbench.core.architectures import ArchSpec
+    from workbench.core.model.architectures import ArchSpec
 
     extra = {} if args.num_classes is None else {"num_classes": args.num_classes}
     return ArchSpec.parse(args.arch, **extra)
@@ -71,7 +71,7 @@ def take_screenshot(window, out: str | Path, depth: int = 1) -> Path:
 def _make_unattended(window) -> None:
     """Never block on a modal dialog when rendering a screenshot: errors go to stderr, the
     best detected architecture is taken (weights-only view below a 0.9 score), no trust, no partial load."""
-    from workbench.ui.dialogs import WEIGHTS_ONLY
+    from workbench.ui.model.dialogs import WEIGHTS_ONLY
 
     def best(candidates):
         return candidates[0].spec if candidates and candidates[0].score >= 0.9 else WEIGHTS_ONLY
@@ -96,8 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["WORKBENCH_SETTINGS_DIR"] = tempfile.mkdtemp(prefix="workbench-settings-")
     from PySide6.QtWidgets import QApplication
 
-    from workbench.core.threads import reserve_cores_for_workers
-    from workbench.ui.settings import set_application_names
+    from workbench.core.train.threads import reserve_cores_for_workers
+    from workbench.ui.qsettings import set_application_names
 
     reserve_cores_for_workers()  # the GUI thread computes single-threaded; training threads get the cores
 

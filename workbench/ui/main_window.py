@@ -12,17 +12,17 @@ from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence, QUndoStack
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QWidget
 
-from workbench.core import summary
 from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
-from workbench.ui.details_panel import DetailsPanel
-from workbench.ui.model_tree import ModelTreeModel
-from workbench.ui.probes_panel import ProbesPanel
-from workbench.ui.settings import make_settings
-from workbench.ui.training_panel import TrainingPanel
-from workbench.ui.tree_view import ModelTreeWidget
-from workbench.ui.window_edits import WindowEditsMixin
-from workbench.ui.window_io import WindowIOMixin
+from workbench.core.model import tree as summary
+from workbench.ui.edits import WindowEditsMixin
+from workbench.ui.file_actions import WindowIOMixin
+from workbench.ui.model.details_panel import DetailsPanel
+from workbench.ui.model.tree_model import ModelTreeModel
+from workbench.ui.model.tree_view import ModelTreeWidget
+from workbench.ui.probe.panel import ProbesPanel
+from workbench.ui.qsettings import make_settings
+from workbench.ui.train.panel import TrainingPanel
 
 
 class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtGui import QUndoCommand
 
-from workbench.core import edits, freezing
+from workbench.core.model import edits, freezing
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.ui.main_window import MainWindow
@@ -90,7 +90,7 @@ class FreezeStateCommand(ModelCommand):
         self._before: list[str] = []
 
     def apply(self) -> None:  # noqa: D102
-        self._before = freezing.frozen_parameter_names(self._window.model)
+        self._before = names.frozen_names(self._window.model)
         self._apply(self._window.model)
         self._window.refresh_tree()
 

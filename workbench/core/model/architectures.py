@@ -1,0 +1,724 @@
+"""What module a state_dict loads into: torchvision models, builtins, factory specs, auto-detection.
+
+Candidates are built on the ``meta`` device (shapes only, no memory, no random
+init), so ranking all of torchvision takes seconds, and loading a 512 MB
+checkpoint is ``load_state_dict(..., assign=True)`` on a meta-built module: no
+random initialisation and no copy (the tensors of a memory-mapped checkpoint
+become the parameters).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import sys
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from workbench.core.errors import ArchitectureError
+from workbench.core.model.checkpoint import Checkpoint, _common_leading, strip_prefixes
+
+BUILTINS: dict[str, str] = {"digits_cnn": "workbench.core.model.demo:DigitsCNN"}
+#: torchvision names left out of auto-detection: quantized variants have the same keys
+#: as their float models, optical flow models are not classifiers of any kind.
+DETECTION_SKIP_PREFIXES = ("quantized_",)
+_PLAIN_TYPES = (str, int, float, bool, type(None))
+
+
+# --------------------------------------------------------------------------- ArchSpec
+
+
+@dataclass
+class ArchSpec:
+    """Names an architecture and its constructor keyword arguments.
+
+    Attributes
+    ----------
+    name : str
+        A torchvision model name (``"resnet18"``), a builtin (``"digits_cnn"``), or a
+        factory spec ``"package.module:callable"`` / ``"path/to/file.py:callable"``.
+    kwargs : dict
+        Constructor keyword arguments, e.g. ``{"num_classes": 10}``. torchvision
+        models are always built with ``weights=None`` (nothing is downloaded).
+    """
+
+    name: str
+    kwargs: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """``{"name": ..., "kwargs": {...}}`` with only str/int/float/bool/None (and lists of them) values.
+
+        Raises
+        ------
+        ValueError
+            A kwarg value is not such a plain value (it could not be saved in a
+            weights-only checkpoint).
+        """
+        for key, value in self.kwargs.items():
+            items = value if isinstance(value, (list, tuple)) else [value]
+            if not all(isinstance(v, _PLAIN_TYPES) for v in items):
+                raise ValueError(f"architecture kwarg {key}={value!r} is not a plain str/int/float/bool/None value")
+        kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in self.kwargs.items()}
+        return {"name": self.name, "kwargs": kwargs}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> ArchSpec:
+        """Inverse of :meth:`to_dict`."""
+        return cls(name=str(d["name"]), kwargs=dict(d.get("kwargs") or {}))
+
+    @classmethod
+    def parse(cls, text: str, **kwargs: Any) -> ArchSpec:
+        """Parse ``"resnet18"``, ``"resnet18(num_classes=10)"`` or ``"my.mod:make(width=2)"``.
+
+        Keyword values in parentheses are Python literals; ``kwargs`` given here win.
+
+        Raises
+        ------
+        ArchitectureError
+            Malformed text.
+        """
+        text = text.strip()
+        parsed: dict[str, Any] = {}
+        if text.endswith(")") and "(" in text:
+            head, args = text.split("(", 1)
+            try:
+                call = ast.parse(f"f({args}", mode="eval").body
+                parsed = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}  # type: ignore[attr-defined]
+                if call.args or None in parsed:  # type: ignore[attr-defined]
+                    raise ValueError("only keyword arguments")
+            except (SyntaxError, ValueError) as exc:
+                raise ArchitectureError(
+                    f"architecture {text!r}: cannot read its arguments ({exc}). Write e.g. resnet18(num_classes=10)."
+                ) from exc
+            text = head.strip()
+        if not text:
+            raise ArchitectureError("empty architecture name. Give a torchvision name such as resnet18 or a factory spec pkg.mod:fn.")
+        return cls(name=text, kwargs={**parsed, **kwargs})
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.name}({args})" if args else self.name
+
+
+@dataclass
+class Candidate:
+    """One row of the auto-detected ranking.
+
+    Attributes
+    ----------
+    spec : ArchSpec
+        Includes an inferred ``num_classes`` when only the head's size differed.
+    score : float
+        0..1: matching (key, shape) pairs divided by the union of both key sets;
+        1 means every key and shape matches.
+    """
+
+    spec: ArchSpec
+    score: float
+
+
+@dataclass
+class LoadReport:
+    """What happened when a state_dict was loaded into a module.
+
+    Attributes
+    ----------
+    missing : list of str
+        Module keys the checkpoint lacks.
+    unexpected : list of str
+        Checkpoint keys (after prefix stripping) the module lacks.
+    mismatched : list of (str, tuple, tuple)
+        ``(name, expected_shape, found_shape)``.
+    stripped_prefixes : list of str
+        E.g. ``["module."]``.
+    strict : bool
+        Whether the load was strict.
+    loaded : int
+        Number of tensors loaded.
+    """
+
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[tuple[str, tuple, tuple]] = field(default_factory=list)
+    stripped_prefixes: list[str] = field(default_factory=list)
+    strict: bool = True
+    loaded: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is missing, unexpected or mismatched."""
+        return not (self.missing or self.unexpected or self.mismatched)
+
+    def summary(self, limit: int = 5) -> str:
+        """A few lines naming up to ``limit`` keys of each problem kind, with shapes."""
+        lines = []
+        for title, items in (
+            ("missing", self.missing),
+            ("unexpected", self.unexpected),
+            ("shape mismatch", [f"{n}: expected {tuple(e)}, found {tuple(f)}" for n, e, f in self.mismatched]),
+        ):
+            if items:
+                more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+                lines.append(f"{len(items)} {title}: {', '.join(items[:limit])}{more}")
+        return "; ".join(lines) if lines else "all keys and shapes match"
+
+
+# --------------------------------------------------------------------------- building
+
+
+class _MetaStorage(TorchFunctionMode):
+    """Create parameters and buffers on ``meta`` but keep index arithmetic on CPU.
+
+    ``with torch.device("meta")`` also moves ``torch.arange`` / ``torch.tensor``,
+    which breaks models that compute layer widths with tensors (torchvision's
+    RegNet calls ``.tolist()``) and leaves computed non-persistent buffers
+    (e.g. relative position indices) without data. Only storage-allocating
+    factories are redirected here.
+    """
+
+    FACTORIES = frozenset(
+        {torch.empty, torch.empty_strided, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn, torch.randint}
+    )
+    #: In-place initialisers that are no-ops on meta but cost Python decompositions.
+    INITS = frozenset(
+        [getattr(torch.nn.init, n) for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
+        + [getattr(torch.Tensor, n) for n in ("uniform_", "normal_", "zero_", "fill_", "exponential_", "random_")]
+    )
+
+    def __init__(self, everything: bool = False):
+        super().__init__()
+        if everything:  # shapes only: index arithmetic on meta too (fast, but values are lost)
+            from torch.utils._device import _device_constructors
+
+            self.FACTORIES = frozenset(_device_constructors())
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.INITS:  # nn.init passes the tensor by keyword through handle_torch_function
+            target = args[0] if args else kwargs.get("tensor")
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        if func in self.FACTORIES and kwargs.get("device") is None:
+            kwargs["device"] = "meta"
+        return func(*args, **kwargs)
+
+
+def list_architectures() -> list[str]:
+    """Builtin names followed by ``torchvision.models.list_models()`` (sorted)."""
+    import torchvision
+
+    return list(BUILTINS) + sorted(torchvision.models.list_models())
+
+
+def _load_factory(name: str) -> Callable[..., nn.Module]:
+    target, _, attr = name.rpartition(":")
+    if not target or not attr:
+        raise ArchitectureError(f"factory spec {name!r} must look like package.module:callable or path/file.py:callable.")
+    try:
+        if target.endswith(".py") or "/" in target or "\\" in target:
+            path = Path(target).expanduser().resolve()
+            if not path.is_file():
+                raise ArchitectureError(f"factory spec {name!r}: file {path} not found.")
+            mod_name = f"_workbench_factory_{abs(hash(str(path)))}"
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            sys.modules[mod_name] = module
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+        else:
+            module = importlib.import_module(target)
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ArchitectureError:
+        raise
+    except Exception as exc:
+        raise ArchitectureError(
+            f"factory spec {name!r} could not be imported ({type(exc).__name__}: {exc}). "
+            "Check the module path and the callable's name."
+        ) from exc
+    if not callable(obj):
+        raise ArchitectureError(f"factory spec {name!r} does not name a callable.")
+    return obj
+
+
+def _torchvision_builder(name: str) -> Callable[..., nn.Module] | None:
+    import torchvision
+
+    if name not in torchvision.models.list_models():
+        return None
+    builder = torchvision.models.get_model_builder(name)
+
+    def build(**kwargs: Any) -> nn.Module:
+        params = inspect.signature(builder).parameters
+        kwargs.setdefault("weights", None)
+        if "weights_backbone" in params:  # detection/segmentation: never download a backbone
+            kwargs.setdefault("weights_backbone", None)
+        return builder(**kwargs)
+
+    return build
+
+
+def _resolve(name: str) -> Callable[..., nn.Module]:
+    if name in BUILTINS:
+        return _load_factory(BUILTINS[name])
+    builder = _torchvision_builder(name)
+    if builder is not None:
+        return builder
+    if ":" in name:
+        return _load_factory(name)
+    raise ArchitectureError(
+        f"unknown architecture {name!r}. Use a torchvision model name (e.g. resnet18), "
+        f"a builtin ({', '.join(BUILTINS)}) or a factory spec package.module:callable."
+    )
+
+
+def _as_spec(spec: ArchSpec | str | Mapping) -> ArchSpec:
+    if isinstance(spec, ArchSpec):
+        return spec
+    if isinstance(spec, str):
+        return ArchSpec.parse(spec)
+    if isinstance(spec, Mapping):
+        return ArchSpec.from_dict(spec)
+    raise ArchitectureError(f"not an architecture spec: {spec!r}")
+
+
+def build_module(
+    spec: ArchSpec | str | Mapping, device: str | torch.device = "cpu", *, _shapes_only: bool = False
+) -> nn.Module:
+    """Build a model from its spec.
+
+    Parameters
+    ----------
+    spec : ArchSpec, str or dict
+        What to build (a string is parsed with :meth:`ArchSpec.parse`).
+    device : str or torch.device
+        ``"meta"`` builds shapes only (no memory, no random init; index buffers
+        computed with ``torch.arange`` stay on CPU). Default ``"cpu"``.
+
+    Returns
+    -------
+    nn.Module
+
+    Raises
+    ------
+    ArchitectureError
+        Unknown name, import failure, or the constructor failed (e.g. bad kwargs).
+    """
+    spec = _as_spec(spec)
+    factory = _resolve(spec.name)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if str(device) == "meta":
+                with _MetaStorage(everything=_shapes_only):
+                    model = factory(**spec.kwargs)
+            else:
+                with torch.device(device):
+                    model = factory(**spec.kwargs)
+    except Exception as exc:
+        raise ArchitectureError(f"could not build {spec}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, nn.Module):
+        raise ArchitectureError(f"{spec} returned a {type(model).__name__}, not an nn.Module.")
+    return model
+
+
+# --------------------------------------------------------------------------- detection
+
+Signature = dict[str, tuple[int, ...]]
+_SIGNATURES: dict[str, Signature | None] = {}
+_SIG_LOCK = threading.Lock()
+
+
+def _signature(name: str, **kwargs: Any) -> Signature | None:
+    """Key -> shape of a meta-built model; None when it cannot be built without arguments."""
+    spec = ArchSpec(name, dict(kwargs))
+    try:
+        model = build_module(spec, device="meta", _shapes_only=True)
+    except ArchitectureError:  # e.g. RegNet computes widths with tensors: keep those on CPU
+        try:
+            model = build_module(spec, device="meta")
+        except ArchitectureError:
+            return None
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def candidate_signatures() -> dict[str, Signature]:
+    """Signatures of every detectable architecture (builtins + torchvision), cached per process.
+
+    The first call builds each model on ``meta`` (a few seconds for all of
+    torchvision); later calls are free. Models that fail to build are left out.
+    """
+    with _SIG_LOCK:
+        for name in list_architectures():
+            if name.startswith(DETECTION_SKIP_PREFIXES) or name in _SIGNATURES:
+                continue
+            _SIGNATURES[name] = _signature(name)
+        return {k: v for k, v in _SIGNATURES.items() if v is not None}
+
+
+def clear_signature_cache() -> None:
+    """Forget cached signatures (benchmarks use it to time a cold ranking)."""
+    with _SIG_LOCK:
+        _SIGNATURES.clear()
+
+
+def _infer_head(mismatched: list[tuple[tuple, tuple]]) -> int | None:
+    """The checkpoint's class count when every mismatch is a head sized by num_classes.
+
+    Each mismatched tensor must differ only in dim 0, and all dim-0 sizes must
+    scale by one factor: a (1000, 512) fc -> (10, 512) gives 10; a detection
+    head's (91, 1024) / (364, 1024) -> (11, 1024) / (44, 1024) gives 11.
+    """
+    if not mismatched:
+        return None
+    base = min(exp[0] for exp, _ in mismatched if exp)
+    ratios = set()
+    for exp, found in mismatched:
+        if len(exp) != len(found) or not exp or exp[1:] != found[1:] or exp[0] % base:
+            return None
+        mult = exp[0] // base
+        if found[0] % mult:
+            return None
+        ratios.add(found[0] // mult)
+    return ratios.pop() if len(ratios) == 1 and next(iter(ratios)) > 0 else None
+
+
+def _score(ckpt: Signature, cand: Signature) -> tuple[float, int | None]:
+    """(score, inferred num_classes) of a checkpoint against one candidate."""
+    common = ckpt.keys() & cand.keys()
+    if not common:
+        return 0.0, None
+    union = len(ckpt.keys() | cand.keys())
+    if len(common) / union < 0.3:  # cheap prefilter on the key sets
+        return len(common) / union * 0.5, None
+    bad = [(cand[k], ckpt[k]) for k in common if cand[k] != ckpt[k]]
+    classes = _infer_head(bad) if len(bad) <= 6 else None
+    matched = len(common) - (0 if classes else len(bad))
+    return matched / union, classes
+
+
+def _variants(state_dict: Mapping[str, torch.Tensor]) -> list[Signature]:
+    """The checkpoint's signature with always-stripped prefixes removed, and without a common wrapper prefix."""
+    stripped, _ = strip_prefixes(state_dict)
+    sig = {k: tuple(v.shape) for k, v in stripped.items()}
+    out = [sig]
+    for prefix in _common_leading(list(sig))[:2]:
+        out.append({(k[len(prefix):] if k.startswith(prefix) else k): s for k, s in sig.items()})
+    return out
+
+
+def detect_architecture(state_dict: Mapping[str, torch.Tensor], top_k: int = 10) -> list[Candidate]:
+    """Rank architectures by how well their keys and shapes match a state_dict.
+
+    Parameters
+    ----------
+    state_dict : mapping of str to Tensor
+        Checkpoint tensors; ``module.`` / ``_orig_mod.`` and a common wrapper
+        prefix (``model.``) are tried away.
+    top_k : int
+        How many candidates to return.
+
+    Returns
+    -------
+    list of Candidate
+        Best first, score > 0 only. When only a classifier head's size differs the
+        spec carries ``num_classes`` from the checkpoint and the score counts the
+        head as matching (verified by rebuilding the candidate on ``meta``).
+
+    Notes
+    -----
+    Cold cost is building every torchvision model on ``meta`` once per process
+    (see :func:`candidate_signatures`); ranking itself is set arithmetic.
+    """
+    variants = _variants(state_dict)
+    rows: list[tuple[float, str, int | None]] = []
+    for name, sig in candidate_signatures().items():
+        best = max((_score(v, sig) for v in variants), key=lambda s: s[0])
+        if best[0] > 0:
+            rows.append((best[0], name, best[1]))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    out = []
+    for score, name, classes in rows[: max(top_k, 0)]:
+        spec = ArchSpec(name, {"num_classes": classes} if classes else {})
+        if classes:
+            score = _verify_head(variants, spec, score)
+        out.append(Candidate(spec, round(score, 6)))
+    out.sort(key=lambda c: (-c.score, c.spec.name))
+    return out
+
+
+def _verify_head(variants: list[Signature], spec: ArchSpec, score: float) -> float:
+    sig = _signature(spec.name, **spec.kwargs)
+    if sig is None:
+        spec.kwargs.clear()
+        return score * 0.9
+    return max(_exact_score(v, sig) for v in variants)
+
+
+def _exact_score(ckpt: Signature, cand: Signature) -> float:
+    union = len(ckpt.keys() | cand.keys())
+    return sum(1 for k in ckpt.keys() & cand.keys() if ckpt[k] == cand[k]) / union if union else 0.0
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _is_meta(t: torch.Tensor) -> bool:
+    return t.device.type == "meta"
+
+
+def _compare(module: nn.Module, state_dict: Mapping[str, torch.Tensor], stripped: list[str], strict: bool) -> tuple[LoadReport, dict]:
+    own = module.state_dict(keep_vars=True)
+    report = LoadReport(stripped_prefixes=stripped, strict=strict)
+    usable = {}
+    for key, value in state_dict.items():
+        if key not in own:
+            report.unexpected.append(key)
+        elif tuple(own[key].shape) != tuple(value.shape):
+            report.mismatched.append((key, tuple(own[key].shape), tuple(value.shape)))
+        else:
+            usable[key] = value
+    # BatchNorm tolerates a missing num_batches_tracked (old checkpoints); so do we.
+    report.missing = [k for k in own if k not in state_dict and not k.endswith("num_batches_tracked")]
+    return report, usable
+
+
+def _match_dtypes(module: nn.Module, usable: dict) -> dict:
+    """Cast floating tensors to the module's dtype (assign=True would otherwise keep the file's dtype)."""
+    own = module.state_dict(keep_vars=True)
+    out = {}
+    for key, value in usable.items():
+        target = own[key].dtype
+        out[key] = value.to(target) if value.dtype != target and value.is_floating_point() and target.is_floating_point else value
+    return out
+
+
+def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tensor], *, strict: bool = True) -> LoadReport:
+    """Load a checkpoint's tensors into a module and report what fit.
+
+    Prefixes are stripped against the module's own keys (:func:`strip_prefixes`).
+    A module with tensors on ``meta`` is loaded with ``assign=True`` (the
+    checkpoint's tensors become its parameters: no copy); others are copied into.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The target (on CPU or meta).
+    state_dict : mapping of str to Tensor
+        The checkpoint's tensors.
+    strict : bool
+        True (default): any missing, unexpected or mismatched key raises and nothing
+        is loaded. False: load every matching tensor and list the rest.
+
+    Returns
+    -------
+    LoadReport
+
+    Raises
+    ------
+    ArchitectureError
+        ``strict`` and the keys or shapes differ (``.report`` holds the LoadReport).
+    """
+    own_keys = list(module.state_dict(keep_vars=True))
+    renamed, stripped = strip_prefixes(state_dict, own_keys)
+    report, usable = _compare(module, renamed, stripped, strict)
+    if strict and not report.ok:
+        raise ArchitectureError(
+            f"the checkpoint does not fit {type(module).__name__}: {report.summary()}. "
+            "Choose the matching architecture (or its num_classes), or load partially (strict=False) "
+            "to keep every tensor that fits.",
+            report,
+        )
+    assign = any(_is_meta(t) for t in module.state_dict(keep_vars=True).values())
+    usable = _match_dtypes(module, usable)
+    module.load_state_dict(usable, strict=False, assign=assign)
+    report.loaded = len(usable)
+    return report
+
+
+def _materialize(module: nn.Module) -> list[str]:
+    """Give every tensor still on ``meta`` real CPU memory; return their names.
+
+    Modules with ``reset_parameters`` (Linear, Conv, BatchNorm...) are re-initialised
+    their usual way and their loaded tensors put back; ``running_var`` gets ones,
+    anything else zeros.
+    """
+    names = []
+    for mod_name, sub in module.named_modules():
+        own = {**dict(sub.named_parameters(recurse=False)), **dict(sub.named_buffers(recurse=False))}
+        meta = [n for n, t in own.items() if t is not None and _is_meta(t)]
+        if not meta:
+            continue
+        keep = {n: t for n, t in own.items() if t is not None and not _is_meta(t)}
+        sub.to_empty(device="cpu", recurse=False)
+        if hasattr(sub, "reset_parameters"):
+            with torch.no_grad():
+                sub.reset_parameters()
+        else:
+            for n in meta:
+                with torch.no_grad():
+                    getattr(sub, n).fill_(1.0 if n == "running_var" else 0.0)
+        for n, t in keep.items():
+            _set_tensor(sub, n, t)
+        names += [f"{mod_name}.{n}" if mod_name else n for n in meta]
+    return names
+
+
+def _set_tensor(sub: nn.Module, name: str, tensor: torch.Tensor) -> None:
+    if name in sub._parameters:
+        sub._parameters[name] = tensor if isinstance(tensor, nn.Parameter) else nn.Parameter(tensor)
+    else:
+        sub._buffers[name] = tensor
+
+
+def _ensure_parameters(module: nn.Module) -> None:
+    """Make every parameter a real ``nn.Parameter`` with ``requires_grad=True`` (assign=True keeps the file's flag)."""
+    for sub in module.modules():
+        for name, p in list(sub._parameters.items()):
+            if p is None:
+                continue
+            if not isinstance(p, nn.Parameter):
+                sub._parameters[name] = nn.Parameter(p, requires_grad=p.is_floating_point() or p.is_complex())
+            elif not p.requires_grad and (p.is_floating_point() or p.is_complex()):
+                p.requires_grad_(True)
+
+
+def _apply_frozen(module: nn.Module, frozen: Iterable[str]) -> None:
+    frozen = set(frozen)
+    for name, p in module.named_parameters():
+        if name in frozen:
+            p.requires_grad_(False)
+
+
+def _has_computed_meta_buffers(model: nn.Module) -> bool:
+    """True when a non-persistent buffer (not in state_dict) is on meta: its value cannot come from the file."""
+    keys = set(model.state_dict(keep_vars=True))
+    return any(_is_meta(b) for n, b in model.named_buffers() if n not in keys)
+
+
+def load_model(
+    checkpoint: Checkpoint, spec: ArchSpec | str | Mapping | None = None, *, strict: bool = True
+) -> tuple[nn.Module, LoadReport]:
+    """Build an architecture and load a checkpoint into it.
+
+    Parameters
+    ----------
+    checkpoint : Checkpoint
+        From :func:`~workbench.core.model.checkpoint.read_checkpoint`.
+    spec : ArchSpec, str, dict or None
+        The architecture. None uses the checkpoint's own module (pickled module /
+        TorchScript) or the ``arch`` entry Workbench wrote into it.
+    strict : bool
+        See :func:`load_state_dict_into`.
+
+    Returns
+    -------
+    (nn.Module, LoadReport)
+        The model on CPU. Its parameters are ``nn.Parameter`` with ``requires_grad``
+        True except those named in the checkpoint's ``frozen`` entry. Tensors the
+        checkpoint lacks (``strict=False``) are initialised the module's usual way.
+
+    Raises
+    ------
+    ArchitectureError
+        No architecture known, the spec cannot be built, or a strict load failed.
+    """
+    if spec is None and checkpoint.module is not None:
+        model = checkpoint.module
+        return model, LoadReport(strict=strict, loaded=len(checkpoint.state_dict))
+    if spec is None and checkpoint.metadata.arch:
+        spec = ArchSpec.from_dict(checkpoint.metadata.arch)
+    if spec is None:
+        raise ArchitectureError(
+            f"{checkpoint.path}: the file does not say which architecture it is for. "
+            "Choose one (e.g. --arch resnet18) or use the detected ranking."
+        )
+    model = build_module(spec, device="meta")
+    if _has_computed_meta_buffers(model):
+        model = build_module(spec, device="cpu")
+    report = load_state_dict_into(model, checkpoint.state_dict, strict=strict)
+    _materialize(model)
+    _ensure_parameters(model)
+    _apply_frozen(model, checkpoint.metadata.frozen)
+    return model, report
+
+
+# --------------------------------------------------------------------------- weights-only tree
+
+
+class WeightsOnlyModule(nn.Module):
+    """A node of the module tree rebuilt from dotted state_dict keys, without an architecture.
+
+    It holds the checkpoint's tensors (floating ones as parameters, the rest and
+    BatchNorm statistics as buffers) so structure, shapes and counts can be shown.
+    """
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Always raises: there is no computation without an architecture.
+
+        Raises
+        ------
+        ArchitectureError
+        """
+        raise ArchitectureError(
+            "this is a weights-only tree: forward passes and training need an architecture. "
+            "Choose one (a torchvision name or a factory spec) and load the checkpoint into it."
+        )
+
+
+_BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def _safe_name(name: str) -> str:
+    """A usable attribute name: never empty, never shadowing an nn.Module attribute."""
+    name = name or "_"
+    while hasattr(WeightsOnlyModule, name):
+        name += "_"
+    return name
+
+
+def weights_only_model(state_dict: Mapping[str, torch.Tensor]) -> nn.Module:
+    """Build a :class:`WeightsOnlyModule` tree from dotted key names.
+
+    ``"layer1.0.conv1.weight"`` becomes modules ``layer1`` -> ``0`` -> ``conv1``
+    holding parameter ``weight`` (the same tensor, no copy). ``module.`` /
+    ``_orig_mod.`` prefixes are stripped first.
+
+    Parameters
+    ----------
+    state_dict : mapping of str to Tensor
+
+    Returns
+    -------
+    WeightsOnlyModule
+        The root; its ``forward`` raises ArchitectureError.
+    """
+    stripped, _ = strip_prefixes(state_dict)
+    module_paths = {".".join(k.split(".")[:i]) for k in stripped for i in range(1, k.count(".") + 1)}
+    root = WeightsOnlyModule()
+    for key, tensor in stripped.items():
+        parts = [_safe_name(p) for p in key.split(".")]
+        node = root
+        for part in parts[:-1]:
+            child = node._modules.get(part)
+            if child is None:
+                child = WeightsOnlyModule()
+                node.add_module(part, child)
+            node = child
+        leaf = parts[-1] + ("_tensor" if key in module_paths else "")
+        if leaf in node._modules or leaf in node._parameters or leaf in node._buffers:
+            leaf += "_"
+        if tensor.is_floating_point() and leaf not in _BUFFER_NAMES:
+            node.register_parameter(leaf, nn.Parameter(tensor, requires_grad=True))
+        else:
+            node.register_buffer(leaf, tensor)
+    return root

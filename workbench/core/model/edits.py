@@ -1,0 +1,219 @@
+"""Structural and weight edits on a live model: re-initialization and head replacement.
+
+Qt-free helpers behind the model tree's context menu. Each edit returns what it
+replaced so that the caller (the UI's undo stack) can put it back.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from workbench.core.errors import WorkbenchError
+
+#: Methods accepted by :func:`reinitialize`: ``reset_parameters`` calls the
+#: module's own ``reset_parameters()`` on every submodule that has one; the
+#: others are ``torch.nn.init`` functions applied to every parameter.
+INIT_METHODS = ("reset_parameters", "xavier_uniform_", "kaiming_normal_", "normal_", "zeros_", "constant_")
+
+
+def _init_tensor(name: str, tensor: torch.Tensor, method: str, value: float | None) -> None:
+    """Apply one ``torch.nn.init`` function in place to parameter ``name``.
+
+    Fan-based initializers (``xavier_uniform_``, ``kaiming_normal_``) need at
+    least 2 dimensions. 1-d tensors get what ``reset_parameters`` gives them
+    instead: a ``weight`` (the scale of a BatchNorm / LayerNorm / GroupNorm)
+    ``ones_``, anything else (biases) ``zeros_``. Zeroing a norm scale would
+    silence the layer's output.
+    """
+    if method == "constant_":
+        nn.init.constant_(tensor, 0.0 if value is None else float(value))
+    elif method == "normal_":
+        nn.init.normal_(tensor, mean=0.0, std=0.01 if value is None else float(value))
+    elif method in ("xavier_uniform_", "kaiming_normal_") and tensor.dim() < 2:
+        is_scale = name.rpartition(".")[2] == "weight"
+        (nn.init.ones_ if is_scale else nn.init.zeros_)(tensor)
+    else:
+        init: Callable[[torch.Tensor], torch.Tensor] = getattr(nn.init, method)
+        init(tensor)
+
+
+def reinitialize(module: nn.Module, method: str = "reset_parameters", value: float | None = None) -> dict[str, torch.Tensor]:
+    """Re-initialize every parameter of ``module`` (recursively), in place.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The module whose parameters are re-initialized. ``requires_grad`` is kept.
+    method : str
+        One of :data:`INIT_METHODS`. ``"reset_parameters"`` calls each
+        submodule's ``reset_parameters()`` (BatchNorm also resets its running
+        statistics); the others apply ``torch.nn.init.<method>`` to every parameter
+        (fan-based ones give 1-d norm scales ones and biases zeros, see ``_init_tensor``).
+    value : float, optional
+        The constant for ``constant_`` (default 0) or the standard deviation for
+        ``normal_`` (default 0.01).
+
+    Returns
+    -------
+    dict[str, torch.Tensor]
+        ``{name relative to module: detached clone of the old values}`` for every
+        parameter and buffer, so the edit can be undone with :func:`restore_tensors`.
+
+    Raises
+    ------
+    WorkbenchError
+        For an unknown method, or a module without parameters.
+    """
+    if method not in INIT_METHODS:
+        raise WorkbenchError(f"Re-initialize: unknown method {method!r}; use one of {', '.join(INIT_METHODS)}.")
+    params = dict(module.named_parameters())
+    if not params:
+        raise WorkbenchError(f"Re-initialize: {type(module).__name__} has no parameters to re-initialize.")
+    old = {name: t.detach().clone() for name, t in [*params.items(), *module.named_buffers()]}
+    with torch.no_grad():
+        if method == "reset_parameters":
+            for sub in module.modules():
+                reset = getattr(sub, "reset_parameters", None)
+                if callable(reset):
+                    reset()
+        else:
+            for name, tensor in params.items():
+                _init_tensor(name, tensor, method, value)
+    return old
+
+
+def restore_tensors(module: nn.Module, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Copy saved values back into ``module``'s parameters and buffers.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The module the names are relative to.
+    tensors : dict[str, torch.Tensor]
+        As returned by :func:`reinitialize`.
+
+    Returns
+    -------
+    dict[str, torch.Tensor]
+        Clones of the values that were overwritten (to redo the edit).
+    """
+    live = dict(module.named_parameters())
+    live.update(module.named_buffers())
+    replaced = {}
+    with torch.no_grad():
+        for name, saved in tensors.items():
+            target = live[name]
+            replaced[name] = target.detach().clone()
+            target.copy_(saved)
+    return replaced
+
+
+def get_module(model: nn.Module, path: str) -> nn.Module:
+    """Return the submodule at qualified name ``path`` (``""`` is the model).
+
+    Raises
+    ------
+    WorkbenchError
+        When there is no such submodule.
+    """
+    try:
+        return model.get_submodule(path)
+    except AttributeError as exc:
+        raise WorkbenchError(f"No module named {path!r} in {type(model).__name__}.") from exc
+
+
+def swap_module(model: nn.Module, path: str, new: nn.Module) -> nn.Module:
+    """Put ``new`` at qualified name ``path`` and return the module it replaced.
+
+    Raises
+    ------
+    WorkbenchError
+        For the root (``""``) or a path that does not exist.
+    """
+    if not path:
+        raise WorkbenchError("Cannot replace the whole model; choose a submodule.")
+    old = get_module(model, path)
+    parent_path, _, attr = path.rpartition(".")
+    setattr(get_module(model, parent_path), attr, new)
+    return old
+
+
+def _new_head(old: nn.Module, num_outputs: int) -> nn.Module:
+    """Build a freshly initialized layer like ``old`` with ``num_outputs`` outputs."""
+    ref = next(old.parameters())
+    factory = {"device": ref.device, "dtype": ref.dtype}
+    if isinstance(old, nn.Linear):
+        return nn.Linear(old.in_features, num_outputs, bias=old.bias is not None, **factory)
+    if isinstance(old, nn.Conv2d) and old.kernel_size == (1, 1) and old.groups == 1:
+        return nn.Conv2d(old.in_channels, num_outputs, kernel_size=1, stride=old.stride,
+                         bias=old.bias is not None, **factory)
+    raise WorkbenchError(
+        f"Replace head: {type(old).__name__} is not a Linear or a 1x1 Conv2d; "
+        "choose the final classifier layer.")
+
+
+def replace_head(model: nn.Module, path: str, num_outputs: int) -> nn.Module:
+    """Swap the classifier layer at ``path`` for a new one with ``num_outputs`` outputs.
+
+    The transfer-learning step: the new layer keeps ``in_features`` (or
+    ``in_channels`` for a 1x1 ``Conv2d``), bias, device and dtype of the old one,
+    is freshly initialized and trainable.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The model, edited in place.
+    path : str
+        Qualified name of an ``nn.Linear`` or a 1x1 ``nn.Conv2d`` (e.g. ``"fc"``,
+        ``"classifier.1"``).
+    num_outputs : int
+        Number of outputs (classes) of the new layer, >= 1.
+
+    Returns
+    -------
+    nn.Module
+        The old layer (put it back with :func:`swap_module` to undo).
+
+    Raises
+    ------
+    WorkbenchError
+        For an unknown path, a layer type that is not a head, or ``num_outputs < 1``.
+    """
+    if num_outputs < 1:
+        raise WorkbenchError(f"Replace head: the number of outputs must be >= 1, not {num_outputs}.")
+    new = _new_head(get_module(model, path), int(num_outputs))
+    return swap_module(model, path, new)
+
+
+def is_head_candidate(module: nn.Module) -> bool:
+    """True for an ``nn.Linear`` or a 1x1 ``nn.Conv2d``: what :func:`replace_head` accepts."""
+    if isinstance(module, nn.Linear):
+        return True
+    return isinstance(module, nn.Conv2d) and module.kernel_size == (1, 1) and module.groups == 1
+
+
+def apply_edits(model: nn.Module, edits: list[dict]) -> None:
+    """Replay recorded structural edits (what a run file's ``[model] edits`` lists).
+
+    Parameters
+    ----------
+    model : nn.Module
+        Edited in place.
+    edits : list of dict
+        ``{"op": "replace_head", "path": "fc", "num_outputs": 2}``, in the order
+        they were made. Weight edits (re-initialization) need no replay: a run
+        starts from the weights saved in its ``init.pt``.
+
+    Raises
+    ------
+    WorkbenchError
+        An unknown op, or a path the model does not have.
+    """
+    for edit in edits:
+        op = edit.get("op")
+        if op != "replace_head":
+            raise WorkbenchError(f"unknown model edit {op!r} in the run file; known: replace_head")
+        replace_head(model, str(edit["path"]), int(edit["num_outputs"]))

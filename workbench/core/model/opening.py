@@ -1,0 +1,201 @@
+"""The one open policy: a file path (and an optional architecture) to a model.
+
+The command line (``workbench inspect``), the window (File > Open) and the
+headless ``workbench train`` all call :func:`open_model`. It never asks: each
+question for the user comes back as a typed exception the caller answers and
+then calls again with the answer:
+
+* :class:`~workbench.core.errors.TrustRequired` -- the file runs code when
+  loaded; call again with ``trust=True`` once the user agreed;
+* :class:`NeedsArchitecture` -- the file does not say what it is; its
+  ``candidates`` are the detected ranking; call again with ``arch=...`` or
+  ``weights_only=True``;
+* :class:`PartialFit` -- the architecture does not take every tensor; its
+  ``report`` says which; call again with ``partial=True`` to load what fits.
+
+Qt-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from torch import nn
+
+from workbench.core.errors import ArchitectureError
+from workbench.core.model.architectures import (
+    ArchSpec,
+    Candidate,
+    LoadReport,
+    build_module,
+    detect_architecture,
+    load_model,
+    load_state_dict_into,
+    weights_only_model,
+)
+from workbench.core.model.checkpoint import Checkpoint, read_checkpoint
+from workbench.core.model.edits import apply_edits
+from workbench.core.model.freezing import apply_frozen
+
+__all__ = ["Opened", "NeedsArchitecture", "PartialFit", "open_model", "as_spec"]
+
+
+class NeedsArchitecture(ArchitectureError):
+    """The file names no architecture; choose one of ``candidates`` (best first) or weights only.
+
+    Attributes
+    ----------
+    checkpoint : Checkpoint
+    candidates : list of Candidate
+    """
+
+    def __init__(self, checkpoint: Checkpoint, candidates: list[Candidate]):
+        self.checkpoint = checkpoint
+        self.candidates = list(candidates)
+        super().__init__(f"{checkpoint.path}: the file does not say which architecture it is for; "
+                         "choose one (e.g. --arch resnet18) or open the weights only")
+
+
+class PartialFit(ArchitectureError):
+    """The architecture does not take every tensor of the file strictly.
+
+    Attributes
+    ----------
+    checkpoint : Checkpoint
+    spec : ArchSpec
+    report : LoadReport
+        Missing, unexpected and mismatched tensors.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, spec: ArchSpec, report: LoadReport, message: str):
+        self.checkpoint, self.spec, self.report = checkpoint, spec, report
+        super().__init__(message)
+
+
+@dataclass
+class Opened:
+    """What :func:`open_model` returns.
+
+    Attributes
+    ----------
+    model : nn.Module
+        On CPU; ``requires_grad`` False for the file's ``frozen`` entry.
+    spec : ArchSpec or None
+        None for a weights-only tree and for a pickled module / TorchScript
+        without an ``arch`` entry.
+    checkpoint : Checkpoint
+    report : LoadReport or None
+        How the tensors went in (None for a module stored whole).
+    weights_only : bool
+        The model is the weights-only module tree (no forward pass).
+    notes : list of str
+        What the caller should tell the user (e.g. a partial load).
+    """
+
+    model: nn.Module
+    spec: ArchSpec | None
+    checkpoint: Checkpoint
+    report: LoadReport | None = None
+    weights_only: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        """``"<file name> · <format>"``, what the status bar and title show."""
+        return f"{Path(self.checkpoint.path).name} · {self.checkpoint.metadata.format}"
+
+
+def as_spec(arch: ArchSpec | str | Mapping | None, **extra: Any) -> ArchSpec | None:
+    """An :class:`ArchSpec` from a spec, ``"resnet18(num_classes=2)"`` or ``{"name", "kwargs"}``.
+
+    ``extra`` keyword arguments (e.g. ``num_classes``) are added to its kwargs.
+    """
+    if arch is None or arch == "":
+        return None
+    if isinstance(arch, ArchSpec):
+        spec = arch
+    elif isinstance(arch, Mapping):
+        spec = ArchSpec.from_dict(arch)
+    else:
+        spec = ArchSpec.parse(str(arch))
+    if extra:
+        spec = ArchSpec(spec.name, {**spec.kwargs, **extra})
+    return spec
+
+
+def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *, trust: bool = False,
+               partial: bool = False, weights_only: bool = False, edits: list[dict] = ()) -> Opened:
+    """Open any checkpoint file as a model, by one policy.
+
+    1. Read the file (:func:`~workbench.core.model.checkpoint.read_checkpoint`,
+       ``weights_only=True`` unless ``trust``).
+    2. The architecture is ``arch`` when given, else the module stored whole
+       (pickled module, TorchScript), else the file's own ``arch`` entry.
+    3. Without one: the weights-only tree when ``weights_only``, else
+       :class:`NeedsArchitecture` with the detected ranking.
+    4. Build it and load strictly; a partial fit raises :class:`PartialFit`
+       unless ``partial``.
+
+    Parameters
+    ----------
+    path : str or Path
+    arch : ArchSpec, str or mapping, optional
+    trust : bool
+        The user agreed to run code from the file.
+    partial : bool
+        Load the tensors that fit and initialize the rest.
+    weights_only : bool
+        Without an architecture, show the weights-only module tree.
+    edits : list of dict
+        Structural edits to make between building ``arch`` and loading the
+        weights (:func:`~workbench.core.model.edits.apply_edits`), e.g. a
+        replaced head recorded in a run file.
+
+    Returns
+    -------
+    Opened
+
+    Raises
+    ------
+    TrustRequired
+        The file needs ``trust=True``; nothing from it ran.
+    NeedsArchitecture
+        No architecture known and ``weights_only`` False.
+    PartialFit
+        The architecture does not take every tensor and ``partial`` False.
+    CheckpointError, ArchitectureError
+        Unreadable file, unknown architecture, a spec that cannot be built.
+    """
+    ckpt = read_checkpoint(path, trust=trust)
+    spec = as_spec(arch)
+    if spec is None and ckpt.module is not None:
+        model, report = load_model(ckpt, None)
+        return Opened(model, as_spec(ckpt.metadata.arch), ckpt, report)
+    if spec is None:
+        spec = as_spec(ckpt.metadata.arch)
+    if spec is None:
+        if weights_only:
+            return Opened(weights_only_model(ckpt.state_dict), None, ckpt, weights_only=True)
+        raise NeedsArchitecture(ckpt, detect_architecture(ckpt.state_dict))
+    try:
+        model, report = _load(ckpt, spec, not partial, list(edits))
+    except ArchitectureError as err:
+        report = getattr(err, "report", None)
+        if report is None or report.ok or partial:
+            raise
+        raise PartialFit(ckpt, spec, report, str(err)) from err
+    notes = [] if report.ok else [f"partial load into {spec}: {len(report.missing)} missing, "
+                                  f"{len(report.mismatched)} mismatched, {len(report.unexpected)} unexpected tensors"]
+    return Opened(model, spec, ckpt, report, notes=notes)
+
+
+def _load(ckpt: Checkpoint, spec: ArchSpec, strict: bool, edits: list[dict]) -> tuple[nn.Module, LoadReport]:
+    if not edits:
+        return load_model(ckpt, spec, strict=strict)
+    model = build_module(spec)
+    apply_edits(model, edits)
+    report = load_state_dict_into(model, ckpt.state_dict, strict=strict)
+    apply_frozen(model, ckpt.metadata.frozen or [], strict=False)
+    return model, report

@@ -1,0 +1,333 @@
+"""Plain configuration objects for a training run, with TOML round-trips.
+
+A :class:`TrainConfig` holds every setting of a run (data, model, loss,
+optimizer, scheduler, device, seed, run folder) so that the ``run.toml`` written
+into each run folder is enough to replay it: ``workbench train run.toml``.
+
+TOML has no ``None``: unset optional fields are simply left out of the file and
+come back as their defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import tomli_w
+
+DATASETS = ("digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake")
+NORMALIZE_PRESETS = ("auto", "imagenet", "mnist", "cifar10", "digits", "none")
+CHANNELS = ("keep", "grayscale", "rgb")
+LOSSES = ("cross_entropy", "mse", "bce_with_logits", "l1")
+OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
+SCHEDULERS = ("none", "step", "multistep", "cosine", "onecycle", "plateau")
+
+
+@dataclass
+class DataConfig:
+    """Where the data comes from and how it is batched.
+
+    Attributes
+    ----------
+    dataset : str
+        One of ``"digits"`` (scikit-learn's 1,797 8x8 digits, built in, no download),
+        ``"mnist"``, ``"fashionmnist"``, ``"cifar10"`` (torchvision, from ``root``),
+        ``"imagefolder"`` (``root/train`` + ``root/val``, or ``root`` split by
+        ``val_fraction``) or ``"fake"`` (random tensors of ``fake_shape``).
+    root : str
+        Folder of a torchvision dataset or of an ImageFolder tree. Empty: not set.
+    download : bool
+        Let torchvision download MNIST / FashionMNIST / CIFAR10 into ``root``.
+    val_fraction : float
+        Share of the samples held out for validation (digits, fake, ImageFolder
+        without ``val/``). torchvision datasets validate on their official test split.
+    split_seed : int
+        Seed of the train/validation split (independent of the training seed, so
+        the validation set stays the same across runs).
+    image_size : int
+        Resize the shorter side to this many pixels; 0 = keep the native size.
+    center_crop : int
+        Center crop to a square of this many pixels after resizing; 0 = none.
+    channels : str
+        ``"keep"``, ``"grayscale"`` (1 channel) or ``"rgb"`` (3 channels).
+    normalize : str
+        Normalization preset: ``"auto"`` (the dataset's own), ``"imagenet"``,
+        ``"mnist"``, ``"cifar10"``, ``"digits"`` or ``"none"``.
+    random_flip : bool
+        Random horizontal flip (training split only).
+    random_crop : int
+        Random crop with this much zero padding on each side, back to the input
+        size (training split only); 0 = off.
+    batch_size, shuffle, num_workers, pin_memory, drop_last
+        Passed to the :class:`torch.utils.data.DataLoader` (the in-memory
+        datasets honour ``batch_size``, ``shuffle`` and ``drop_last`` and ignore
+        the rest).
+    fake_shape : list of int
+        ``[C, H, W]`` of the ``"fake"`` images.
+    fake_size : int
+        Number of ``"fake"`` samples (train + validation).
+    num_classes : int
+        Classes of the ``"fake"`` dataset.
+    """
+
+    dataset: str = "digits"
+    root: str = ""
+    download: bool = False
+    val_fraction: float = 0.2
+    split_seed: int = 0
+    image_size: int = 0
+    center_crop: int = 0
+    channels: str = "keep"
+    normalize: str = "auto"
+    random_flip: bool = False
+    random_crop: int = 0
+    batch_size: int = 64
+    shuffle: bool = True
+    num_workers: int = 0
+    pin_memory: bool = False
+    drop_last: bool = False
+    fake_shape: list = field(default_factory=lambda: [3, 32, 32])
+    fake_size: int = 512
+    num_classes: int = 10
+
+
+@dataclass
+class ModelConfig:
+    """What model a headless run trains (``[model]`` in ``run.toml``).
+
+    Attributes
+    ----------
+    arch : str
+        Architecture name for ``architectures.build_module`` (``"digits_cnn"``, a
+        torchvision name, or a factory spec ``"pkg.mod:callable"``).
+    kwargs : dict
+        Keyword arguments of the architecture (``num_classes`` ...).
+    checkpoint : str
+        A checkpoint to start from (weights only, unless ``resume``). Empty: none.
+    resume : bool
+        Resume the whole training state (optimizer, scheduler, epoch, step,
+        frozen set, RNG) from ``checkpoint`` instead of loading only its weights.
+    frozen : list of str
+        Qualified parameter names frozen at the start (``requires_grad=False``).
+    init : str
+        The weights the run started from: the ``init.pt`` every run writes beside
+        its run.toml (relative paths start at the run file's folder). Takes
+        precedence over ``checkpoint`` unless ``resume``.
+    edits : list of dict
+        Structural edits made in the window before the run, replayed between
+        building ``arch`` and loading ``init``, e.g.
+        ``{op = "replace_head", path = "fc", num_outputs = 2}``.
+    source : str
+        The file the model was opened from, for the record (not read).
+    """
+
+    arch: str = "digits_cnn"
+    kwargs: dict = field(default_factory=dict)
+    checkpoint: str = ""
+    resume: bool = False
+    frozen: list = field(default_factory=list)
+    init: str = ""
+    edits: list = field(default_factory=list)
+    source: str = ""
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a training run.
+
+    Attributes
+    ----------
+    data : DataConfig
+    model : ModelConfig
+        Used by the headless ``workbench train``; a GUI run fills it in from the
+        model it trains so ``run.toml`` can be replayed.
+    epochs : int
+    device : str
+        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"mps"``.
+    loss : str
+        ``"cross_entropy"``, ``"mse"``, ``"bce_with_logits"`` or ``"l1"``. With
+        integer class targets and ``(N, C)`` outputs, mse / l1 / bce compare with
+        one-hot targets.
+    optimizer : str
+        ``"sgd"``, ``"adam"``, ``"adamw"`` or ``"rmsprop"``.
+    lr : float
+        Learning rate of the head (and of everything when ``backbone_lr_mult == 1``).
+        For ``"onecycle"`` it is the peak (``max_lr``).
+    momentum : float
+        SGD / RMSprop momentum.
+    nesterov : bool
+        SGD Nesterov momentum (needs ``momentum > 0``).
+    weight_decay : float
+    backbone_lr_mult : float
+        LR multiplier of every trainable parameter outside ``head`` (separate
+        ``param_groups``); 1.0 = one group.
+    head : str or None
+        Qualified module name of the head; None = the parent module of the last
+        ``nn.Linear`` (``"classifier"`` for the demo).
+    scheduler : str
+        ``"none"``, ``"step"``, ``"multistep"``, ``"cosine"``, ``"onecycle"`` or
+        ``"plateau"``. All but ``"plateau"`` step once per optimizer step (so the
+        LR curve is smooth); their periods are given in epochs below and converted
+        to steps. ``"plateau"`` steps once per epoch on the validation loss.
+    step_size : int
+        StepLR period, epochs.
+    milestones : list of int
+        MultiStepLR milestones, epochs.
+    gamma : float
+        StepLR / MultiStepLR decay factor.
+    min_lr : float
+        CosineAnnealingLR ``eta_min``; ReduceLROnPlateau ``min_lr``.
+    pct_start : float
+        OneCycleLR warm-up share.
+    plateau_patience : int
+        ReduceLROnPlateau patience, epochs.
+    plateau_factor : float
+        ReduceLROnPlateau factor.
+    grad_clip : float or None
+        Max global gradient norm (``clip_grad_norm_``); None = off.
+    amp : bool
+        Mixed precision: autocast with ``amp_dtype`` (bf16 on CPU always).
+    amp_dtype : str
+        ``"bfloat16"`` or ``"float16"`` (CUDA only; uses a GradScaler).
+    seed : int
+        Seeds torch, numpy and random at the start of a fresh run, and the data order.
+    run_dir : str or None
+        Run folder; None = a new folder under :func:`workbench.core.train.runs.default_runs_root`.
+    emit_every_ms : float
+        Minimum interval between two ``on_metrics`` calls, milliseconds.
+    checkpoint_every_epoch : bool
+        Write ``last.pt`` / ``best.pt`` at each epoch end.
+    keep_frozen_bn_eval : bool
+        Keep fully frozen BatchNorm layers in eval mode (running stats fixed).
+    tensorboard : bool
+        Also write TensorBoard scalars into ``run_dir/tensorboard`` when the
+        ``tensorboard`` package is importable.
+    """
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    epochs: int = 5
+    device: str = "cpu"
+    loss: str = "cross_entropy"
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    backbone_lr_mult: float = 1.0
+    head: str | None = None
+    scheduler: str = "none"
+    step_size: int = 1
+    milestones: list = field(default_factory=list)
+    gamma: float = 0.1
+    min_lr: float = 0.0
+    pct_start: float = 0.3
+    plateau_patience: int = 2
+    plateau_factor: float = 0.1
+    grad_clip: float | None = None
+    amp: bool = False
+    amp_dtype: str = "bfloat16"
+    seed: int = 0
+    run_dir: str | None = None
+    emit_every_ms: float = 40.0
+    checkpoint_every_epoch: bool = True
+    keep_frozen_bn_eval: bool = False
+    tensorboard: bool = True
+
+    # ------------------------------------------------------------------ dict / TOML
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting as nested plain dicts; ``None`` values are left out."""
+        return _drop_none(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        """Build from :meth:`to_dict` output; missing keys take their defaults.
+
+        Raises
+        ------
+        ValueError
+            An unknown key or an unknown choice (dataset, loss, optimizer, ...).
+        """
+        d = dict(d)
+        data = _build(DataConfig, d.pop("data", {}) or {}, "[data]")
+        model = _build(ModelConfig, d.pop("model", {}) or {}, "[model]")
+        cfg = _build(cls, d, "top level")
+        cfg.data, cfg.model = data, model
+        cfg.validate()
+        return cfg
+
+    def to_toml(self, path: str | Path | None = None) -> str:
+        """TOML text of :meth:`to_dict`; also written atomically to ``path`` if given."""
+        text = tomli_w.dumps(self.to_dict())
+        if path is not None:
+            from workbench.core.files import atomic_write_text
+
+            atomic_write_text(path, text)
+        return text
+
+    @classmethod
+    def from_toml(cls, path_or_text: str | Path) -> TrainConfig:
+        """Read a config from a TOML file path or TOML text.
+
+        Raises
+        ------
+        ValueError
+            Bad TOML, an unknown key or an unknown choice (the message names it).
+        OSError
+            The file cannot be read.
+        """
+        is_text = isinstance(path_or_text, str) and ("=" in path_or_text or "\n" in path_or_text)
+        p = None if is_text else Path(path_or_text)
+        text = p.read_text(encoding="utf-8") if p is not None else str(path_or_text)
+        try:
+            d = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"{p or 'TOML'}: {e}") from e
+        return cls.from_dict(d)
+
+    def validate(self) -> None:
+        """Check the choice fields.
+
+        Raises
+        ------
+        ValueError
+            Names the field, the bad value and the allowed ones.
+        """
+        checks = [
+            ("data.dataset", self.data.dataset, DATASETS),
+            ("data.normalize", self.data.normalize, NORMALIZE_PRESETS),
+            ("data.channels", self.data.channels, CHANNELS),
+            ("loss", self.loss, LOSSES),
+            ("optimizer", self.optimizer, OPTIMIZERS),
+            ("scheduler", self.scheduler, SCHEDULERS),
+            ("amp_dtype", self.amp_dtype, ("bfloat16", "float16")),
+        ]
+        for name, value, allowed in checks:
+            if value not in allowed:
+                raise ValueError(f"{name} = {value!r} is not one of {', '.join(allowed)}")
+        if self.epochs < 0 or self.data.batch_size < 1:
+            raise ValueError("epochs must be >= 0 and data.batch_size >= 1")
+
+
+def _drop_none(obj):
+    if isinstance(obj, dict):
+        return {k: _drop_none(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, (list, tuple)):
+        return [_drop_none(v) for v in obj]
+    return obj
+
+
+def _build(cls, d: dict, where: str):
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(f"unknown setting(s) in {where}: {', '.join(unknown)}")
+    return cls(**d)

@@ -1,0 +1,131 @@
+"""What a run does when a step fails: NaN/Inf losses, out of memory, exceptions.
+
+:class:`FaultHandler` is one part of a :class:`~workbench.core.train.loop.Trainer`
+(``trainer.faults``). On a non-finite loss it pauses the run through the
+trainer's :class:`~workbench.core.train.control.RunControl` until a decision
+(:data:`~workbench.core.train.control.NONFINITE_ACTIONS`) arrives, or ends it when
+no callback handles ``on_nonfinite`` (headless). CUDA out-of-memory and other
+exceptions become ``trainer.error`` and an ``on_exception`` call. Qt-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import traceback
+from typing import TYPE_CHECKING
+
+import torch
+
+from workbench.core.errors import TrainingError
+from workbench.core.train import optim
+from workbench.core.train.hooks import Callback
+
+if TYPE_CHECKING:
+    from workbench.core.train.loop import Trainer
+
+__all__ = ["FaultHandler", "Restart", "clear_traceback"]
+
+
+class Restart(Exception):
+    """The state was rolled back to ``last.pt``: the loop restarts at the restored position."""
+
+
+def clear_traceback(exc: BaseException) -> None:
+    """Drop the frames an exception keeps alive (they pin tensors and device memory)."""
+    tb = exc.__traceback__
+    if tb is not None:
+        traceback.clear_frames(tb)
+
+
+class FaultHandler:
+    """NaN/Inf, OOM and error handling of one :class:`~workbench.core.train.loop.Trainer`.
+
+    Parameters
+    ----------
+    trainer : Trainer
+        The trainer this handler belongs to (its control, optimizer, callbacks, run folder).
+    """
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+
+    def _handled(self) -> bool:
+        return any(type(cb).on_nonfinite is not Callback.on_nonfinite for cb in self.trainer.callbacks)
+
+    def nonfinite(self, step: int, counted: bool = False) -> None:
+        """Handle a NaN/Inf loss at ``step``: pause for a decision, or end the run headless.
+
+        ``lower_lr`` divides every LR by 10, skips the bad batch and continues;
+        ``rollback`` reloads ``run_dir/last.pt`` and raises :class:`Restart` (with no
+        checkpoint the run ends with reason ``"nonfinite"``); ``stop`` ends it.
+
+        Raises
+        ------
+        Restart
+            After a rollback.
+        """
+        tr = self.trainer
+        tr.optimizer.zero_grad(set_to_none=True)
+        if not counted:
+            tr.batch_in_epoch += 1  # the bad batch is consumed (skipped)
+        message = (f"step {step}: the loss is NaN or infinite; lower the learning rate, "
+                   "roll back to the last checkpoint, or stop")
+        if not self._handled():
+            self.end_nonfinite(message)
+            return
+        tr.emit()
+        tr.control.begin_nonfinite(step)
+        tr.call("on_nonfinite", tr, step)
+        action = tr.control.wait_for_decision()
+        if action == "lower_lr":
+            optim.rescale_lr(tr.optimizer, tr.scheduler, tr.lr / 10.0, tr.config)
+            tr.lr_used = tr.lr
+            tr.config.lr = tr.lr
+        elif action == "rollback":
+            tr.checkpoints.wait_for_saves()
+            last = tr.run_dir / "last.pt" if tr.run_dir else None
+            if last is None or not last.exists():
+                self.end_nonfinite(f"step {step}: the loss is NaN or infinite and there is no "
+                                   f"checkpoint to roll back to ({last}); stopped")
+                return
+            tr.checkpoints.load_file(last)
+            raise Restart()
+        else:
+            self.end_nonfinite(message.split(";")[0] + "; stopped")
+
+    def end_nonfinite(self, message: str) -> None:
+        """End the run with reason ``"nonfinite"`` and ``message`` as its error."""
+        tr = self.trainer
+        tr.error = TrainingError(message)
+        tr.reason_override = "nonfinite"
+        tr.control.request_stop()
+
+    def on_oom(self, exc: BaseException) -> None:
+        """CUDA out of memory: free what the step held and report a batch-size hint."""
+        tr = self.trainer
+        tb = traceback.format_exc()
+        clear_traceback(exc)
+        del exc
+        if tr.optimizer is not None:
+            tr.optimizer.zero_grad(set_to_none=True)
+        tr.drop_device_losses()
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        tr.error = TrainingError(
+            f"step {tr.step + 1}: out of memory on {tr.device} with batch size "
+            f"{tr.config.data.batch_size}; try a smaller batch size (or mixed precision, or a smaller model)")
+        tr.safe_call("on_exception", tr.error, tb)
+
+    def on_error(self, exc: BaseException) -> None:
+        """Any other exception: keep the traceback text, leave the model in ``train()`` with no grads."""
+        tr = self.trainer
+        tb = traceback.format_exc()
+        clear_traceback(exc)
+        tr.error = exc
+        with contextlib.suppress(Exception):
+            if tr.optimizer is not None:
+                tr.optimizer.zero_grad(set_to_none=True)
+            tr.model.train()
+        tr.safe_call("on_exception", exc, tb)

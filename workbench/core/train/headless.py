@@ -1,0 +1,172 @@
+"""Headless training: ``workbench train RUN.toml`` (:func:`train_from_toml`) and its printing.
+
+Builds the model of a run file's ``[model]`` section
+(:func:`model_from_config`), trains it with a
+:class:`~workbench.core.train.loop.Trainer` and prints one line per epoch. Qt-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from torch import nn
+
+from workbench.core.errors import TrainingError, TrustRequired, WorkbenchError
+from workbench.core.model.architectures import ArchSpec, build_module
+from workbench.core.model.edits import apply_edits
+from workbench.core.model.freezing import apply_frozen
+from workbench.core.model.names import UnknownPathError
+from workbench.core.model.opening import NeedsArchitecture, as_spec, open_model
+from workbench.core.train.config import ModelConfig, TrainConfig
+from workbench.core.train.hooks import Callback
+from workbench.core.train.loop import Trainer
+
+__all__ = ["train_from_toml", "model_from_config", "PrintProgress"]
+
+
+class PrintProgress(Callback):
+    """One line per epoch (and the start/end) for ``workbench train``."""
+
+    def __init__(self, out: Callable[[str], Any]):
+        self.out = out
+
+    def on_fit_start(self, trainer):
+        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in trainer.model.parameters())
+        self.out(f"run folder: {trainer.run_dir}")
+        self.out(f"device {trainer.device}, {trainer.config.epochs} epochs x {len(trainer.train_loader)} steps, "
+                 f"{trainable:,} of {total:,} parameters trainable")
+
+    def on_epoch_end(self, trainer, m):
+        acc = f"  val_acc {m['val_acc'] * 100:.1f}%" if math.isfinite(m["val_acc"]) else ""
+        self.out(f"epoch {m['epoch'] + 1}/{trainer.config.epochs}  step {m['step']}  "
+                 f"train_loss {m['train_loss']:.4f}  val_loss {m['val_loss']:.4f}{acc}  "
+                 f"lr {m['lr']:.3g}  {m['samples_per_s']:.0f} samples/s  {m['epoch_time']:.1f} s"
+                 + ("  (best)" if m["best"] else ""))
+
+    def on_exception(self, trainer, exc, tb):
+        if not isinstance(exc, WorkbenchError):
+            self.out(tb.rstrip())
+        self.out(f"error: {exc}")
+
+    def on_fit_end(self, trainer, reason):
+        if reason == "nonfinite" and trainer.error is not None:
+            self.out(f"error: {trainer.error}")
+        self.out(f"finished: {reason}")
+
+
+def model_from_config(mc: ModelConfig, base: Path | None = None) -> tuple[nn.Module, ArchSpec | None]:
+    """Build the model a ``[model]`` section starts from, through the one open policy.
+
+    The starting weights are ``init`` (the ``init.pt`` every run writes beside its
+    run.toml: the exact weights, frozen set and architecture it started from),
+    else ``checkpoint``; the architecture is ``arch`` + ``kwargs`` with ``edits``
+    made before the weights go in (:func:`workbench.core.model.opening.open_model`).
+    Without a file, ``arch`` is built freshly initialized.
+
+    Parameters
+    ----------
+    mc : ModelConfig
+    base : Path, optional
+        The run file's folder: relative ``init`` / ``checkpoint`` paths start there.
+
+    Returns
+    -------
+    (model, spec)
+
+    Raises
+    ------
+    WorkbenchError
+        Unknown architecture, a missing or unreadable file, weights that do not fit.
+    """
+    spec = as_spec({"name": mc.arch, "kwargs": dict(mc.kwargs)}) if mc.arch else None
+    start = mc.checkpoint if mc.resume else (mc.init or mc.checkpoint)
+    if not start:
+        if spec is None:
+            raise TrainingError("the run file names no architecture: set [model] arch (e.g. \"digits_cnn\")")
+        model = build_module(spec)
+        apply_edits(model, list(mc.edits))
+    else:
+        path = Path(start).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        if not path.exists():
+            raise TrainingError(f"{path}: file not found; fix [model] {'init' if mc.init else 'checkpoint'} "
+                                "in the run file")
+        try:
+            opened = open_model(path, spec, edits=list(mc.edits))
+        except TrustRequired as e:
+            raise TrainingError(f"{path}: the model is stored as code ({e}); workbench train loads weights "
+                                "only: save it from the window as a Workbench checkpoint first") from e
+        except NeedsArchitecture as e:
+            raise TrainingError(f"{e}; set [model] arch in the run file") from e
+        model, spec = opened.model, opened.spec or spec
+    try:
+        apply_frozen(model, list(mc.frozen))  # exactly the run's frozen set
+    except UnknownPathError as e:
+        raise TrainingError(f"[model] frozen: {e}") from e
+    return model, spec
+
+
+def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
+    """Run ``workbench train RUN.toml`` headless (no Qt).
+
+    Reads the config, builds the model (``[model] arch`` + ``kwargs``, or
+    ``checkpoint`` to start from, ``resume = true`` to continue its training
+    state), trains, prints one progress line per epoch through ``out`` and writes
+    the run folder (``run_dir`` from the file, else a new folder under the
+    default runs root). Ctrl-C stops at the next step boundary.
+
+    Returns
+    -------
+    int
+        0 completed, 130 stopped by Ctrl-C, 1 on any error (with a message
+        printed through ``out``).
+    """
+    path = Path(path)
+    try:
+        cfg = TrainConfig.from_toml(path)
+    except FileNotFoundError:
+        out(f"error: {path}: file not found")
+        return 1
+    except (ValueError, OSError, TypeError) as e:
+        out(f"error: {path}: {e}")
+        return 1
+    try:
+        model, arch = model_from_config(cfg.model, path.parent)
+        trainer = Trainer(model, cfg, [PrintProgress(out)], arch=arch)
+        if cfg.model.resume and cfg.model.checkpoint:
+            trainer.resume_from(cfg.model.checkpoint)
+    except WorkbenchError as e:
+        out(f"error: {e}")
+        return 1
+    except Exception as e:  # noqa: BLE001 - the CLI reports, never tracebacks at the user
+        out(f"error: {type(e).__name__}: {e}")
+        return 1
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def _on_sigint(signum, frame):
+            out("stopping at the next step (Ctrl-C again to abort)")
+            trainer.request_stop()
+            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
+
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        reason = trainer.fit()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if reason == "completed":
+        return 0
+    if reason == "stopped":
+        if trainer.run_dir is not None:
+            with contextlib.suppress(Exception):
+                trainer.save_checkpoint(trainer.run_dir / "last.pt")
+                out(f"saved {trainer.run_dir / 'last.pt'}")
+        return 130
+    return 1

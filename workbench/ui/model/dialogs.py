@@ -1,0 +1,272 @@
+"""Dialogs of the main window: architecture choice, trust, load report, new model.
+
+Each dialog is a plain widget that tests can build and inspect without
+``exec()``; the window calls them through overridable ``_ask_*`` methods.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMessageBox,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.model.architectures import ArchSpec
+
+#: Returned by :meth:`ArchitectureDialog.chosen` for "show the weights without an architecture".
+WEIGHTS_ONLY = "weights_only"
+#: A detected candidate "fits" from this match score on (the same bar as ``workbench inspect``);
+#: below it the Architecture dialog makes "Weights only" its default button.
+FIT_THRESHOLD = 0.9
+SPEC_ROLE = Qt.ItemDataRole.UserRole.value
+
+
+def _spec_label(spec: ArchSpec) -> str:
+    args = ", ".join(f"{k}={v}" for k, v in spec.kwargs.items())
+    return f"{spec.name}({args})" if args else spec.name
+
+
+class _SearchableList(QWidget):
+    """A search box over a ``QListWidget``; hides rows whose text does not contain the search.
+
+    Signals
+    -------
+    activated()
+        A row was double-clicked: the dialog accepts it (Enter still presses the default button).
+    """
+
+    activated = Signal()
+
+    def __init__(self, list_name: str, parent=None):
+        super().__init__(parent)
+        self.search = QLineEdit(placeholderText="Search architectures…", clearButtonEnabled=True)
+        self.list = QListWidget(objectName=list_name)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.search)
+        layout.addWidget(self.list)
+        self.search.textChanged.connect(self._on_search_changed)
+        self.list.itemDoubleClicked.connect(self._on_item_activated)
+
+    def _on_item_activated(self, _item: QListWidgetItem) -> None:
+        self.activated.emit()
+
+    def add(self, text: str, spec: ArchSpec, tooltip: str = "") -> QListWidgetItem:
+        item = QListWidgetItem(text)
+        item.setData(SPEC_ROLE, spec)
+        item.setToolTip(tooltip)
+        self.list.addItem(item)
+        return item
+
+    def current_spec(self) -> ArchSpec | None:
+        item = self.list.currentItem()
+        return None if item is None or item.isHidden() else item.data(SPEC_ROLE)
+
+    def _on_search_changed(self, text: str) -> None:
+        needle = text.strip().lower()
+        first = None
+        for row in range(self.list.count()):
+            item = self.list.item(row)
+            item.setHidden(bool(needle) and needle not in item.text().lower())
+            if first is None and not item.isHidden():
+                first = item
+        if first is not None and (self.list.currentItem() is None or self.list.currentItem().isHidden()):
+            self.list.setCurrentItem(first)
+
+
+class ArchitectureDialog(QDialog):
+    """Choose what module a bare state_dict loads into (objectName ``archDialog``, list ``archList``).
+
+    Rows: the core's detected candidates, best first with their match score, then
+    every architecture from ``core.architectures.list_architectures()``. A factory
+    spec can be typed in instead; "Weights only" shows the tensors without an
+    architecture. When no candidate reaches :data:`FIT_THRESHOLD` the dialog says
+    so and "Weights only" is the default button (Enter), so a file nothing fits
+    opens in the weights-only view instead of failing to load into a guess.
+    A double-click on a row accepts it.
+    """
+
+    def __init__(self, candidates: list, architectures: list[str], file_name: str = "", parent=None):
+        super().__init__(parent, objectName="archDialog")
+        self.setWindowTitle("Choose the architecture")
+        self._weights_only = False
+        self.fits = bool(candidates) and candidates[0].score >= FIT_THRESHOLD
+        text = (f"{file_name or 'This file'} holds weights without a model class. "
+                "Pick the architecture they belong to (best matches first), or type a factory spec.")
+        if not self.fits:
+            text += ("\n\nNo known architecture fits these weights. \"Weights only\" shows the tensors "
+                     "as they are (no forward pass, no training).")
+        intro = QLabel(text, wordWrap=True, objectName="archIntro")
+        self.choices = _SearchableList("archList", self)
+        self.choices.activated.connect(self.accept)
+        self._fill(candidates, architectures)
+        self.spec_edit = QLineEdit(placeholderText="pkg.module:factory  or  path/to/file.py:factory",
+                                   objectName="archSpecEdit")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.weights_only_button = buttons.addButton("Weights only", QDialogButtonBox.ButtonRole.ActionRole)
+        self.weights_only_button.clicked.connect(self._on_weights_only_clicked)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        form = QFormLayout()
+        form.addRow("Factory spec:", self.spec_edit)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addWidget(self.choices)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+        (self.ok_button if self.fits else self.weights_only_button).setDefault(True)  # once in the dialog
+        self.resize(520, 560)
+
+    def _fill(self, candidates: list, architectures: list[str]) -> None:
+        seen = set()
+        for cand in candidates:
+            item = self.choices.add(f"{_spec_label(cand.spec)}    match {cand.score:.0%}", cand.spec,
+                                    "Detected from the state_dict's keys and shapes")
+            font = item.font()
+            font.setBold(True)
+            item.setFont(font)
+            seen.add(cand.spec.name)
+        for name in architectures:
+            if name not in seen:
+                self.choices.add(name, ArchSpec(name))
+        if self.choices.list.count():
+            self.choices.list.setCurrentRow(0)
+
+    def _on_weights_only_clicked(self) -> None:
+        self._weights_only = True
+        self.accept()
+
+    def chosen(self) -> ArchSpec | str | None:
+        """The choice after the dialog closed: an ``ArchSpec``, :data:`WEIGHTS_ONLY`, or None."""
+        if self._weights_only:
+            return WEIGHTS_ONLY
+        if self.result() != QDialog.DialogCode.Accepted:
+            return None
+        typed = self.spec_edit.text().strip()
+        return ArchSpec.parse(typed) if typed else self.choices.current_spec()
+
+
+class NewModelDialog(QDialog):
+    """File > New from architecture: a searchable list of every architecture and a ``num_classes`` field."""
+
+    def __init__(self, architectures: list[str], parent=None):
+        super().__init__(parent, objectName="newModelDialog")
+        self.setWindowTitle("New from architecture")
+        self.choices = _SearchableList("newArchList", self)
+        self.choices.activated.connect(self.accept)
+        for name in architectures:
+            self.choices.add(name, ArchSpec(name))
+        if self.choices.list.count():
+            self.choices.list.setCurrentRow(0)
+        self.use_classes = QCheckBox("Set num_classes", checked=True)
+        self.num_classes = QSpinBox(minimum=1, maximum=100_000, value=10, objectName="numClassesSpin")
+        self.use_classes.toggled.connect(self.num_classes.setEnabled)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form = QFormLayout()
+        form.addRow(self.use_classes, self.num_classes)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.choices)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+        self.resize(420, 520)
+
+    def chosen(self) -> ArchSpec | None:
+        """The ``ArchSpec`` to build (with ``num_classes`` when ticked), or None."""
+        if self.result() != QDialog.DialogCode.Accepted:
+            return None
+        spec = self.choices.current_spec()
+        if spec is None:
+            return None
+        kwargs = {"num_classes": self.num_classes.value()} if self.use_classes.isChecked() else {}
+        return ArchSpec(spec.name, kwargs)
+
+
+def trust_dialog(err, parent=None) -> QMessageBox:
+    """A warning listing the globals a file would import; Cancel is the default and Escape button.
+
+    Parameters
+    ----------
+    err : core.errors.TrustRequired
+        With ``.path``, ``.globals`` and ``.kind``.
+    """
+    box = _warning_box(parent, "trustDialog", "Loading this file runs code")
+    kind = "a TorchScript program" if getattr(err, "kind", "") == "torchscript" else "pickled Python objects"
+    names = list(getattr(err, "globals", []) or [])
+    box.setText(f"{getattr(err, 'path', 'This file')} contains {kind}. Loading it imports and runs "
+                f"that code. Only continue if you trust where the file comes from.")
+    listing = "\n".join(names[:40]) + ("\n…" if len(names) > 40 else "")
+    box.setInformativeText(f"Globals it imports:\n{listing}" if names else str(err))
+    _add_accept_and_default_cancel(box, "Trust and load", "trustButton")
+    return box
+
+
+def load_report_dialog(report, file_name: str, arch_name: str, parent=None) -> QMessageBox:
+    """Missing / unexpected / mismatched keys, with "Partial load" and Cancel (default).
+
+    Parameters
+    ----------
+    report : core.architectures.LoadReport
+    """
+    box = _warning_box(parent, "loadReportDialog", "The weights do not fit the architecture")
+    box.setText(f"{file_name} does not load cleanly into {arch_name}: "
+                f"{len(report.missing)} missing, {len(report.unexpected)} unexpected, "
+                f"{len(report.mismatched)} mismatched tensors.\n\n"
+                "A partial load copies every tensor that fits and leaves the rest freshly initialized.")
+    box.setDetailedText(format_report(report))
+    _add_accept_and_default_cancel(box, "Partial load", "partialLoadButton")
+    return box
+
+
+def _warning_box(parent, object_name: str, title: str) -> QMessageBox:
+    box = QMessageBox(parent)
+    box.setObjectName(object_name)
+    box.setIcon(QMessageBox.Icon.Warning)
+    box.setWindowTitle(title)
+    return box
+
+
+def _add_accept_and_default_cancel(box: QMessageBox, label: str, object_name: str) -> None:
+    """An accept button named ``object_name``, and Cancel as the default and Escape button."""
+    accept = box.addButton(label, QMessageBox.ButtonRole.AcceptRole)
+    accept.setObjectName(object_name)
+    cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+    box.setDefaultButton(cancel)
+    box.setEscapeButton(cancel)
+
+
+def format_report(report) -> str:
+    """A ``LoadReport`` as plain text, one key per line."""
+    lines = []
+    if report.stripped_prefixes:
+        lines.append("Stripped prefixes: " + ", ".join(report.stripped_prefixes))
+    for title, items in (("Missing", report.missing), ("Unexpected", report.unexpected)):
+        if items:
+            lines += [f"{title} ({len(items)}):"] + [f"  {k}" for k in items]
+    if report.mismatched:
+        lines.append(f"Mismatched shapes ({len(report.mismatched)}):")
+        lines += [f"  {name}: expected {tuple(exp)}, found {tuple(found)}" for name, exp, found in report.mismatched]
+    return "\n".join(lines)
+
+
+def accepted_button(box: QMessageBox) -> bool:
+    """True when ``box`` was closed with its AcceptRole button."""
+    clicked = box.clickedButton()
+    return clicked is not None and box.buttonRole(clicked) == QMessageBox.ButtonRole.AcceptRole
+
+
+__all__ = ["WEIGHTS_ONLY", "FIT_THRESHOLD", "ArchitectureDialog", "NewModelDialog", "trust_dialog", "load_report_dialog",
+           "format_report", "accepted_button"]

@@ -1,0 +1,266 @@
+"""The Model dock's widget: filter box, input-shape field, expand/collapse, the tree view.
+
+The view shows a ``ModelTreeModel`` through a recursive ``QSortFilterProxyModel``
+(filter by qualified name or type, sort by params / FLOPs). The context menu only
+dispatches to a *controller* (the main window), which owns every edit.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from PySide6.QtCore import QModelIndex, QPoint, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLineEdit,
+    QMenu,
+    QToolButton,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.model.edits import INIT_METHODS, is_head_candidate
+from workbench.ui.model.tree_model import (
+    COL_FLOPS,
+    COL_NAME,
+    COL_PARAMS,
+    COL_SHAPE,
+    COL_TRAIN,
+    COL_TRAINABLE,
+    COL_TYPE,
+    FILTER_ROLE,
+    SORT_ROLE,
+    ModelTreeModel,
+    ParamRow,
+    node_of,
+)
+
+_COLUMN_WIDTHS = {COL_NAME: 165, COL_TYPE: 125, COL_SHAPE: 135, COL_PARAMS: 90, COL_TRAINABLE: 85,
+                  COL_FLOPS: 105, COL_TRAIN: 42}
+
+
+class TreeController(Protocol):
+    """What the context menu asks of its owner (``MainWindow`` implements it)."""
+
+    keep_bn_stats_fixed: bool
+
+    def set_trainable(self, path_or_names, flag: bool) -> None: ...  # noqa: D102
+    def freeze_all_except(self, path: str) -> None: ...  # noqa: D102
+    def freeze_before(self, path: str) -> None: ...  # noqa: D102
+    def reinitialize(self, path: str, method: str) -> None: ...  # noqa: D102
+    def replace_head(self, path: str, num_outputs: int | None = None) -> None: ...  # noqa: D102
+    def set_keep_bn_stats_fixed(self, flag: bool) -> None: ...  # noqa: D102
+
+
+class TreeFilterProxy(QSortFilterProxyModel):
+    """Recursive, case-insensitive filter on "qualified name + type"; numeric sort keys."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setRecursiveFilteringEnabled(True)
+        self.setFilterRole(FILTER_ROLE)
+        self.setSortRole(SORT_ROLE)
+        self.setFilterKeyColumn(COL_NAME)
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+
+
+class ModelTreeWidget(QWidget):
+    """Filter box + input-shape field + expand/collapse buttons over the module tree view.
+
+    Parameters
+    ----------
+    controller : TreeController
+        Receives the context menu's edits.
+    parent : QWidget, optional
+
+    Signals
+    -------
+    currentNodeChanged(object)
+        The selected ``ModuleNode`` / ``ParamRow`` (or None).
+    inputShapeEntered(str)
+        The text of the input-shape field, when the user presses Enter.
+    """
+
+    currentNodeChanged = Signal(object)
+    inputShapeEntered = Signal(str)
+
+    def __init__(self, controller: TreeController, parent=None):
+        super().__init__(parent)
+        self._controller = controller
+        self.filter_edit = QLineEdit(objectName="filterEdit", placeholderText="Filter: name or type (layer4, Conv2d)")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.input_shape_edit = QLineEdit(objectName="inputShapeEdit", placeholderText="Input shape, e.g. 1,3,224,224")
+        self.input_shape_edit.setToolTip("Input shape (N, C, H, W): fills Output shape and FLOPs. Press Enter.")
+        self.proxy = TreeFilterProxy(self)
+        self.view = self._make_view()
+        self._build_layout()
+        self.filter_edit.textChanged.connect(self._on_filter_changed)
+        self.input_shape_edit.returnPressed.connect(self._on_input_shape_entered)
+        self.view.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def _make_view(self) -> QTreeView:
+        view = QTreeView(objectName="modelTree")
+        view.setModel(self.proxy)
+        view.setUniformRowHeights(True)
+        view.setAlternatingRowColors(True)
+        view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header = view.header()
+        view.setSortingEnabled(True)
+        view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)  # registration order until a header is clicked
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        return view
+
+    def _apply_column_widths(self) -> None:
+        header = self.view.header()
+        for col, width in _COLUMN_WIDTHS.items():
+            header.resizeSection(col, width)
+
+    def _build_layout(self) -> None:
+        expand = QToolButton(text="Expand all", toolTip="Expand every row")
+        collapse = QToolButton(text="Collapse", toolTip="Collapse to the top level")
+        expand.clicked.connect(self.expand_all)
+        collapse.clicked.connect(self.collapse_all)
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.filter_edit, 3)
+        bar.addWidget(self.input_shape_edit, 2)
+        bar.addWidget(expand)
+        bar.addWidget(collapse)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(bar)
+        layout.addWidget(self.view)
+
+    # -- model -----------------------------------------------------------------
+    def set_model(self, model: ModelTreeModel) -> None:
+        """Show ``model`` (once; later models replace their root with ``set_root``)."""
+        self.proxy.setSourceModel(model)
+        model.set_visible_parents_provider(self.visible_source_parents)
+        self._apply_column_widths()
+        self.view.selectionModel().currentChanged.connect(self._on_current_changed)
+        self.reset_view()
+
+    def reset_view(self) -> None:
+        """Expand the root row so the top-level modules show."""
+        self.view.expand(self.proxy.index(0, 0))
+
+    @property
+    def source_model(self) -> ModelTreeModel:
+        """The ``ModelTreeModel`` behind the proxy."""
+        return self.proxy.sourceModel()
+
+    def expand_all(self) -> None:
+        """Expand every row (can take a moment on very large models)."""
+        self.view.expandAll()
+
+    def collapse_all(self) -> None:
+        """Collapse to the root and its direct children."""
+        self.view.collapseAll()
+        self.reset_view()
+
+    def expand_to_depth(self, depth: int) -> None:
+        """Expand the first ``depth`` levels below the root row."""
+        self.view.expandToDepth(depth)
+
+    def select_name(self, name: str) -> bool:
+        """Select and scroll to the row with qualified ``name``; False if not shown."""
+        src = self.source_model.index_for_name(name)
+        idx = self.proxy.mapFromSource(src)
+        if not idx.isValid():
+            return False
+        self.view.setCurrentIndex(idx)
+        self.view.scrollTo(idx)
+        return True
+
+    def visible_source_parents(self) -> list:
+        """The ``ModuleNode`` parents of the rows on screen (for cheap repaints)."""
+        view = self.view
+        bottom = view.viewport().rect().bottom()
+        idx = view.indexAt(QPoint(1, 1))
+        parents: dict[int, object] = {}
+        while idx.isValid() and view.visualRect(idx).top() <= bottom:
+            parent = node_of(idx.parent())
+            if parent is not None:
+                parents[id(parent)] = parent
+            idx = view.indexBelow(idx)
+        return list(parents.values())
+
+    def current_node(self):
+        """The selected ``ModuleNode`` / ``ParamRow``, or None."""
+        return node_of(self.view.currentIndex())
+
+    # -- handlers --------------------------------------------------------------
+    def _on_filter_changed(self, text: str) -> None:
+        current = self.current_node()
+        self.proxy.setFilterFixedString(text.strip())
+        if text.strip():
+            self.view.expandAll()
+            return
+        self.view.collapseAll()
+        self.reset_view()
+        if current is not None:
+            name = current.info.name if isinstance(current, ParamRow) else current.name
+            self.select_name(name)
+
+    def _on_input_shape_entered(self) -> None:
+        self.inputShapeEntered.emit(self.input_shape_edit.text())
+
+    def _on_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        self.currentNodeChanged.emit(node_of(current))
+
+    def _on_context_menu_requested(self, pos) -> None:
+        menu = self.context_menu(self.view.indexAt(pos))
+        if menu is not None:
+            menu.exec(self.view.viewport().mapToGlobal(pos))
+            menu.deleteLater()
+
+    # -- context menu ------------------------------------------------------------
+    def context_menu(self, index: QModelIndex) -> QMenu | None:
+        """Build (not show) the context menu for a row of the view; None on empty space."""
+        obj = node_of(index)
+        if obj is None:
+            return None
+        menu = QMenu(self)
+        if isinstance(obj, ParamRow):
+            self._add_freeze_actions(menu, obj.info.name, obj.info.requires_grad)
+            return menu
+        self._add_freeze_actions(menu, obj.name, obj.trainable_params > 0)
+        menu.addAction("Freeze all except this", lambda: self._controller.freeze_all_except(obj.name))
+        menu.addAction("Freeze everything before this", lambda: self._controller.freeze_before(obj.name))
+        bn = menu.addAction("Keep BatchNorm statistics fixed when frozen")
+        bn.setCheckable(True)
+        bn.setChecked(bool(self._controller.keep_bn_stats_fixed))
+        bn.toggled.connect(self._controller.set_keep_bn_stats_fixed)
+        menu.addSeparator()
+        self._add_reinit_menu(menu, obj)
+        head = menu.addAction("Replace head…", lambda: self._controller.replace_head(obj.name))
+        head.setEnabled(bool(obj.name) and is_head_candidate(obj.module))
+        self._add_probe_action(menu, obj.name)
+        return menu
+
+    def _add_freeze_actions(self, menu: QMenu, path: str, trainable: bool) -> None:
+        menu.addAction("Freeze", lambda: self._controller.set_trainable(path, False)).setEnabled(trainable)
+        menu.addAction("Unfreeze", lambda: self._controller.set_trainable(path, True))
+
+    def _add_reinit_menu(self, menu: QMenu, node) -> None:
+        sub = menu.addMenu("Re-initialize")
+        sub.setEnabled(node.total_params > 0)
+        for method in INIT_METHODS:
+            label = f"{method}()" + ("…" if method == "constant_" else "")
+            sub.addAction(label, lambda m=method: self._controller.reinitialize(node.name, m))
+
+    def _add_probe_action(self, menu: QMenu, name: str) -> None:
+        panel = getattr(self._controller, "probes_panel", None)
+        if panel is None or not hasattr(panel, "toggle_probe"):
+            return
+        action = QAction("Probe", menu, checkable=True)
+        has_probe = getattr(panel, "has_probe", None)
+        action.setChecked(bool(has_probe(name)) if callable(has_probe) else False)
+        action.triggered.connect(lambda _checked=False: panel.toggle_probe(name))
+        menu.addAction(action)

@@ -1,0 +1,127 @@
+"""The Probes panel's Gradients tab: grad norm over steps and the latest step per layer.
+
+``GradNormsView`` draws :class:`~workbench.core.probe.gradients.GradNorms` that the
+live :class:`~workbench.core.probe.callback.ProbeCallback` measured; the per-layer
+rows (trainable / frozen / no grad) come from :func:`workbench.core.probe.gradients.layer_norms`,
+so a frozen layer is drawn as a grey "frozen" bar, never as a norm of 0, and a
+layer unfrozen mid-run gets its green bar and its curve points from the first
+measurement after the unfreeze.
+
+objectNames: ``gradNormPlot`` (the plots), ``gradNormLabel``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from workbench.core.probe.gradients import GradNorms, layer_norms
+from workbench.ui.plot_buffer import PlotBuffer
+
+_PENS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+_FROZEN_BRUSH = pg.mkBrush(180, 180, 180, 110)
+#: At most this many layer names label the bar chart's axis.
+MAX_TICKS = 10
+
+
+def _fmt(v: float) -> str:
+    return "nan" if not math.isfinite(v) else f"{v:.4g}"
+
+
+class GradNormsView(QWidget):
+    """Curves of the global and probed modules' grad norms (log y) over a bar chart of the latest step."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.history: dict[str, PlotBuffer] = {}
+        self.curves: dict[str, pg.PlotDataItem] = {}
+        self.layers: list = []  # the LayerNorm rows drawn last
+        self.plots = pg.GraphicsLayoutWidget()
+        self.plots.setBackground("w")
+        self.plots.setObjectName("gradNormPlot")
+        self.curve_plot = self.plots.addPlot(row=0, col=0, title="Grad norm over steps (global + probed modules)")
+        self.curve_plot.setLogMode(y=True)
+        self.curve_plot.getAxis("left").enableAutoSIPrefix(False)  # "(x0.001)" over log ticks misleads
+        self.curve_plot.setLabel("bottom", "step")
+        self.curve_plot.setLabel("left", "L2 norm")
+        self.curve_plot.addLegend(offset=(-5, 5))
+        self.curve_plot.showGrid(y=True, alpha=0.3)
+        self.bars_plot = self.plots.addPlot(row=1, col=0, title="Latest step, per layer (grey: frozen)")
+        self.bars_plot.setLabel("left", "log10 grad norm")
+        self.bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8, brush="#2ca02c", pen=None)
+        self.frozen_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8, brush=_FROZEN_BRUSH, pen=None)
+        self.bars_plot.addItem(self.frozen_bars)
+        self.bars_plot.addItem(self.bars)
+        self.label = QLabel(objectName="gradNormLabel", wordWrap=True)
+        self.label.setText("Gradient norms draw live during training.")
+        v = QVBoxLayout(self)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.addWidget(self.plots, 1)
+        v.addWidget(self.label)
+
+    def clear(self) -> None:
+        """Forget history, curves and bars (a new model)."""
+        self.history.clear()
+        for curve in self.curves.values():
+            self.curve_plot.removeItem(curve)
+        self.curves.clear()
+        self.layers = []
+        self.bars.setOpts(x=[], y0=[], height=[])
+        self.frozen_bars.setOpts(x=[], y0=[], height=[])
+        self.label.setText("Gradient norms draw live during training.")
+
+    def append(self, step: int, grads: GradNorms, probed: list[str]) -> None:
+        """Add one measurement's global norm and the probed modules' subtree norms to the history.
+
+        A probed module without a norm at this step (frozen, or no parameters) gets no point.
+        """
+        for name, label in {"": "global", **{n: n for n in probed}}.items():
+            value = grads.modules.get(name)
+            if value is not None:
+                buf = self.history.setdefault(label, PlotBuffer(("step", "norm"), capacity=256))
+                buf.append(step=step, norm=value)
+
+    def refresh_curves(self) -> None:
+        """Hand the history to the curves (created once per label)."""
+        for i, (label, buf) in enumerate(self.history.items()):
+            curve = self.curves.get(label)
+            if curve is None:
+                pen = pg.mkPen(_PENS[i % len(_PENS)], width=2 if label == "global" else 1)
+                curve = self.curve_plot.plot(name=label, pen=pen)
+                self.curves[label] = curve
+            y = buf["norm"]
+            ok = np.isfinite(y) & (y > 0)  # a log axis cannot show 0 / NaN
+            curve.setData(buf["step"][ok], y[ok])
+
+    def show_latest(self, step: int, grads: GradNorms, probed: list[str]) -> None:
+        """Bars of the latest measurement: green log10 norms, grey full-height bars for frozen layers."""
+        rows = layer_norms(grads)
+        self.layers = rows
+        x = np.arange(len(rows), dtype=float)
+        vals = np.array([r.norm for r in rows], dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs = np.where(vals > 0, np.log10(vals), np.nan)
+        ok = np.isfinite(logs)
+        lo = float(np.nanmin(logs)) - 1 if ok.any() else -8.0
+        hi = float(np.nanmax(logs)) + 0.5 if ok.any() else 1.0
+        self.bars.setOpts(x=x[ok], y0=np.full(ok.sum(), lo), height=logs[ok] - lo, width=0.8)
+        fz = np.array([r.state == "frozen" for r in rows], dtype=bool)
+        self.frozen_bars.setOpts(x=x[fz], y0=np.full(fz.sum(), lo), height=np.full(fz.sum(), hi - lo), width=0.8)
+        every = max(1, math.ceil(len(rows) / MAX_TICKS))
+        ticks = [(float(i), (rows[i].module or "(model)") + (" (frozen)" if fz[i] else ""))
+                 for i in range(0, len(rows), every)]
+        self.bars_plot.getAxis("bottom").setTicks([ticks])
+        self.bars_plot.setXRange(-0.6, max(len(rows) - 0.4, 0.6), padding=0)
+        self.bars_plot.setYRange(lo, hi)
+        self.bars_plot.setToolTip("\n".join(
+            f"{r.module or '(model)'}: {_fmt(r.norm) if r.state == 'trainable' else r.state}" for r in rows[:60]
+        ))
+        text = (f"step {step}: global grad norm {_fmt(grads.global_norm)}; "
+                f"{len(grads.params)} parameters with gradients, {len(grads.frozen)} frozen")
+        no_curve = [n or "(model)" for n in probed if n not in grads.modules]
+        if no_curve:
+            text += f"; no gradient (frozen or no parameters): {', '.join(no_curve)}"
+        self.label.setText(text)

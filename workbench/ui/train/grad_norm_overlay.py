@@ -1,0 +1,95 @@
+"""The global gradient norm drawn on the training loss plot (right-hand log axis).
+
+The values come from the probes' :class:`~workbench.core.probe.callback.ProbeReport`
+batches (``grads.global_norm``, measured every N steps on the training thread);
+this widget only draws them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+
+from workbench.ui.plot_buffer import PlotBuffer
+
+
+class GradNormOverlay:
+    """A second ViewBox on a PlotWidget with the global grad norm over steps.
+
+    Parameters
+    ----------
+    plot_widget : pg.PlotWidget
+        The loss plot. Its right axis becomes "grad norm" (log scale) and its
+        legend gets a "grad norm (global)" entry.
+
+    Attributes
+    ----------
+    curve : pg.PlotDataItem
+        The drawn curve; x = step (or the loss plot's current x column), y = log10(norm).
+    data : PlotBuffer
+        Columns ``step`` and ``norm`` (L2 norm over every trainable parameter's gradient).
+    """
+
+    def __init__(self, plot_widget: pg.PlotWidget):
+        item = plot_widget.getPlotItem()
+        self._item = item
+        self.view = pg.ViewBox()
+        item.showAxis("right")
+        item.scene().addItem(self.view)
+        axis = item.getAxis("right")
+        axis.linkToView(self.view)
+        axis.setLabel("grad norm")
+        axis.setLogMode(False, True)
+        axis.enableAutoSIPrefix(False)  # log ticks already read 10^k
+        self.view.setXLink(item)
+        self.curve = pg.PlotDataItem(pen=pg.mkPen((200, 60, 60), width=1, style=pg.QtCore.Qt.PenStyle.DotLine))
+        self.view.addItem(self.curve)
+        if item.legend is not None:
+            item.legend.addItem(self.curve, "grad norm (global)")
+        item.vb.sigResized.connect(self._sync_geometry)
+        self.data = PlotBuffer(("step", "norm"), capacity=1024)
+        self._dirty = False
+        self._sync_geometry()
+
+    def _sync_geometry(self) -> None:
+        self.view.setGeometry(self._item.vb.sceneBoundingRect())
+        self.view.linkedViewChanged(self._item.vb, self.view.XAxis)
+
+    def clear(self) -> None:
+        """Forget every value (a new run starts)."""
+        self.data.clear()
+        self.curve.setData([], [])
+
+    def add(self, step: int, norm: float) -> None:
+        """Append one measurement; non-finite norms are kept out of the log plot."""
+        if norm is None or not math.isfinite(norm) or norm <= 0:
+            return
+        self.data.append(step=float(step), norm=float(norm))
+        self._dirty = True
+
+    def refresh(self, steps: PlotBuffer, x_column: str, force: bool = False) -> None:
+        """Redraw when new values arrived, mapping step to the loss plot's x column.
+
+        Parameters
+        ----------
+        steps : PlotBuffer
+            The loss plot's per-step buffer (columns ``step`` and ``x_column``).
+        x_column : str
+            ``"step"``, ``"epoch"`` or ``"time"``.
+        force : bool
+            Redraw even when nothing new arrived.
+        """
+        if not (self._dirty or force):
+            return
+        self._dirty = False
+        s = self.data["step"]
+        if len(s) == 0:
+            self.curve.setData([], [])
+            return
+        x = s
+        if x_column != "step" and len(steps):
+            x = np.interp(s, steps["step"], steps[x_column])
+        self.curve.setData(x, np.log10(self.data["norm"]))
+        self.view.enableAutoRange(axis=pg.ViewBox.YAxis)

@@ -1,0 +1,477 @@
+"""Live training plots: loss per step (raw + EMA), validation per epoch, learning rate.
+
+One :class:`TrainingPlots` widget holds three pyqtgraph plots:
+
+* ``lossPlot`` (the one tests and users look at): the raw training loss per step,
+  its EMA (smoothing slider), the validation loss per epoch and a marker on the best
+  epoch (lowest validation loss). Each freeze change applied by the trainer is a
+  vertical line with a label.
+* ``accuracyPlot``: validation accuracy per epoch, best epoch as a vertical line.
+* ``lrPlot``: learning rate per step.
+
+Data arrive as numpy arrays / floats (never tensors) through :meth:`add_steps` and
+:meth:`add_epoch`; they go into :class:`~workbench.ui.plot_buffer.PlotBuffer` columns,
+and :meth:`refresh` hands ``x[:n], y[:n]`` views to curves created once. The panel
+calls :meth:`refresh` once per metrics batch (~25 Hz), not per step. Auto peak
+downsampling and clip-to-view keep a million points fast; NaN / Inf losses are
+skipped by the curves' finite check.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+from scipy.signal import lfilter
+
+from workbench.ui.plot_buffer import PlotBuffer
+from workbench.ui.train.grad_norm_overlay import GradNormOverlay
+
+#: x-axis modes: combo text -> buffer column.
+X_MODES = {"Step": "step", "Epoch": "epoch", "Wall time (s)": "time"}
+
+STEP_COLUMNS = ("step", "epoch", "time", "loss", "ema", "lr")
+EPOCH_COLUMNS = ("step", "epoch", "time", "val_loss", "val_acc", "train_loss")
+
+
+def _forward_fill(y: np.ndarray, start: float) -> np.ndarray:
+    """Replace non-finite entries by the previous finite value (``start`` before any)."""
+    finite = np.isfinite(y)
+    if finite.all():
+        return y
+    idx = np.where(finite, np.arange(y.shape[0]), -1)
+    np.maximum.accumulate(idx, out=idx)
+    filled = np.where(idx >= 0, y[np.maximum(idx, 0)], start)
+    return filled
+
+
+class EmaFilter:
+    """Debiased exponential moving average (the TensorBoard smoothing formula).
+
+    ``s_t = a * s_{t-1} + (1 - a) * x_t`` with ``s_{-1} = 0``, reported as
+    ``s_t / (1 - a**(t+1))`` so the first values are not pulled towards zero.
+    Non-finite inputs are skipped (the previous finite value is repeated).
+
+    Parameters
+    ----------
+    alpha : float
+        Smoothing weight in ``[0, 1)``; 0 = no smoothing.
+    """
+
+    def __init__(self, alpha: float = 0.9):
+        self.alpha = float(alpha)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the state (start of a new series)."""
+        self._state = 0.0
+        self._count = 0
+        self._last_finite = float("nan")
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """Smooth the next chunk ``x`` (1-D) and return the debiased EMA of the same length."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.size == 0:
+            return x
+        a = self.alpha
+        first = x[np.isfinite(x)]
+        start = self._last_finite if math.isfinite(self._last_finite) else (first[0] if first.size else 0.0)
+        x = _forward_fill(x, start)
+        self._last_finite = float(x[-1])
+        if a <= 0.0:
+            self._count += x.size
+            return x.copy()
+        raw, zf = lfilter([1.0 - a], [1.0, -a], x, zi=[a * self._state])
+        self._state = float(zf[0]) / a
+        t = np.arange(self._count + 1, self._count + 1 + x.size, dtype=np.float64)
+        self._count += x.size
+        return raw / (1.0 - a**t)
+
+
+def _plot(name: str, left: str, bottom: str) -> pg.PlotWidget:
+    widget = pg.PlotWidget(background="w")
+    widget.setObjectName(name)
+    item = widget.getPlotItem()
+    item.setDownsampling(auto=True, mode="peak")
+    item.setClipToView(True)
+    # no grid: AxisItem grids are drawn through a translucent QPicture and cost
+    # ~6 ms per repaint, the largest share of a live plot's GUI time
+    item.setLabel("left", left)
+    item.setLabel("bottom", bottom)
+    item.getAxis("left").enableAutoSIPrefix(False)
+    widget.setMinimumHeight(110)
+    return widget
+
+
+class TrainingPlots(QWidget):
+    """Loss, validation and learning-rate plots fed from the training worker.
+
+    Parameters
+    ----------
+    parent : QWidget, optional
+        Owner widget.
+
+    Attributes
+    ----------
+    loss_plot : pg.PlotWidget
+        objectName ``lossPlot``; data items in order: train loss (raw), train loss
+        (EMA), val loss, best epoch marker.
+    accuracy_plot, lr_plot : pg.PlotWidget
+        objectNames ``accuracyPlot`` and ``lrPlot``.
+    steps, epochs : PlotBuffer
+        The data: columns :data:`STEP_COLUMNS` and :data:`EPOCH_COLUMNS`.
+    """
+
+    xModeChanged = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("trainingPlots")
+        self.steps = PlotBuffer(STEP_COLUMNS, capacity=4096)
+        self.epochs = PlotBuffer(EPOCH_COLUMNS, capacity=64)
+        self._ema = EmaFilter(0.6)
+        self._markers: list[tuple[float, float, float, str, pg.InfiniteLine]] = []
+        self._dirty = False
+        self._epochs_dirty = False
+        self._lr_skip = 0
+        self._lr_dirty = False
+        #: the learning-rate curve is redrawn every this many refreshes (1 = each time)
+        self.lr_every = 5
+        self._lr_fixed = False
+        self._x = "step"
+        self._build_plots()
+        self._build_controls()
+        self._layout()
+
+    # ------------------------------------------------------------------ build
+    def _build_plots(self) -> None:
+        self.loss_plot = _plot("lossPlot", "loss", "step")
+        item = self.loss_plot.getPlotItem()
+        item.addLegend(offset=(-10, 10), labelTextSize="8pt")
+        self.loss_curve = item.plot(name="train loss", pen=pg.mkPen((120, 160, 220), width=1))
+        # 1-px pens: Qt's raster engine strokes wide polylines far slower, and the
+        # step curves repaint during the run (wide EMA pen: 0.80-0.90x train
+        # throughput in benchmarks/bench_training.py, 1 px: 0.91-0.92x)
+        self.ema_curve = item.plot(name="train loss (EMA)", pen=pg.mkPen((20, 70, 170), width=1))
+        self.val_loss_curve = item.plot(
+            name="val loss", pen=pg.mkPen((220, 110, 20), width=2), symbol="o", symbolSize=6,
+            symbolBrush=(220, 110, 20), symbolPen=None,
+        )
+        self.best_marker = item.plot(
+            name="best epoch", pen=None, symbol="star", symbolSize=16,
+            symbolBrush=(230, 180, 0), symbolPen=pg.mkPen((120, 90, 0)),
+        )
+        for curve in (self.loss_curve, self.ema_curve, self.val_loss_curve, self.best_marker):
+            curve.setSkipFiniteCheck(False)
+
+        self.accuracy_plot = _plot("accuracyPlot", "val accuracy", "step")
+        self.acc_curve = self.accuracy_plot.getPlotItem().plot(
+            name="val accuracy", pen=pg.mkPen((30, 150, 70), width=2), symbol="o", symbolSize=6,
+            symbolBrush=(30, 150, 70), symbolPen=None,
+        )
+        self.acc_curve.setSkipFiniteCheck(False)
+        self.accuracy_plot.getPlotItem().setYRange(0.0, 1.0, padding=0.02)
+        self.accuracy_plot.getPlotItem().enableAutoRange(axis="y", enable=False)
+        self.best_line = pg.InfiniteLine(
+            angle=90, movable=False, pen=pg.mkPen((230, 180, 0), width=1, style=Qt.PenStyle.DashLine),
+            label="best", labelOpts={"position": 0.9, "color": (120, 90, 0)},
+        )
+        self.best_line.setVisible(False)
+        self.accuracy_plot.addItem(self.best_line, ignoreBounds=True)
+
+        self.grad_norm = GradNormOverlay(self.loss_plot)
+
+        self.lr_plot = _plot("lrPlot", "learning rate", "step")
+        self.lr_curve = self.lr_plot.getPlotItem().plot(name="lr", pen=pg.mkPen((150, 60, 160), width=1))
+        self.lr_curve.setSkipFiniteCheck(False)
+
+    def _build_controls(self) -> None:
+        self.x_combo = QComboBox()
+        self.x_combo.setObjectName("xAxisCombo")
+        self.x_combo.addItems(list(X_MODES))
+        self.x_combo.setToolTip("x axis of every plot")
+        self.x_combo.currentTextChanged.connect(self._on_x_mode)
+        self.smoothing_slider = QSlider(Qt.Orientation.Horizontal)
+        self.smoothing_slider.setObjectName("smoothingSlider")
+        self.smoothing_slider.setRange(0, 99)
+        self.smoothing_slider.setMinimumWidth(80)
+        self.smoothing_slider.setValue(60)
+        self.smoothing_slider.setToolTip("EMA smoothing weight of the training loss (0 = raw)")
+        self.smoothing_slider.valueChanged.connect(self._on_smoothing)
+        self.smoothing_label = QLabel("0.60")
+        self.csv_button = QPushButton("CSV…")
+        self.csv_button.setObjectName("exportCsvButton")
+        self.csv_button.setToolTip("Export the curves as CSV")
+        self.png_button = QPushButton("PNG…")
+        self.png_button.setObjectName("exportPngButton")
+        self.png_button.setToolTip("Export the plots as a PNG image")
+        self.csv_button.clicked.connect(self._on_export_csv)
+        self.png_button.clicked.connect(self._on_export_png)
+
+    def _layout(self) -> None:
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("x:"))
+        controls.addWidget(self.x_combo)
+        controls.addSpacing(8)
+        controls.addWidget(QLabel("smoothing:"))
+        controls.addWidget(self.smoothing_slider, 1)
+        controls.addWidget(self.smoothing_label)
+        controls.addWidget(self.csv_button)
+        controls.addWidget(self.png_button)
+        lower = QSplitter(Qt.Orientation.Horizontal)
+        lower.addWidget(self.accuracy_plot)
+        lower.addWidget(self.lr_plot)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.loss_plot)
+        split.addWidget(lower)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(controls)
+        layout.addWidget(split, 1)
+
+    # ------------------------------------------------------------------ data
+    def clear(self) -> None:
+        """Forget all data and markers (a new run starts)."""
+        self.steps.clear()
+        self.epochs.clear()
+        self._ema.reset()
+        for *_, line in self._markers:
+            self.loss_plot.removeItem(line)
+        self._markers.clear()
+        self.best_line.setVisible(False)
+        self.grad_norm.clear()
+        self.refresh(force=True)
+
+    def add_steps(self, step, loss, lr=None, epoch=None, time=None) -> None:
+        """Append per-step values (1-D arrays of equal length; floats for one step).
+
+        Parameters
+        ----------
+        step : array_like of int
+            Global optimizer step of each value.
+        loss : array_like of float
+            Training loss; NaN / Inf are kept in the data and skipped when drawn.
+        lr : array_like of float, optional
+            Learning rate of the first param group.
+        epoch : array_like of float, optional
+            Fractional epoch (``epoch + batch / batches_per_epoch``).
+        time : array_like of float, optional
+            Wall time since the run started, seconds.
+        """
+        loss = np.atleast_1d(np.asarray(loss, dtype=np.float64))
+        cols = {"step": step, "loss": loss, "ema": self._ema(loss)}
+        for name, value in (("lr", lr), ("epoch", epoch), ("time", time)):
+            if value is not None:
+                cols[name] = value
+        self.steps.append_many({k: np.atleast_1d(v) for k, v in cols.items()})
+        self._dirty = True
+
+    def add_epoch(self, epoch, step, val_loss=None, val_acc=None, train_loss=None, time=None) -> None:
+        """Append one epoch's validation metrics (``epoch`` = epochs completed, e.g. 1.0)."""
+        nan = float("nan")
+        self.epochs.append(
+            epoch=epoch, step=step, time=nan if time is None else time,
+            val_loss=nan if val_loss is None else val_loss,
+            val_acc=nan if val_acc is None else val_acc,
+            train_loss=nan if train_loss is None else train_loss,
+        )
+        self._epochs_dirty = True
+
+    def mark_freeze(self, step: float, text: str, epoch: float | None = None, time: float | None = None) -> pg.InfiniteLine:
+        """Draw a labelled vertical line where a freeze change was applied (at ``step``)."""
+        line = pg.InfiniteLine(
+            angle=90, movable=False, pen=pg.mkPen((200, 40, 40), width=1, style=Qt.PenStyle.DashLine),
+            label=text, labelOpts={"position": 0.95, "color": (200, 40, 40), "anchors": [(0, 0), (0, 0)],
+                                   "fill": (255, 255, 255, 200)},
+        )
+        line.setToolTip(text)
+        nan = float("nan")
+        entry = (float(step), nan if epoch is None else float(epoch), nan if time is None else float(time), text, line)
+        self._markers.append(entry)
+        self.loss_plot.addItem(line, ignoreBounds=True)
+        self._place_marker(entry)
+        return line
+
+    def freeze_markers(self) -> list[pg.InfiniteLine]:
+        """The vertical freeze-change lines on the loss plot, oldest first."""
+        return [entry[-1] for entry in self._markers]
+
+    def best_epoch(self) -> int | None:
+        """Index of the epoch with the lowest finite validation loss, or None."""
+        v = self.epochs["val_loss"]
+        finite = np.isfinite(v)
+        return int(np.argmin(np.where(finite, v, np.inf))) if finite.any() else None
+
+    def best_epoch_number(self) -> int | None:
+        """The run's own number (1-based) of the best epoch, or None.
+
+        The ``epoch`` column holds epochs completed, so after a resume at epoch 2
+        the first row is epoch 3, not 1 (:meth:`best_epoch` is only the row index).
+        """
+        best = self.best_epoch()
+        if best is None:
+            return None
+        completed = self.epochs["epoch"][best]
+        return int(round(completed)) if np.isfinite(completed) else best + 1
+
+    # ------------------------------------------------------------------ drawing
+    def refresh(self, force: bool = False) -> None:
+        """Hand the buffers to the curves (``x[:n], y[:n]`` views); only what changed is touched.
+
+        Step curves (loss, EMA) are updated when steps arrived, the learning-rate
+        curve at most every :attr:`lr_every` refreshes (its plot is small and mostly
+        flat), and the per-epoch curves only when an epoch ended: every ``setData``
+        repaints its plot, and painting is the GUI thread's main cost during a run.
+        """
+        self.grad_norm.refresh(self.steps, self._x, force=force)
+        steps_dirty = self._dirty or force
+        epochs_dirty = self._epochs_dirty or force
+        self._lr_skip += 1
+        lr_due = self._lr_dirty and (force or self._lr_skip >= self.lr_every)
+        if not (steps_dirty or epochs_dirty or lr_due):
+            return
+        xs = self.steps[self._x]
+        if steps_dirty:
+            self._dirty = False
+            self._lr_dirty = True
+            self.loss_curve.setData(xs, self.steps["loss"])
+            self.ema_curve.setData(xs, self.steps["ema"])
+        if self._lr_dirty and (force or self._lr_skip >= self.lr_every):
+            self._lr_skip = 0
+            self._lr_dirty = False
+            self.lr_curve.setData(xs, self.steps["lr"])
+            self._fit_constant_lr()
+        if epochs_dirty:
+            self._epochs_dirty = False
+            xe = self.epochs[self._x]
+            self.val_loss_curve.setData(xe, self.epochs["val_loss"])
+            self.acc_curve.setData(xe, self.epochs["val_acc"])
+            best = self.best_epoch()
+            if best is None:
+                self.best_marker.setData([], [])
+                self.best_line.setVisible(False)
+            else:
+                self.best_marker.setData([xe[best]], [self.epochs["val_loss"][best]])
+                self.best_line.setPos(xe[best])
+                self.best_line.label.setText(f"best: epoch {self.best_epoch_number()}")
+                self.best_line.setVisible(bool(np.isfinite(xe[best])))
+
+    def _fit_constant_lr(self) -> None:
+        # pyqtgraph gives a constant curve a meaningless +-range; show [0, 1.5 lr] instead.
+        lr = self.steps["lr"][-64:]
+        lr = lr[np.isfinite(lr)]
+        vb = self.lr_plot.getPlotItem().getViewBox()
+        if lr.size and lr.min() == lr.max() and lr[0] > 0:
+            if vb.autoRangeEnabled()[1] or self._lr_fixed:
+                vb.enableAutoRange(axis="y", enable=False)
+                vb.setYRange(0.0, 1.5 * lr[0], padding=0)
+                self._lr_fixed = True
+        elif self._lr_fixed:
+            self._lr_fixed = False
+            vb.enableAutoRange(axis="y", enable=True)
+
+    def _place_marker(self, entry) -> None:
+        step, epoch, time, _, line = entry
+        pos = {"step": step, "epoch": epoch, "time": time}[self._x]
+        line.setVisible(math.isfinite(pos))
+        if math.isfinite(pos):
+            line.setPos(pos)
+
+    def x_mode(self) -> str:
+        """Current x column: ``"step"``, ``"epoch"`` or ``"time"``."""
+        return self._x
+
+    def set_x_mode(self, column: str) -> None:
+        """Switch every plot's x axis to ``"step"``, ``"epoch"`` or ``"time"``."""
+        for text, col in X_MODES.items():
+            if col == column:
+                self.x_combo.setCurrentText(text)
+                return
+        raise ValueError(f"unknown x-axis mode {column!r}; expected one of {list(X_MODES.values())}")
+
+    def _on_x_mode(self, text: str) -> None:
+        self._x = X_MODES[text]
+        for plot in (self.loss_plot, self.accuracy_plot, self.lr_plot):
+            plot.getPlotItem().setLabel("bottom", text.lower())
+        for entry in self._markers:
+            self._place_marker(entry)
+        self.refresh(force=True)
+        for plot in (self.loss_plot, self.accuracy_plot, self.lr_plot):
+            plot.getPlotItem().enableAutoRange()
+        self.xModeChanged.emit(self._x)
+
+    def set_smoothing(self, alpha: float) -> None:
+        """Set the EMA weight in ``[0, 0.99]`` and recompute the smoothed curve."""
+        self.smoothing_slider.setValue(int(round(alpha * 100)))
+
+    def _on_smoothing(self, value: int) -> None:
+        self._ema = EmaFilter(value / 100.0)
+        self.smoothing_label.setText(f"{value / 100:.2f}")
+        n = len(self.steps)
+        if n:
+            self.steps._data[STEP_COLUMNS.index("ema"), :n] = self._ema(self.steps["loss"])
+        self.refresh(force=True)
+
+    # ------------------------------------------------------------------ export
+    def export_csv(self, path) -> Path:
+        """Write every curve to ``path`` as CSV: one row per step, then one per epoch.
+
+        Columns: ``kind`` (``step`` | ``epoch``), step, epoch, time_s, loss, loss_ema,
+        lr, val_loss, val_acc. Returns the path written.
+        """
+        path = Path(path)
+        header = ["kind", "step", "epoch", "time_s", "loss", "loss_ema", "lr", "val_loss", "val_acc"]
+        s, e = self.steps, self.epochs
+        with path.open("w", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(header)
+            for i in range(len(s)):
+                out.writerow(["step", *(_fmt(s[c][i]) for c in ("step", "epoch", "time", "loss", "ema", "lr")), "", ""])
+            for i in range(len(e)):
+                out.writerow(["epoch", *(_fmt(e[c][i]) for c in ("step", "epoch", "time", "train_loss")), "", "",
+                              _fmt(e["val_loss"][i]), _fmt(e["val_acc"][i])])
+        return path
+
+    def export_png(self, path) -> Path:
+        """Save the three plots (as shown) to ``path`` as PNG; returns the path."""
+        path = Path(path)
+        if not self.grab().save(str(path), "PNG"):
+            raise OSError(f"could not write {path}")
+        return path
+
+
+    def ask_save_path(self, caption: str, name_filter: str) -> str:
+        """Ask for a file to write (overridable in tests); '' = cancelled."""
+        path, _ = QFileDialog.getSaveFileName(self, caption, "", name_filter)
+        return path
+
+    def _on_export_csv(self) -> None:
+        path = self.ask_save_path("Export curves as CSV", "CSV files (*.csv)")
+        if path:
+            self.export_csv(path)
+
+    def _on_export_png(self) -> None:
+        path = self.ask_save_path("Export plots as PNG", "PNG images (*.png)")
+        if path:
+            self.export_png(path)
+
+
+def _fmt(v: float) -> str:
+    return "" if math.isnan(v) else repr(float(v))

@@ -1,0 +1,647 @@
+"""The Training dock: settings, Start / Pause / Stop, progress and the live plots.
+
+``TrainingPanel(window)`` trains ``window.model`` with the settings of its form on
+a QThread (:mod:`workbench.ui.train.worker`). While a run is active the training
+thread owns the model: the panel only queues commands (freeze / unfreeze, save
+now, pause, stop) on the trainer, and draws what arrives through signals.
+
+Dialogs go through overridable methods (:meth:`TrainingPanel.confirm_stop`,
+:meth:`TrainingPanel.show_error`, :meth:`TrainingPanel.ask_nonfinite`) so tests
+replace them instead of blocking on a modal dialog.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QGridLayout,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.train import loop as training
+from workbench.ui.train import nonfinite_dialog
+from workbench.ui.train.loss_plot import TrainingPlots
+from workbench.ui.train.settings_form import TrainingSettings
+from workbench.ui.train.worker import TrainingWorker, start_in_thread, wait_for
+
+#: How long :meth:`TrainingPanel.shutdown` waits for the training thread, ms.
+SHUTDOWN_TIMEOUT_MS = 15000
+#: Plot redraw interval during a run, ms (metrics arrive ~every 40 ms and are only
+#: appended to the buffers; the curves are redrawn at most this often).
+REDRAW_MS = 200
+
+
+def _fmt_duration(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "–"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class TrainingPanel(QWidget):
+    """Training settings, controls and live plots for ``window.model``.
+
+    Parameters
+    ----------
+    window : QMainWindow
+        The host; offers ``model``, ``arch_spec``, ``checkpoint``, ``statusBar()``
+        and optionally ``refresh_tree()`` and a keep-BatchNorm-stats-fixed flag.
+
+    Signals
+    -------
+    runningChanged(bool)
+        A run started (True) / its thread finished (False).
+    trainableChanged(list)
+        Names of parameters whose ``requires_grad`` the trainer changed at a step boundary.
+    """
+
+    runningChanged = Signal(bool)
+    trainableChanged = Signal(list)
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window_ = window
+        self.setObjectName("trainingPanel")
+        self._worker: TrainingWorker | None = None
+        self._thread = None
+        self._extras: dict = {}
+        self._last_reason: str | None = None
+        self._last_error: str | None = None
+        self._run_dir: str | None = None
+        self._run_info: dict = {}
+        self._last_trainer = None
+        self._paused = False
+        self._config = None
+        self._rate_window: deque = deque()
+        self._t0 = 0.0
+        self._samples_per_s = float("nan")
+        self._build()
+        self._status_timer = QTimer(self)
+        self._status_timer.setInterval(500)
+        self._status_timer.timeout.connect(self._on_status_tick)
+        self._redraw_timer = QTimer(self)
+        self._redraw_timer.setInterval(REDRAW_MS)
+        self._redraw_timer.timeout.connect(self._on_redraw_tick)
+        self._last_metrics = None
+        self._probes_connected = False
+        self._update_buttons()
+        self.on_model_changed()
+
+    # ------------------------------------------------------------------ layout
+    def _build(self) -> None:
+        self.settings = TrainingSettings(self)
+        self.plots = TrainingPlots(self)
+        self.start_button = QPushButton("Start (F5)")
+        self.start_button.setObjectName("startButton")
+        self.start_button.setShortcut(QKeySequence(Qt.Key.Key_F5))
+        self.start_button.setToolTip("Train the model shown with these settings (F5)")
+        self.start_button.clicked.connect(self.start)
+        self.pause_button = QPushButton("Pause")
+        self.pause_button.setObjectName("pauseButton")
+        self.pause_button.clicked.connect(self._on_pause_clicked)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stopButton")
+        self.stop_button.setToolTip("Finish the current step, then stop (the model stays consistent)")
+        self.stop_button.clicked.connect(self.stop)
+        self.save_button = QPushButton("Save now")
+        self.save_button.setObjectName("saveNowButton")
+        self.save_button.setToolTip("Write a checkpoint into the run folder at the next step boundary")
+        self.save_button.clicked.connect(lambda: self.queue_save(None))
+        self.cache_button = QPushButton("Empty CUDA cache")
+        self.cache_button.setObjectName("emptyCacheButton")
+        self.cache_button.setToolTip("torch.cuda.empty_cache(): give cached, unused GPU memory back")
+        self.cache_button.clicked.connect(self.empty_cuda_cache)
+        self.resume_check = QCheckBox("Resume from opened checkpoint")
+        self.resume_check.setObjectName("resumeCheck")
+        self.resume_check.setToolTip("Restore optimizer, scheduler, epoch, step and RNG from the file opened")
+        self.progress = QProgressBar()
+        self.progress.setObjectName("progressBar")
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setTextVisible(True)
+        self.progress.setFormat("idle")
+
+        buttons = QGridLayout()
+        buttons.addWidget(self.start_button, 0, 0)
+        buttons.addWidget(self.pause_button, 0, 1)
+        buttons.addWidget(self.stop_button, 0, 2)
+        buttons.addWidget(self.save_button, 1, 0)
+        buttons.addWidget(self.cache_button, 1, 1, 1, 2)
+        buttons.addWidget(self.resume_check, 2, 0, 1, 3)
+
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        # a narrow dock scrolls the form sideways rather than clipping its fields
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        scroll.setWidget(self.settings)
+        scroll.setMinimumWidth(300)
+        full_width = (self.settings.minimumSizeHint().width()
+                      + scroll.verticalScrollBar().sizeHint().width() + 2 * scroll.frameWidth())
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(scroll, 1)
+        left_layout.addLayout(buttons)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.setObjectName("trainingSplitter")
+        self._split = split
+        split.addWidget(left)
+        split.addWidget(self.plots)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
+        split.setSizes([full_width, 800])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(split, 1)
+        layout.addWidget(self.progress)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        """Settings beside the plots in a wide dock, above them in a tall narrow one."""
+        super().resizeEvent(event)
+        size = event.size()
+        wide = size.width() >= 1.2 * size.height() or size.width() >= 900
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if self._split.orientation() != orientation:
+            self._split.setOrientation(orientation)
+            total = size.width() if wide else size.height()
+            first = 360 if wide else int(total * 0.4)
+            self._split.setSizes([first, max(100, total - first)])
+
+    # ------------------------------------------------------------------ public API
+    def is_running(self) -> bool:
+        """True from Start until the training thread has finished."""
+        return self._thread is not None
+
+    def start(self) -> bool:
+        """Start a run with the form's settings; False (and nothing happens) while one runs.
+
+        Setting errors are shown through :meth:`show_error` and return False.
+        """
+        if self.is_running():
+            return False
+        model = getattr(self.window_, "model", None)
+        try:
+            if model is None:
+                raise ValueError("There is no model to train: open a checkpoint or create a model first.")
+            config = self.settings.config()
+            self._fill_config(config)
+        except Exception as exc:  # noqa: BLE001 - a setting the user can fix
+            self.show_error(f"Cannot start training: {exc}")
+            return False
+        resume = self._resume_source()
+        worker = TrainingWorker(model, config, arch=getattr(self.window_, "arch_spec", None),
+                                resume=resume, callbacks=self.extra_callbacks())
+        queued = Qt.ConnectionType.QueuedConnection  # always run these slots on the GUI thread
+        worker.fitStarted.connect(self._on_fit_started, queued)
+        worker.metrics.connect(self._on_metrics, queued)
+        worker.epochEnded.connect(self._on_epoch_ended, queued)
+        worker.commandApplied.connect(self._on_command_applied, queued)
+        worker.nonFinite.connect(self._on_nonfinite, queued)
+        worker.error.connect(self._on_error, queued)
+        worker.extrasReady.connect(self._on_extras, queued)
+        worker.finished.connect(self._on_worker_finished, queued)
+        self._worker = worker
+        self._config = config
+        self._last_reason = None
+        self._last_error = None
+        self._samples_per_s = float("nan")
+        self._rate_window = deque()
+        self._run_dir = config.run_dir
+        self.plots.clear()
+        self._t0 = time.perf_counter()
+        self.progress.setRange(0, max(1, config.epochs))
+        self.progress.setValue(0)
+        self.progress.setFormat("starting…")
+        thread = start_in_thread(worker)
+        thread.finished.connect(self._on_thread_finished, Qt.ConnectionType.QueuedConnection)
+        self._redraw_timer.start()
+        self._thread = thread
+        self.settings.set_running(True)
+        self._update_buttons()
+        if str(config.device).startswith("cuda"):
+            self._status_timer.start()
+        self.runningChanged.emit(True)
+        return True
+
+    def stop(self) -> None:
+        """Ask the trainer to stop after the current step."""
+        if self._worker is not None:
+            self._worker.request_stop()
+            self.progress.setFormat(self.progress.format() + " · stopping…")
+
+    def pause(self) -> None:
+        """Pause at the next step boundary."""
+        if self._worker is not None and not self._paused:
+            self._worker.pause()
+            self._paused = True
+            self._update_buttons()
+
+    def resume(self) -> None:
+        """Resume a paused run."""
+        if self._worker is not None and self._paused:
+            self._worker.resume_run()
+            self._paused = False
+            self._update_buttons()
+
+    def is_paused(self) -> bool:
+        """True while the active run is paused by the user."""
+        return self.is_running() and self._paused
+
+    def queue_trainable(self, names: list[str], flag: bool) -> None:
+        """Queue a freeze (``flag=False``) / unfreeze on the trainer, applied at the next step boundary.
+
+        ``names``: module or parameter qualified names (``""`` = whole model).
+        Only valid while a run is active (MainWindow applies edits itself otherwise).
+        """
+        if self._worker is None:
+            raise RuntimeError("queue_trainable: no training run is active")
+        names = [names] if isinstance(names, str) else list(names)
+        self._worker.queue(training.SetTrainable(names, bool(flag)))
+
+    def queue_save(self, path=None) -> None:
+        """Save a checkpoint at the next step boundary (``None``: into the run folder)."""
+        if self._worker is None:
+            raise RuntimeError("queue_save: no training run is active")
+        self._worker.queue(training.SaveNow(None if path is None else str(path)))
+
+    def queue_lr(self, lr: float) -> None:
+        """Change the learning rate at the next step boundary."""
+        if self._worker is None:
+            raise RuntimeError("queue_lr: no training run is active")
+        self._worker.queue(training.SetLR(float(lr)))
+
+    def checkpoint_extras(self) -> dict:
+        """``optimizer_state_dict``, ``scheduler_state_dict``, ``epoch``, ``step``, ``loss`` of the last run.
+
+        Detached CPU copies made on the training thread at the run's end; ``{}``
+        before any run (or after the model changed).
+        """
+        return dict(self._extras)
+
+    def last_reason(self) -> str | None:
+        """End reason of the last run: ``"completed"``, ``"stopped"``, ``"error"``, ``"nonfinite"``."""
+        return self._last_reason
+
+    def run_dir(self) -> str | None:
+        """Folder of the current / last run (once the trainer created it)."""
+        return self._run_dir
+
+    def on_model_changed(self) -> None:
+        """``window.model`` was replaced: forget the previous run's optimizer state."""
+        if not self.is_running():
+            self._extras = {}
+            self._last_trainer = None
+        self._refresh_resume_check()
+
+    def _refresh_resume_check(self) -> None:
+        ckpt = getattr(self.window_, "checkpoint", None)
+        raw = getattr(ckpt, "raw", None) or {}
+        can_resume = isinstance(raw, dict) and "optimizer_state_dict" in raw
+        self.resume_check.setEnabled(can_resume and not self.is_running())
+        if not can_resume:
+            self.resume_check.setChecked(False)
+        self.start_button.setEnabled(getattr(self.window_, "model", None) is not None and not self.is_running())
+
+    def shutdown(self, ask: bool = True, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
+        """The window's closeEvent path; True = the window may close.
+
+        While a run is active: ask (:meth:`confirm_stop`; False = cancel the close),
+        request stop (a pending NaN decision becomes "stop"), wait for the thread
+        (``timeout_ms``), let the trainer's end reach the panel, and save
+        ``last.pt`` into the run folder. Returns False if the thread did not finish
+        in time (closing then would destroy a running QThread).
+        """
+        self._status_timer.stop()
+        if not self.is_running():
+            return True
+        if ask and not self.confirm_stop():
+            return False
+        worker = self._worker
+        if worker is not None:
+            worker.request_stop()
+            worker.resolve_nonfinite(nonfinite_dialog.STOP)
+            if self._paused:
+                worker.resume_run()
+        if not wait_for(self._thread, timeout_ms):
+            self.show_error("Training did not stop in time; try closing again in a moment.")
+            return False
+        # deliver the run's last queued signals (extras, finished) and the thread's end
+        for _ in range(20):
+            QCoreApplication.processEvents()
+            if not self.is_running():
+                break
+        if self.is_running():  # the queued thread-finished call did not arrive: finish by hand
+            self._on_thread_finished()
+        self._save_last()
+        return True
+
+    # ------------------------------------------------------------------ overridable dialogs / hooks
+    def confirm_stop(self) -> bool:
+        """Ask whether to stop the run and close (tests override this)."""
+        answer = QMessageBox.question(
+            self, "Training is running",
+            "A training run is active. Stop it (after the current step), save last.pt and close?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+    def show_error(self, text: str) -> None:
+        """Show an error (traceback text goes into the details) (tests override this)."""
+        box = QMessageBox(QMessageBox.Icon.Critical, "Training", "", QMessageBox.StandardButton.Ok, self)
+        box.setObjectName("trainingErrorBox")
+        if "Traceback" in text:
+            last = [line for line in text.strip().splitlines() if line.strip()][-1]
+            box.setText(f"The training run stopped with an error:\n\n{last}\n\n"
+                        "The model keeps the weights of the last completed step.")
+            box.setDetailedText(text)
+        else:
+            box.setText(text)
+        box.exec()
+
+    def ask_nonfinite(self, step: int, loss: float) -> str:
+        """Ask what to do about a NaN/Inf loss; returns ``"lower_lr"``, ``"rollback"`` or ``"stop"``."""
+        return nonfinite_dialog.ask_nonfinite(self, step, loss, can_rollback=True)
+
+    def extra_callbacks(self) -> list:
+        """Extra core callbacks for the next run: the probes panel's live-probe callback.
+
+        Its reports (batched on the training thread) also feed the global grad
+        norm drawn on the loss plot.
+        """
+        panel = getattr(self.window_, "probes_panel", None)
+        if panel is None:
+            return []
+        if not self._probes_connected:
+            panel.reportsArrived.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
+            self._probes_connected = True
+        return list(panel.training_callbacks())
+
+    @Slot(list)
+    def _on_probe_reports(self, reports: list) -> None:
+        for report in reports:
+            grads = getattr(report, "grads", None)
+            if grads is not None:
+                self.plots.grad_norm.add(report.step, grads.global_norm)
+
+    # ------------------------------------------------------------------ helpers
+    def _fill_config(self, config) -> None:
+        """Record the model's source in ``config.model`` so ``run.toml`` replays the run.
+
+        The architecture, and the opened checkpoint as the starting weights (with
+        ``resume`` when "Resume from opened checkpoint" is ticked) as long as no
+        run has changed the weights since the file was opened.
+        """
+        spec = getattr(self.window_, "arch_spec", None)
+        if spec is not None:
+            config.model.arch = spec.name
+            config.model.kwargs = dict(spec.kwargs)
+        ckpt = getattr(self.window_, "checkpoint", None)
+        path = getattr(ckpt, "path", None)
+        if path is not None and self._last_trainer is None and Path(path).is_file():
+            config.model.checkpoint = str(Path(path).resolve())
+            config.model.resume = self._resume_source() is not None
+        for flag in ("keep_bn_stats_fixed", "keep_frozen_bn_eval", "bn_stats_fixed"):
+            value = getattr(self.window_, flag, None)
+            if value is not None:
+                config.keep_frozen_bn_eval = bool(value() if callable(value) else value)
+                break
+
+    def _resume_source(self):
+        if not (self.resume_check.isEnabled() and self.resume_check.isChecked()):
+            return None
+        return getattr(self.window_, "checkpoint", None)
+
+    def _update_buttons(self) -> None:
+        running = self.is_running()
+        if not running:
+            self._paused = False
+        self.start_button.setEnabled(not running and getattr(self.window_, "model", None) is not None)
+        self.stop_button.setEnabled(running)
+        self.pause_button.setEnabled(running)
+        self.save_button.setEnabled(running)
+        self.pause_button.setText("Resume" if running and self._paused else "Pause")
+        self.cache_button.setVisible(_cuda_available())
+        self.resume_check.setEnabled(not running and self.resume_check.isEnabled())
+
+    def _save_last(self) -> None:
+        """After a shutdown stop: write the final state (weights, optimizer, RNG...) as run_dir/last.pt."""
+        trainer = self._last_trainer
+        if trainer is None or getattr(trainer, "run_dir", None) is None:
+            return
+        path = Path(trainer.run_dir) / "last.pt"
+        try:
+            trainer.save_checkpoint(path)  # the run has ended: the GUI thread owns the model again
+        except Exception as exc:  # noqa: BLE001 - closing must not fail on a save problem
+            self._status(f"Could not save {path}: {exc}", 10000)
+
+    def _status(self, text: str, ms: int = 0) -> None:
+        status = getattr(self.window_, "statusBar", None)
+        if status is not None:
+            status().showMessage(text, ms)
+
+    # ------------------------------------------------------------------ slots
+    def _on_pause_clicked(self) -> None:
+        if self._paused:
+            self.resume()
+        else:
+            self.pause()
+
+    @Slot(dict)
+    def _on_fit_started(self, info: dict) -> None:
+        self._run_info = info
+        if info.get("run_dir"):
+            self._run_dir = info["run_dir"]
+            note = f" ({info['data_note']})" if info.get("data_note") else ""
+            self._status(f"Training… run folder {self._run_dir}{note}", 8000)
+
+    @Slot(dict)
+    def _on_metrics(self, m: dict) -> None:
+        step = m.get("step")
+        loss = m.get("loss")
+        if step is None or loss is None:
+            return
+        now = time.perf_counter() - self._t0
+        t = m.get("time", m.get("time_s"))
+        if t is None:
+            t = np.full(step.shape, now)
+        self.plots.add_steps(step, loss, lr=m.get("lr"), epoch=m.get("epoch_float", m.get("epoch")), time=t)
+        self._last_metrics = m  # the progress bar is repainted on the redraw tick, not per batch
+
+    def _on_redraw_tick(self) -> None:
+        """Repaint plots and progress at most every ``REDRAW_MS`` (painting is the GUI's main cost)."""
+        self.plots.refresh()
+        m, self._last_metrics = self._last_metrics, None
+        if m is not None:
+            self._update_progress(m)
+
+    def _update_progress(self, m: dict) -> None:
+        def last(key, default=float("nan")):
+            arr = m.get(key)
+            return float(arr[-1]) if arr is not None and len(arr) else default
+
+        t_now, seen = last("time"), last("samples")
+        if math.isfinite(t_now) and math.isfinite(seen):
+            self._rate_window.append((t_now, seen))
+            while len(self._rate_window) > 2 and t_now - self._rate_window[1][0] >= 2.0:
+                self._rate_window.popleft()  # keep ~2 s of history
+            (t_a, s_a) = self._rate_window[0]
+            if t_now - t_a > 0.2:
+                self._samples_per_s = (seen - s_a) / (t_now - t_a)
+        step = int(last("step", 0))
+        epochs = self._config.epochs
+        epoch_f = last("epoch_float", last("epoch"))
+        total = last("total_steps")
+        spe = last("steps_per_epoch", self._run_info.get("steps_per_epoch", float("nan")))
+        if not math.isfinite(total) and math.isfinite(spe):
+            total = spe * epochs
+        if math.isfinite(total) and total > 0:
+            self.progress.setRange(0, int(total))
+            self.progress.setValue(min(step, int(total)))
+        epoch_shown = int(epoch_f) + 1 if math.isfinite(epoch_f) else 1
+        elapsed = time.perf_counter() - self._t0
+        eta = float("nan")
+        if math.isfinite(total) and step > 0:
+            rate = step / max(elapsed, 1e-9)
+            eta = (total - step) / rate if rate > 0 else float("nan")
+        parts = [f"epoch {min(epoch_shown, epochs)}/{epochs}",
+                 f"step {step}" + (f"/{int(total)}" if math.isfinite(total) else "")]
+        if math.isfinite(self._samples_per_s):
+            parts.append(f"{self._samples_per_s:,.0f} samples/s")
+        parts.append(f"ETA {_fmt_duration(eta)}")
+        if self._paused:
+            parts.append("paused")
+        self.progress.setFormat(" · ".join(parts))
+
+    @Slot(dict)
+    def _on_epoch_ended(self, m: dict) -> None:
+        def num(*keys):
+            for k in keys:
+                v = m.get(k)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    return float(v)
+            return None
+
+        epoch = num("epoch")
+        completed = (epoch + 1) if epoch is not None else len(self.plots.epochs) + 1.0
+        epochs_done = num("epochs_completed")
+        if epochs_done is not None:
+            completed = epochs_done
+        self.plots.add_epoch(
+            completed, num("step") or self.plots.steps.last("step", 0.0),
+            val_loss=num("val_loss"), val_acc=num("val_acc", "val_accuracy"),
+            train_loss=num("train_loss"), time=num("time_s", "time") or (time.perf_counter() - self._t0),
+        )
+        self._last_epoch_metrics = m
+
+    @Slot(dict)
+    def _on_command_applied(self, info: dict) -> None:
+        kind = info.get("type", "")
+        if kind == "SetTrainable":
+            changed = list(info.get("changed") or [])
+            names = info.get("names") or info.get("path") or []
+            names = [names] if isinstance(names, str) else list(names)
+            what = ", ".join(n or "all" for n in names[:2]) + ("…" if len(names) > 2 else "")
+            verb = "unfreeze" if info.get("flag") else "freeze"
+            step = float(info.get("applied_step", self.plots.steps.last("step", 0.0)))
+            epoch = float(info.get("applied_epoch", self.plots.steps.last("epoch")))
+            self.plots.mark_freeze(step, f"{verb} {what} ({len(changed)})", epoch=epoch,
+                                   time=time.perf_counter() - self._t0)
+            self.trainableChanged.emit(changed)
+            self._status(f"Step {int(step)}: {verb} {what} - {len(changed)} parameter tensors changed", 5000)
+        elif kind == "SaveNow":
+            self._status(f"Saved {info.get('saved_to') or info.get('path') or 'checkpoint'}", 5000)
+        elif kind == "SetLR":
+            self._status(f"Learning rate set to {info.get('lr')}", 5000)
+
+    @Slot(int, float)
+    def _on_nonfinite(self, step: int, loss: float) -> None:
+        worker = self._worker
+        if worker is None:
+            return
+        action = self.ask_nonfinite(step, loss)
+        worker.resolve_nonfinite(action)
+        self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
+
+    @Slot(str)
+    def _on_error(self, text: str) -> None:
+        self._last_error = text
+        self.show_error(text)
+
+    @Slot(dict)
+    def _on_extras(self, extras: dict) -> None:
+        self._extras = extras
+
+    @Slot(str)
+    def _on_worker_finished(self, reason: str) -> None:
+        self._last_reason = reason
+        if self._worker is not None:
+            self._last_trainer = self._worker.trainer
+        self._worker = None
+        self._status(f"Training {reason}" + (f" - run folder {self._run_dir}" if self._run_dir else ""), 10000)
+        m, self._last_metrics = self._last_metrics, None
+        if m is not None:  # the metrics that arrived after the last redraw tick
+            self._update_progress(m)
+        fmt = self.progress.format().replace(" · stopping…", "")
+        self.progress.setFormat(f"{reason} · {fmt}")
+
+    @Slot()
+    def _on_thread_finished(self) -> None:
+        thread, self._thread = self._thread, None
+        wait_for(thread, 5000)
+        self._worker = None
+        self._status_timer.stop()
+        self._redraw_timer.stop()
+        self.plots.refresh(force=True)
+        self.settings.set_running(False)
+        self._update_buttons()
+        self._refresh_resume_check()
+        self.runningChanged.emit(False)  # MainWindow re-reads requires_grad (refresh_tree) on this
+
+    def _on_status_tick(self) -> None:
+        device = str(getattr(self, "_config", None) and self._config.device)
+        if not device.startswith("cuda"):
+            return
+        mem = training.cuda_memory(device)
+        if mem:
+            alloc, reserved = _mem_pair(mem)
+            self._status(f"{device}: {alloc / 2**20:,.0f} MiB allocated / {reserved / 2**20:,.0f} MiB reserved")
+
+    def empty_cuda_cache(self) -> None:
+        """``torch.cuda.empty_cache()`` and show the memory after."""
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+            self._on_status_tick()
+
+
+def _mem_pair(mem) -> tuple[float, float]:
+    if isinstance(mem, dict):
+        return float(mem.get("allocated", 0)), float(mem.get("reserved", 0))
+    if isinstance(mem, (tuple, list)):
+        return float(mem[0]), float(mem[1])
+    return float(getattr(mem, "allocated", 0)), float(getattr(mem, "reserved", 0))
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

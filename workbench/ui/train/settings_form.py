@@ -1,0 +1,620 @@
+"""The training settings form: data, device, optimizer, schedule, and an LR preview.
+
+:class:`TrainingSettings` edits a :class:`workbench.core.train.config.TrainConfig`:
+:meth:`TrainingSettings.config` builds one from the widgets and
+:meth:`TrainingSettings.set_config` fills the widgets from one. A small pyqtgraph
+plot previews the planned learning-rate schedule (``core.optim.lr_schedule_preview``)
+and is recomputed, debounced by 150 ms, whenever a setting changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.util
+import math
+
+import pyqtgraph as pg
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QValidator
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.core.train.config import DataConfig, TrainConfig
+
+#: (label, DataConfig.channels).
+CHANNELS = [("Keep", "keep"), ("Grayscale (1)", "grayscale"), ("RGB (3)", "rgb")]
+#: (label, DataConfig.normalize): "auto" is the dataset's own preset.
+NORMALIZE = [("Dataset's own", "auto"), ("ImageNet", "imagenet"), ("MNIST", "mnist"),
+             ("CIFAR10", "cifar10"), ("Digits", "digits"), ("None", "none")]
+
+#: (label, DataConfig.dataset) in combo order; the demo digits come first (default).
+DATASETS = [
+    ("Demo digits (built in)", "digits"),
+    ("MNIST", "mnist"),
+    ("FashionMNIST", "fashionmnist"),
+    ("CIFAR10", "cifar10"),
+    ("ImageFolder", "imagefolder"),
+    ("FakeData", "fake"),
+]
+OPTIMIZERS = [("Adam", "adam"), ("AdamW", "adamw"), ("SGD", "sgd"), ("RMSprop", "rmsprop")]
+LOSSES = [("CrossEntropyLoss", "cross_entropy"), ("MSELoss", "mse"),
+          ("BCEWithLogitsLoss", "bce_with_logits"), ("L1Loss", "l1")]
+SCHEDULERS = [("None", "none"), ("StepLR", "step"), ("MultiStepLR", "multistep"),
+              ("CosineAnnealingLR", "cosine"), ("OneCycleLR", "onecycle"),
+              ("ReduceLROnPlateau", "plateau")]
+#: Training samples per dataset (for the LR preview's steps per epoch), before the val split.
+_TRAIN_SIZES = {"digits": 1797, "mnist": 60000, "fashionmnist": 60000, "cifar10": 50000}
+
+
+class LogSpinBox(QDoubleSpinBox):
+    """A QDoubleSpinBox for learning rates: 3 significant digits, steps multiply.
+
+    Shows ``1e-05`` / ``0.001``; accepts typed scientific notation; the arrow keys
+    multiply or divide by ``10 ** (1/4)`` (four steps per decade, rounded to 2 digits).
+    """
+
+    def __init__(self, minimum: float = 1e-8, maximum: float = 10.0, allow_zero: bool = False,
+                 parent: QWidget | None = None):
+        super().__init__(parent)
+        self._allow_zero = allow_zero
+        self.setDecimals(10)
+        self.setRange(0.0 if allow_zero else minimum, maximum)
+        self._min_positive = minimum
+
+    def textFromValue(self, value: float) -> str:  # noqa: N802 (Qt override)
+        return f"{value:.3g}"
+
+    def valueFromText(self, text: str) -> float:  # noqa: N802
+        try:
+            return float(text)
+        except ValueError:
+            return self.value()
+
+    def validate(self, text: str, pos: int):  # noqa: D102
+        stripped = text.strip()
+        try:
+            value = float(stripped)
+        except ValueError:
+            ok = all(c in "0123456789.eE+-" for c in stripped)
+            return (QValidator.State.Intermediate if ok else QValidator.State.Invalid), text, pos
+        if self.minimum() <= value <= self.maximum():
+            return QValidator.State.Acceptable, text, pos
+        return QValidator.State.Intermediate, text, pos
+
+    def stepBy(self, steps: int) -> None:  # noqa: N802
+        value = self.value()
+        if value <= 0.0:
+            self.setValue(self._min_positive if steps > 0 else 0.0)
+            return
+        new = value * 10.0 ** (steps / 4.0)
+        digits = 1 - int(math.floor(math.log10(new)))
+        new = round(new, digits)
+        if self._allow_zero and new < self._min_positive:
+            new = 0.0
+        self.setValue(new)
+
+
+def _combo(name: str, items: list[tuple[str, str]]) -> QComboBox:
+    combo = QComboBox()
+    combo.setObjectName(name)
+    for text, key in items:
+        combo.addItem(text, key)
+    return combo
+
+
+def _set_combo(combo: QComboBox, key) -> None:
+    index = combo.findData(key)
+    if index >= 0:
+        combo.setCurrentIndex(index)
+
+
+def _spin(name: str, lo: int, hi: int, value: int) -> QSpinBox:
+    spin = QSpinBox()
+    spin.setObjectName(name)
+    spin.setRange(lo, hi)
+    spin.setValue(value)
+    return spin
+
+
+def _dspin(name: str, lo: float, hi: float, value: float, step: float, decimals: int = 3) -> QDoubleSpinBox:
+    spin = QDoubleSpinBox()
+    spin.setObjectName(name)
+    spin.setDecimals(decimals)
+    spin.setRange(lo, hi)
+    spin.setSingleStep(step)
+    spin.setValue(value)
+    return spin
+
+
+def device_entries() -> list[tuple[str, str]]:
+    """``(label, device id)`` for every device torch can use here (``core.training.available_devices``).
+
+    CUDA labels read ``cuda:0 - NVIDIA H100 (85.0 GB)``.
+    """
+    from workbench.core.train.loop import available_devices
+
+    return [(label, dev) for dev, label in available_devices()] or [("CPU", "cpu")]
+
+
+class TrainingSettings(QWidget):
+    """Every run setting as widgets, plus the LR schedule preview.
+
+    Signals
+    -------
+    changed()
+        Any setting changed (debounced preview refresh is scheduled).
+    """
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("trainingSettings")
+        self._base = TrainConfig()
+        self._build()
+        self._preview_timer = QTimer(self)
+        self._preview_timer.setSingleShot(True)
+        self._preview_timer.setInterval(150)
+        self._preview_timer.timeout.connect(self.update_preview)
+        self._connect_changes()
+        self._on_dataset_changed()
+        self._on_scheduler_changed()
+        self.update_preview()
+
+    # ------------------------------------------------------------------ widgets
+    def _build(self) -> None:
+        self.dataset_combo = _combo("datasetCombo", DATASETS)
+        self.root_edit = QLineEdit()
+        self.root_edit.setObjectName("rootEdit")
+        self.root_edit.setPlaceholderText("dataset root folder")
+        self.root_button = QPushButton("…")
+        self.root_button.setMaximumWidth(28)
+        self.root_button.clicked.connect(self._on_browse_root)
+        self.download_check = QCheckBox("Download")
+        self.download_check.setObjectName("downloadCheck")
+        self.download_check.setToolTip("Let torchvision download the dataset into the root folder")
+        self.batch_spin = _spin("batchSpin", 1, 65536, DataConfig.batch_size)
+        self.workers_spin = _spin("workersSpin", 0, 64, 0)
+        self.val_spin = _dspin("valFractionSpin", 0.0, 0.9, 0.2, 0.05, 2)
+        self._build_transform_widgets()
+
+        self.device_combo = QComboBox()
+        self.device_combo.setObjectName("deviceCombo")
+        self.refresh_devices()
+
+        self.optimizer_combo = _combo("optimizerCombo", OPTIMIZERS)
+        self.lr_spin = LogSpinBox(1e-8, 10.0)
+        self.lr_spin.setObjectName("lrSpin")
+        self.lr_spin.setValue(TrainConfig.lr)
+        self.lr_spin.setToolTip("Learning rate (the peak LR for OneCycleLR); type e.g. 3e-4")
+        self.momentum_spin = _dspin("momentumSpin", 0.0, 0.999, 0.9, 0.05)
+        self.nesterov_check = QCheckBox("Nesterov")
+        self.nesterov_check.setObjectName("nesterovCheck")
+        self.wd_spin = LogSpinBox(1e-8, 1.0, allow_zero=True)
+        self.wd_spin.setObjectName("weightDecaySpin")
+        self.wd_spin.setValue(0.0)
+        self.backbone_spin = _dspin("backboneLrSpin", 0.0, 10.0, 1.0, 0.1, 3)
+        self.backbone_spin.setToolTip("LR multiplier of the backbone (everything except the head); 1 = same LR")
+        self.loss_combo = _combo("lossCombo", LOSSES)
+        self.epochs_spin = _spin("epochsSpin", 1, 100000, TrainConfig.epochs)
+
+        self.scheduler_combo = _combo("schedulerCombo", SCHEDULERS)
+        self.step_size_spin = _spin("stepSizeSpin", 1, 10000, 1)
+        self.gamma_spin = _dspin("gammaSpin", 0.0, 1.0, 0.1, 0.05)
+        self.milestones_edit = QLineEdit("2, 4")
+        self.milestones_edit.setObjectName("milestonesEdit")
+        self.milestones_edit.setToolTip("MultiStepLR milestones, epochs, comma-separated")
+        self.pct_start_spin = _dspin("pctStartSpin", 0.01, 0.99, 0.3, 0.05, 2)
+        self.patience_spin = _spin("patienceSpin", 0, 1000, 2)
+
+        self.clip_spin = _dspin("gradClipSpin", 0.0, 1e6, 0.0, 0.5, 2)
+        self.clip_spin.setSpecialValueText("off")
+        self.clip_spin.setToolTip("Clip the global gradient norm to this value (0 = off)")
+        self.amp_check = QCheckBox("Mixed precision (AMP)")
+        self.amp_check.setObjectName("ampCheck")
+        self.amp_check.setToolTip("autocast: bf16 on CPU, bf16/fp16 on CUDA")
+        self.seed_spin = _spin("seedSpin", 0, 2**31 - 1, 0)
+        self.run_dir_edit = QLineEdit()
+        self.run_dir_edit.setObjectName("runDirEdit")
+        self.run_dir_edit.setPlaceholderText("default: a new folder under the data directory")
+        self.run_dir_button = QPushButton("…")
+        self.run_dir_button.setMaximumWidth(28)
+        self.run_dir_button.clicked.connect(self._on_browse_run_dir)
+
+        self.preview_plot = pg.PlotWidget(background="w")
+        self.preview_plot.setObjectName("lrPreviewPlot")
+        self.preview_plot.setFixedHeight(90)
+        item = self.preview_plot.getPlotItem()
+        item.hideButtons()
+        item.setMenuEnabled(False)
+        item.setMouseEnabled(x=False, y=False)
+        item.getAxis("left").setWidth(44)
+        item.getAxis("left").enableAutoSIPrefix(False)
+        item.setTitle("planned LR", size="8pt")
+        self.preview_curve = item.plot(pen=pg.mkPen((150, 60, 160), width=2))
+
+        self._lay_out()
+
+    def _build_transform_widgets(self) -> None:
+        """Transform, augmentation, loader and FakeData widgets (the rest of :class:`DataConfig`)."""
+        self.image_size_spin = _spin("imageSizeSpin", 0, 4096, 0)
+        self.image_size_spin.setSpecialValueText("native")
+        self.image_size_spin.setToolTip("Resize the shorter side to this many pixels (native = no resize)")
+        self.center_crop_spin = _spin("centerCropSpin", 0, 4096, 0)
+        self.center_crop_spin.setSpecialValueText("off")
+        self.channels_combo = _combo("channelsCombo", CHANNELS)
+        self.channels_combo.setToolTip("Keep: converted automatically when the model's first conv needs it")
+        self.normalize_combo = _combo("normalizeCombo", NORMALIZE)
+        self.flip_check = QCheckBox("Random flip")
+        self.flip_check.setObjectName("randomFlipCheck")
+        self.flip_check.setToolTip("Random horizontal flip of training images")
+        self.random_crop_spin = _spin("randomCropSpin", 0, 256, 0)
+        self.random_crop_spin.setSpecialValueText("off")
+        self.random_crop_spin.setToolTip("Random crop after this much zero padding, pixels (training only)")
+        self.shuffle_check = QCheckBox("Shuffle")
+        self.shuffle_check.setObjectName("shuffleCheck")
+        self.shuffle_check.setChecked(DataConfig.shuffle)
+        self.pin_check = QCheckBox("Pin memory")
+        self.pin_check.setObjectName("pinMemoryCheck")
+        self.drop_last_check = QCheckBox("Drop last")
+        self.drop_last_check.setObjectName("dropLastCheck")
+        self.fake_shape_edit = QLineEdit(", ".join(str(v) for v in DataConfig().fake_shape))
+        self.fake_shape_edit.setObjectName("fakeShapeEdit")
+        self.fake_shape_edit.setToolTip("FakeData image shape C, H, W")
+        self.fake_size_spin = _spin("fakeSizeSpin", 2, 10_000_000, DataConfig.fake_size)
+        self.classes_spin = _spin("numClassesSpin", 1, 100_000, DataConfig.num_classes)
+        self.classes_spin.setToolTip("Classes of FakeData")
+        self.tensorboard_check = QCheckBox("TensorBoard log")
+        self.tensorboard_check.setObjectName("tensorboardCheck")
+        has_tb = importlib.util.find_spec("tensorboard") is not None
+        self.tensorboard_check.setProperty("available", has_tb)
+        self.tensorboard_check.setToolTip("Write TensorBoard scalars into the run folder" if has_tb
+                                          else "Install the tensorboard package to enable this")
+
+    def _lay_out(self) -> None:
+        data = QFormLayout()
+        data.addRow("Dataset", self.dataset_combo)
+        root_row = QHBoxLayout()
+        root_row.addWidget(self.root_edit, 1)
+        root_row.addWidget(self.root_button)
+        root_row.addWidget(self.download_check)
+        data.addRow("Root", root_row)
+        data.addRow("Batch size", self.batch_spin)
+        data.addRow("Validation share", self.val_spin)
+        data.addRow("Loader workers", self.workers_spin)
+        loader_row = QHBoxLayout()
+        for check in (self.shuffle_check, self.pin_check, self.drop_last_check):
+            loader_row.addWidget(check)
+        data.addRow("", loader_row)
+        fake_row = QHBoxLayout()
+        fake_row.addWidget(self.fake_shape_edit, 1)
+        fake_row.addWidget(self.fake_size_spin)
+        data.addRow("Fake C,H,W / n", fake_row)
+        data.addRow("Classes", self.classes_spin)
+        self._data_form = data
+        data.addRow("Device", self.device_combo)
+        data.addRow("Epochs", self.epochs_spin)
+        data.addRow("Seed", self.seed_spin)
+
+        optim = QFormLayout()
+        optim.addRow("Optimizer", self.optimizer_combo)
+        optim.addRow("Learning rate", self.lr_spin)
+        mom_row = QHBoxLayout()
+        mom_row.addWidget(self.momentum_spin, 1)
+        mom_row.addWidget(self.nesterov_check)
+        optim.addRow("Momentum", mom_row)
+        optim.addRow("Weight decay", self.wd_spin)
+        optim.addRow("Backbone LR ×", self.backbone_spin)
+        optim.addRow("Loss", self.loss_combo)
+        optim.addRow("Grad clip", self.clip_spin)
+        optim.addRow("", self.amp_check)
+
+        sched = QFormLayout()
+        sched.addRow("Scheduler", self.scheduler_combo)
+        self._sched_rows = {
+            "step_size": ("Step size (epochs)", self.step_size_spin),
+            "gamma": ("Gamma", self.gamma_spin),
+            "milestones": ("Milestones", self.milestones_edit),
+            "pct_start": ("Warm-up share", self.pct_start_spin),
+            "patience": ("Patience (epochs)", self.patience_spin),
+        }
+        for label, widget in self._sched_rows.values():
+            sched.addRow(label, widget)
+        self._sched_form = sched
+        sched.addRow(self.preview_plot)
+        run_row = QHBoxLayout()
+        run_row.addWidget(self.run_dir_edit, 1)
+        run_row.addWidget(self.run_dir_button)
+        sched.addRow("Run folder", run_row)
+
+        sched.addRow("", self.tensorboard_check)
+
+        tfm = QFormLayout()
+        tfm.addRow("Image size", self.image_size_spin)
+        tfm.addRow("Center crop", self.center_crop_spin)
+        tfm.addRow("Channels", self.channels_combo)
+        tfm.addRow("Normalize", self.normalize_combo)
+        aug_row = QHBoxLayout()
+        aug_row.addWidget(self.random_crop_spin, 1)
+        aug_row.addWidget(self.flip_check)
+        tfm.addRow("Random crop pad", aug_row)
+
+        groups = QVBoxLayout()
+        for title, form in (("Data and device", data), ("Transforms and augmentation", tfm),
+                            ("Optimization", optim), ("Schedule and run", sched)):
+            box = QGroupBox(title)
+            box.setLayout(form)
+            groups.addWidget(box)
+        groups.addStretch(1)
+        groups.setContentsMargins(0, 0, 0, 0)
+        self.setLayout(groups)
+
+    def _connect_changes(self) -> None:
+        self.dataset_combo.currentIndexChanged.connect(self._on_dataset_changed)
+        self.scheduler_combo.currentIndexChanged.connect(self._on_scheduler_changed)
+        self.optimizer_combo.currentIndexChanged.connect(self._on_optimizer_changed)
+        for combo in (self.dataset_combo, self.device_combo, self.optimizer_combo,
+                      self.loss_combo, self.scheduler_combo, self.channels_combo, self.normalize_combo):
+            combo.currentIndexChanged.connect(self._on_changed)
+        for spin in (self.batch_spin, self.workers_spin, self.epochs_spin, self.seed_spin,
+                     self.step_size_spin, self.patience_spin, self.image_size_spin,
+                     self.center_crop_spin, self.random_crop_spin, self.fake_size_spin, self.classes_spin):
+            spin.valueChanged.connect(self._on_changed)
+        for spin in (self.val_spin, self.lr_spin, self.momentum_spin, self.wd_spin, self.backbone_spin,
+                     self.gamma_spin, self.pct_start_spin, self.clip_spin):
+            spin.valueChanged.connect(self._on_changed)
+        for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit, self.fake_shape_edit):
+            edit.textChanged.connect(self._on_changed)
+        for check in (self.download_check, self.nesterov_check, self.amp_check, self.flip_check,
+                      self.shuffle_check, self.pin_check, self.drop_last_check, self.tensorboard_check):
+            check.toggled.connect(self._on_changed)
+        self._on_optimizer_changed()
+
+    # ------------------------------------------------------------------ devices
+    def refresh_devices(self) -> None:
+        """Re-list the devices torch can use; select the best one (``default_device()``)."""
+        from workbench.core.train import loop as training
+
+        current = self.device_combo.currentData()
+        self.device_combo.blockSignals(True)
+        self.device_combo.clear()
+        for label, key in device_entries():
+            self.device_combo.addItem(label, key)
+        best = current or str(training.default_device())
+        index = self.device_combo.findData(best)
+        self.device_combo.setCurrentIndex(max(index, 0))
+        self.device_combo.blockSignals(False)
+
+    # ------------------------------------------------------------------ config
+    def config(self) -> TrainConfig:
+        """A :class:`TrainConfig` from the widgets (validated).
+
+        Fields the form has no widget for (``min_lr``, ``amp_dtype``, ``split_seed``,
+        ``head`` ...) keep the values of the last :meth:`set_config` (defaults before).
+
+        Raises
+        ------
+        ValueError
+            A setting that cannot be used (e.g. unparsable milestones).
+        """
+        base = copy.deepcopy(self._base)
+        data = dataclasses.replace(
+            base.data,
+            dataset=self.dataset_combo.currentData(),
+            root=self.root_edit.text().strip(),
+            download=self.download_check.isChecked(),
+            val_fraction=self.val_spin.value(),
+            batch_size=self.batch_spin.value(),
+            num_workers=self.workers_spin.value(),
+            shuffle=self.shuffle_check.isChecked(),
+            pin_memory=self.pin_check.isChecked(),
+            drop_last=self.drop_last_check.isChecked(),
+            image_size=self.image_size_spin.value(),
+            center_crop=self.center_crop_spin.value(),
+            channels=self.channels_combo.currentData(),
+            normalize=self.normalize_combo.currentData(),
+            random_flip=self.flip_check.isChecked(),
+            random_crop=self.random_crop_spin.value(),
+            fake_shape=self._fake_shape(),
+            fake_size=self.fake_size_spin.value(),
+            num_classes=self.classes_spin.value(),
+        )
+        clip = self.clip_spin.value()
+        cfg = dataclasses.replace(
+            base,
+            data=data,
+            epochs=self.epochs_spin.value(),
+            device=self.device_combo.currentData() or "cpu",
+            loss=self.loss_combo.currentData(),
+            optimizer=self.optimizer_combo.currentData(),
+            lr=self.lr_spin.value(),
+            momentum=self.momentum_spin.value(),
+            nesterov=self.nesterov_check.isChecked(),
+            weight_decay=self.wd_spin.value(),
+            backbone_lr_mult=self.backbone_spin.value(),
+            scheduler=self.scheduler_combo.currentData(),
+            step_size=self.step_size_spin.value(),
+            milestones=self._milestones(),
+            gamma=self.gamma_spin.value(),
+            plateau_factor=self.gamma_spin.value(),
+            pct_start=self.pct_start_spin.value(),
+            plateau_patience=self.patience_spin.value(),
+            grad_clip=clip if clip > 0 else None,
+            amp=self.amp_check.isChecked(),
+            seed=self.seed_spin.value(),
+            run_dir=self.run_dir_edit.text().strip() or None,
+            tensorboard=self.tensorboard_check.isChecked(),
+        )
+        cfg.validate()
+        return cfg
+
+    def set_config(self, cfg: TrainConfig) -> None:
+        """Show ``cfg`` in the widgets; fields without a widget are kept for :meth:`config`."""
+        self._base = copy.deepcopy(cfg)
+        d = cfg.data
+        self.shuffle_check.setChecked(d.shuffle)
+        self.pin_check.setChecked(d.pin_memory)
+        self.drop_last_check.setChecked(d.drop_last)
+        self.image_size_spin.setValue(d.image_size)
+        self.center_crop_spin.setValue(d.center_crop)
+        _set_combo(self.channels_combo, d.channels)
+        _set_combo(self.normalize_combo, d.normalize)
+        self.flip_check.setChecked(d.random_flip)
+        self.random_crop_spin.setValue(d.random_crop)
+        self.fake_shape_edit.setText(", ".join(str(v) for v in d.fake_shape))
+        self.fake_size_spin.setValue(d.fake_size)
+        self.classes_spin.setValue(d.num_classes)
+        self.tensorboard_check.setChecked(bool(cfg.tensorboard))
+        _set_combo(self.dataset_combo, cfg.data.dataset)
+        self.root_edit.setText(cfg.data.root)
+        self.download_check.setChecked(cfg.data.download)
+        self.val_spin.setValue(cfg.data.val_fraction)
+        self.batch_spin.setValue(cfg.data.batch_size)
+        self.workers_spin.setValue(cfg.data.num_workers)
+        _set_combo(self.device_combo, cfg.device)
+        self.epochs_spin.setValue(cfg.epochs)
+        _set_combo(self.loss_combo, cfg.loss)
+        _set_combo(self.optimizer_combo, cfg.optimizer)
+        self.lr_spin.setValue(cfg.lr)
+        self.momentum_spin.setValue(cfg.momentum)
+        self.nesterov_check.setChecked(cfg.nesterov)
+        self.wd_spin.setValue(cfg.weight_decay)
+        self.backbone_spin.setValue(cfg.backbone_lr_mult)
+        _set_combo(self.scheduler_combo, cfg.scheduler)
+        self.step_size_spin.setValue(cfg.step_size)
+        self.milestones_edit.setText(", ".join(str(m) for m in cfg.milestones))
+        self.gamma_spin.setValue(cfg.plateau_factor if cfg.scheduler == "plateau" else cfg.gamma)
+        self.pct_start_spin.setValue(cfg.pct_start)
+        self.patience_spin.setValue(cfg.plateau_patience)
+        self.clip_spin.setValue(cfg.grad_clip or 0.0)
+        self.amp_check.setChecked(cfg.amp)
+        self.seed_spin.setValue(cfg.seed)
+        self.run_dir_edit.setText(cfg.run_dir or "")
+
+    def _fake_shape(self) -> list[int]:
+        text = self.fake_shape_edit.text().replace(";", ",").replace("x", ",")
+        try:
+            shape = [int(p) for p in text.split(",") if p.strip()]
+        except ValueError:
+            shape = []
+        if len(shape) != 3 or min(shape) < 1:
+            raise ValueError(f"FakeData shape {text!r}: expected C, H, W as three positive whole numbers, e.g. 3, 32, 32")
+        return shape
+
+    def _milestones(self) -> list[int]:
+        text = self.milestones_edit.text().replace(";", ",")
+        try:
+            return [int(p) for p in text.split(",") if p.strip()]
+        except ValueError:
+            raise ValueError(f"MultiStepLR milestones {text!r}: expected whole epochs separated by commas, e.g. 2, 4") from None
+
+    def steps_per_epoch(self) -> int:
+        """Planned optimizer steps per epoch (known dataset sizes; 100 when unknown)."""
+        name = self.dataset_combo.currentData()
+        batch = self.batch_spin.value()
+        if name in ("digits", "fake", "imagefolder"):
+            n = {"digits": 1797, "fake": self.fake_size_spin.value()}.get(name)
+            if n is None:
+                return 100
+            n = int(round(n * (1.0 - self.val_spin.value())))
+        else:
+            n = _TRAIN_SIZES[name]
+        if self.drop_last_check.isChecked():
+            return max(1, n // batch)
+        return max(1, math.ceil(n / batch))
+
+    def set_running(self, running: bool) -> None:
+        """Disable the settings that cannot change during a run."""
+        for widget in self.findChildren(QWidget):
+            if widget is not self.preview_plot and not isinstance(widget, pg.GraphicsView):
+                if isinstance(widget, (QComboBox, QSpinBox, QDoubleSpinBox, QLineEdit, QCheckBox, QPushButton)):
+                    widget.setEnabled(not running)
+        if not running:
+            self._on_dataset_changed()
+            self._on_scheduler_changed()
+            self._on_optimizer_changed()
+
+    # ------------------------------------------------------------------ preview
+    def update_preview(self) -> None:
+        """Recompute the planned LR curve (x = epoch) from the current settings."""
+        from workbench.core.train.optim import lr_schedule_preview
+
+        try:
+            cfg = self.config()
+            # the shape of every schedule scales with steps per epoch: cap the work at ~2,000 steps
+            spe = min(self.steps_per_epoch(), max(1, 2000 // max(1, cfg.epochs)))
+            lrs = lr_schedule_preview(cfg, spe)
+        except Exception as exc:  # a half-typed setting: show why instead of a stale curve
+            self.preview_curve.setData([], [])
+            self.preview_plot.getPlotItem().setTitle(f"planned LR: {exc}", size="8pt")
+            return
+        import numpy as np
+
+        y = np.asarray(lrs, dtype=np.float64).ravel()
+        x = np.arange(y.shape[0], dtype=np.float64) / spe
+        self.preview_curve.setData(x, y)
+        finite = y[np.isfinite(y)]
+        item = self.preview_plot.getPlotItem()
+        if finite.size and finite.min() == finite.max():  # constant: show [0, 1.5 lr], not +-0.5
+            item.setYRange(0.0, max(1.5 * finite[0], 1e-12), padding=0)
+        else:
+            item.enableAutoRange(axis="y")
+        title = "planned LR per epoch"
+        if cfg.scheduler == "plateau":
+            title += " (plateau: drops depend on val loss)"
+        self.preview_plot.getPlotItem().setTitle(title, size="8pt")
+
+    # ------------------------------------------------------------------ slots
+    def _on_changed(self, *args) -> None:
+        self._preview_timer.start()
+        self.changed.emit()
+
+    def _on_dataset_changed(self, *args) -> None:
+        name = self.dataset_combo.currentData()
+        needs_root = name in ("mnist", "fashionmnist", "cifar10", "imagefolder")
+        self.root_edit.setEnabled(needs_root)
+        self.root_button.setEnabled(needs_root)
+        self.download_check.setEnabled(name in ("mnist", "fashionmnist", "cifar10"))
+        self.val_spin.setEnabled(name in ("digits", "fake", "imagefolder"))
+        for widget in (self.fake_shape_edit, self.fake_size_spin, self.classes_spin):
+            widget.setEnabled(name == "fake")
+        self.workers_spin.setEnabled(name not in ("digits", "fake"))  # in-memory: batched by indexing
+        self.pin_check.setEnabled(name not in ("digits", "fake"))
+        self.tensorboard_check.setEnabled(bool(self.tensorboard_check.property("available")))
+
+    def _on_scheduler_changed(self, *args) -> None:
+        name = self.scheduler_combo.currentData()
+        visible = {
+            "step": {"step_size", "gamma"}, "multistep": {"milestones", "gamma"},
+            "onecycle": {"pct_start"}, "plateau": {"patience", "gamma"},
+        }.get(name, set())
+        for key, (_, widget) in self._sched_rows.items():
+            self._sched_form.setRowVisible(widget, key in visible)
+
+    def _on_optimizer_changed(self, *args) -> None:
+        name = self.optimizer_combo.currentData()
+        self.momentum_spin.setEnabled(name in ("sgd", "rmsprop"))
+        self.nesterov_check.setEnabled(name == "sgd")
+
+    def _on_browse_root(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Dataset root folder", self.root_edit.text())
+        if path:
+            self.root_edit.setText(path)
+
+    def _on_browse_run_dir(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Run folder", self.run_dir_edit.text())
+        if path:
+            self.run_dir_edit.setText(path)
