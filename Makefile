@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run   - creates .venv if missing, installs, opens the app
-#   make test  - same set-up if needed, then the whole suite headless
+#   make test  - same set-up if needed, the import contracts (lint-imports), then the whole suite headless
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -20,6 +20,7 @@ run: $(STAMP)
 	$(VENV)/bin/workbench $(ARGS)
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -27,11 +27,11 @@ def _isolated_settings(tmp_path, monkeypatch):
 
 @pytest.fixture
 def no_dangling_qthreads(qtbot):
-    """Fail a test that leaves a training QThread running (waits up to 10 s for it to end).
+    """Fail a test that leaves a worker QThread running (waits up to 10 s for it to end).
 
     Use it with ``pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")``.
     """
-    from workbench.ui.train.worker import live_threads
+    from workbench.ui.threading import live_threads
 
     yield
     try:
@@ -39,25 +39,24 @@ def no_dangling_qthreads(qtbot):
     except AssertionError:
         for thread in live_threads():  # never terminate(): ask, then wait
             thread.quit()
-        pytest.fail(f"test left {len(live_threads())} training QThread(s) running")
+        pytest.fail(f"test left {len(live_threads())} worker QThread(s) running")
 
 
 @pytest.fixture
 def main_window(qtbot, tmp_path):
-    """The real MainWindow on the demo, shown, with its training panel's dialogs recorded.
+    """The real MainWindow on the demo, shown, with recording prompts.
 
-    Yields ``(window, panel)``; ``panel.errors`` collects what would have been an
-    error dialog, Stop is confirmed without asking, runs go under ``tmp_path/run``.
+    Yields ``(window, panel)``; ``window.prompts.errors`` (also ``panel.errors``)
+    collects what would have been an error dialog, Stop is confirmed without
+    asking, runs go under ``tmp_path/run``.
     """
+    from tests.ui.helpers import RecordingPrompts
     from workbench.ui.main_window import MainWindow
-    from workbench.ui.train.panel import TrainingPanel
 
-    win = MainWindow()
+    win = MainWindow(prompts=RecordingPrompts())
     qtbot.addWidget(win)
-    panel = win.findChild(TrainingPanel, "trainingPanel")
-    panel.errors = []
-    panel.show_error = panel.errors.append
-    panel.confirm_stop = lambda: True
+    panel = win.training_panel
+    panel.errors = win.prompts.errors
     panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
     win.resize(1400, 900)
     win.show()
@@ -68,11 +67,11 @@ def main_window(qtbot, tmp_path):
 
 @pytest.fixture
 def window(qtbot):
-    """A real MainWindow on the demo whose error dialogs are recorded in ``window.errors``."""
-    from workbench.ui import MainWindow
+    """A real MainWindow on the demo with recording prompts; ``window.errors`` is ``window.prompts.errors``."""
+    from tests.ui.helpers import RecordingPrompts
+    from workbench.ui.main_window import MainWindow
 
-    win = MainWindow()
+    win = MainWindow(prompts=RecordingPrompts())
     qtbot.addWidget(win)
-    win.errors = []
-    win._show_error = win.errors.append
+    win.errors = win.prompts.errors
     return win

@@ -68,18 +68,26 @@ def take_screenshot(window, out: str | Path, depth: int = 1) -> Path:
     return out
 
 
-def _make_unattended(window) -> None:
-    """Never block on a modal dialog when rendering a screenshot: errors go to stderr, the
-    best detected architecture is taken (weights-only view below a 0.9 score), no trust, no partial load."""
-    from workbench.ui.model.dialogs import WEIGHTS_ONLY
+def unattended_prompts():
+    """Prompts that never block (for ``--screenshot``): errors go to stderr, the best detected
+    architecture is taken (weights-only view below a 0.9 score), no trust, no partial load."""
+    from workbench.ui.dialogs import WEIGHTS_ONLY
+    from workbench.ui.prompts import Prompts
 
-    def best(candidates):
-        return candidates[0].spec if candidates and candidates[0].score >= 0.9 else WEIGHTS_ONLY
+    class Unattended(Prompts):
+        def error(self, message):
+            print(message, file=sys.stderr)
 
-    window._show_error = lambda message: print(message, file=sys.stderr)
-    window._ask_architecture = best
-    window._ask_trust = lambda err: False
-    window._ask_partial_load = lambda report, ckpt, spec: False
+        def architecture(self, candidates, file_name):
+            return candidates[0].spec if candidates and candidates[0].score >= 0.9 else WEIGHTS_ONLY
+
+        def trust(self, err):
+            return False
+
+        def partial_load(self, report, file_name, spec):
+            return False
+
+    return Unattended()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,9 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_application_names()
     from workbench.ui.main_window import MainWindow
 
-    window = MainWindow()
-    if args.screenshot:
-        _make_unattended(window)
+    window = MainWindow(prompts=unattended_prompts() if args.screenshot else None)
     if args.path and not window.open_path(args.path, arch=_arch_spec(args), trust=args.trust) and args.screenshot:
         return 1
     for path in args.freeze:

@@ -1,33 +1,57 @@
-"""Model edits of ``MainWindow``: freezing, re-initialization, head replacement, probes.
+"""ModelEdits: what the tree's checkboxes and context menu do to the session's model.
 
-Every edit is a ``QUndoCommand`` (``ui/undo.py``). While a training run is active
-the training thread owns the model: freezes are queued on the trainer
-(``training_panel.queue_trainable``), structural edits are refused with a message.
+Every edit while idle is an undoable command (:mod:`workbench.ui.undo`) pushed
+on the window's ``QUndoStack``. While a run owns the model, freezes become
+:class:`~workbench.core.train.commands.SetTrainable` commands sent through the
+session to the run (applied at the next step boundary) and structural edits
+are refused with a status-bar message. Implements the tree view's
+``TreeController`` protocol.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from PySide6.QtCore import QSettings
+from PySide6.QtGui import QUndoStack
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.model import freezing
+from workbench.core.train.commands import SetTrainable
 from workbench.ui import undo
+from workbench.ui.session import Session
+
+__all__ = ["ModelEdits"]
 
 
-class WindowEditsMixin:
-    """The tree's context menu and checkboxes land here."""
+class ModelEdits:
+    """Freeze, re-initialize and replace-head edits of ``session.model``.
 
-    keep_bn_stats_fixed: bool = False
+    Parameters
+    ----------
+    session : Session
+    prompts : Prompts
+        Asks for numbers and shows errors.
+    undo_stack : QUndoStack
+    settings : QSettings
+        Remembers "Keep BatchNorm statistics fixed".
+    """
 
-    def is_training(self) -> bool:
-        """True while the Training panel's run is active."""
-        panel = self.training_panel
-        return panel is not None and panel.is_running()
+    def __init__(self, session: Session, prompts, undo_stack: QUndoStack, settings: QSettings):
+        self.session = session
+        self.prompts = prompts
+        self.undo_stack = undo_stack
+        self.settings = settings
+        session.set_keep_bn_stats_fixed(settings.value("keepBnStatsFixed", False, type=bool))
 
-    def _refuse_while_training(self, what: str) -> bool:
-        if not self.is_training():
+    @property
+    def keep_bn_stats_fixed(self) -> bool:
+        """Fully frozen BatchNorm layers keep their statistics while training."""
+        return self.session.keep_bn_stats_fixed
+
+    def refuse_while_training(self, what: str) -> bool:
+        """True (and a status message) while a run owns the model."""
+        if not self.session.running:
             return False
-        self.statusBar().showMessage(f"Stop the training run to {what}.", 8000)
+        self.session.show_status(f"Stop the training run to {what}.", 8000)
         return True
 
     def _push(self, command: undo.ModelCommand) -> bool:
@@ -35,8 +59,8 @@ class WindowEditsMixin:
         try:
             command.apply()
         except (WorkbenchError, ValueError) as exc:
-            self._show_error(str(exc))
-            self.refresh_tree()
+            self.prompts.error(str(exc))
+            self.session.trainableChanged.emit()
             return False
         self.undo_stack.push(command.applied())
         return True
@@ -45,9 +69,9 @@ class WindowEditsMixin:
     def set_trainable(self, path_or_names, flag: bool) -> None:
         """Freeze (``flag=False``) or unfreeze modules / parameters by qualified name.
 
-        What the Train checkbox calls. While a run is active the change is queued
-        on the trainer and shows once applied at the next step boundary;
-        otherwise it is applied through ``core.freezing`` and pushed on the undo stack.
+        What the Train checkbox calls. While a run is active the change is sent to
+        the run and shows once applied at the next step boundary; otherwise it is
+        applied through ``core.model.freezing`` and pushed on the undo stack.
 
         Parameters
         ----------
@@ -57,73 +81,66 @@ class WindowEditsMixin:
             The new ``requires_grad``.
         """
         names = [path_or_names] if isinstance(path_or_names, str) else list(path_or_names)
-        if self.is_training():
-            self.training_panel.queue_trainable(names, bool(flag))
-            self.statusBar().showMessage("Queued: applied at the next training step.", 4000)
+        if self.session.running:
+            self.session.send_command(SetTrainable(names, bool(flag)))
+            self.session.show_status("Queued: applied at the next training step.", 4000)
             return
         if len(names) == 1:
-            self._push(undo.SetTrainableCommand(self, names[0], bool(flag)))
+            self._push(undo.SetTrainableCommand(self.session, names[0], bool(flag)))
             return
         text = f"{'Unfreeze' if flag else 'Freeze'} {len(names)} entries"
-        self._push(undo.FreezeStateCommand(self, text, lambda m: freezing.set_requires_grad(m, names, flag)))
+        self._push(undo.FreezeStateCommand(self.session, text, lambda m: freezing.set_requires_grad(m, names, flag)))
 
     def freeze_all_except(self, path: str) -> None:
         """Freeze every parameter except those under ``path`` (which become trainable)."""
-        if self.is_training():
-            self.training_panel.queue_trainable([""], False)
-            self.training_panel.queue_trainable([path], True)
+        if self.session.running:
+            self.session.send_command(SetTrainable([""], False))
+            self.session.send_command(SetTrainable([path], True))
             return
-        self._push(undo.FreezeStateCommand(self, f"Freeze all except {path}",
+        self._push(undo.FreezeStateCommand(self.session, f"Freeze all except {path}",
                                            lambda m: freezing.freeze_all_except(m, path)))
 
     def freeze_before(self, path: str) -> None:
         """Freeze every parameter of the modules registered before ``path``."""
-        if self._refuse_while_training("freeze everything before a module"):
+        if self.refuse_while_training("freeze everything before a module"):
             return
-        self._push(undo.FreezeStateCommand(self, f"Freeze everything before {path}",
+        self._push(undo.FreezeStateCommand(self.session, f"Freeze everything before {path}",
                                            lambda m: freezing.freeze_before(m, path)))
 
     def set_keep_bn_stats_fixed(self, flag: bool) -> None:
         """Keep BatchNorm statistics fixed (eval mode) for fully frozen BatchNorm layers while training."""
-        self.keep_bn_stats_fixed = bool(flag)
-        self.settings.setValue("keepBnStatsFixed", self.keep_bn_stats_fixed)
-        self.keep_bn_action.setChecked(self.keep_bn_stats_fixed)
+        self.settings.setValue("keepBnStatsFixed", bool(flag))
+        self.session.set_keep_bn_stats_fixed(bool(flag))
+
+    # -- probes -------------------------------------------------------------------
+    def is_probed(self, name: str) -> bool:
+        """True when the probes follow module ``name``."""
+        return name in self.session.probed
+
+    def toggle_probe(self, name: str) -> None:
+        """Probe on/off for module ``name`` (the Probes panel answers ``session.probeToggleRequested``)."""
+        self.session.probeToggleRequested.emit(name)
 
     # -- weights and structure --------------------------------------------------------
     def reinitialize(self, path: str, method: str = "reset_parameters", value: float | None = None) -> bool:
-        """Re-initialize the parameters under ``path`` (``core.edits.reinitialize``); undoable."""
-        if self._refuse_while_training("re-initialize weights"):
+        """Re-initialize the parameters under ``path`` (``core.model.edits.reinitialize``); undoable."""
+        if self.refuse_while_training("re-initialize weights"):
             return False
         if method == "constant_" and value is None:
-            value = self._ask_float("Re-initialize", "Constant value:", 0.0)
+            value = self.prompts.number("Re-initialize", "Constant value:", 0.0)
             if value is None:
                 return False
-        return self._push(undo.ReinitializeCommand(self, path, method, value))
+        return self._push(undo.ReinitializeCommand(self.session, path, method, value))
 
     def replace_head(self, path: str, num_outputs: int | None = None) -> bool:
         """Swap the Linear / 1x1 Conv2d at ``path`` for a new one with ``num_outputs`` outputs; undoable.
 
-        Asks for the number of outputs when it is None. When ``path`` is the
-        model's last layer with parameters, ``arch_spec`` gets ``num_classes``
-        so a saved checkpoint reopens without questions.
+        Asks for the number of outputs when it is None.
         """
-        if self._refuse_while_training("replace the head"):
+        if self.refuse_while_training("replace the head"):
             return False
         if num_outputs is None:
-            num_outputs = self._ask_int("Replace head", f"Number of outputs of the new {path}:", 10)
+            num_outputs = self.prompts.integer("Replace head", f"Number of outputs of the new {path}:", 10)
             if num_outputs is None:
                 return False
-        return self._push(undo.ReplaceHeadCommand(self, path, int(num_outputs)))
-
-    def head_replaced(self, path: str, num_outputs: int) -> None:
-        """After a head swap: update ``arch_spec`` (``num_classes``) when ``path`` is the last layer, rebuild."""
-        last = [name for name, m in self.model.named_modules() if any(True for _ in m.parameters(recurse=False))]
-        if self.arch_spec is not None and last and last[-1] == path:
-            self.arch_spec = replace(self.arch_spec, kwargs={**self.arch_spec.kwargs, "num_classes": num_outputs})
-        self.structure_changed()
-
-    def toggle_probe(self, name: str) -> None:
-        """Probe on/off for module ``name`` (when the Probes panel exists)."""
-        panel = self.probes_panel
-        if panel is not None and hasattr(panel, "toggle_probe"):
-            panel.toggle_probe(name)
+        return self._push(undo.ReplaceHeadCommand(self.session, path, int(num_outputs)))

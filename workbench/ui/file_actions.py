@@ -1,27 +1,32 @@
-"""Opening, creating, saving and exporting models: the file side of ``MainWindow``.
+"""FileActions: File > Open / Open Recent / New / Demo / Save / Export for the session.
 
-A mixin so ``main_window.py`` stays about layout. Every dialog goes through an
-overridable ``_ask_*`` / ``_show_error`` method that tests monkeypatch; nothing
-here calls ``exec()`` outside those methods.
+Opening goes through the one open policy
+(:func:`workbench.core.model.opening.open_model`): each typed question it
+raises (trust, architecture, partial fit) is put to the user through the
+prompts, and the file is opened again with the answer. Saving goes through the
+one payload writer (:mod:`workbench.core.model.saving`).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+from PySide6.QtCore import QObject, QSettings, Signal
 
-from workbench.core.errors import ArchitectureError, TrustRequired, WorkbenchError
+from workbench.core.errors import TrustRequired, WorkbenchError
 from workbench.core.files import atomic_write_text
 from workbench.core.model import architectures, saving
-from workbench.core.model import checkpoint as core_checkpoint
-from workbench.core.model import tree as summary
+from workbench.core.model import tree as core_tree
 from workbench.core.model.architectures import ArchSpec
 from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
-from workbench.ui.model import dialogs
+from workbench.core.model.opening import NeedsArchitecture, Opened, PartialFit, open_model
+from workbench.core.train.commands import SaveNow
+from workbench.ui.dialogs import WEIGHTS_ONLY
+from workbench.ui.prompts import CHECKPOINT_FILTER
+from workbench.ui.session import Session
 
-CHECKPOINT_FILTER = "Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)"
+__all__ = ["FileActions", "default_input_shape", "MAX_RECENT"]
+
 MAX_RECENT = 10
 #: Input shape filled in for image classifiers built from torchvision names.
 IMAGE_INPUT_SHAPE = (1, 3, 224, 224)
@@ -43,38 +48,39 @@ def default_input_shape(spec: ArchSpec | None) -> tuple[int, ...] | None:
     return IMAGE_INPUT_SHAPE if spec.name in classifiers else None
 
 
-def with_filter_suffix(path: str, selected_filter: str) -> str:
-    """Append the first extension of a file-dialog filter to ``path`` when it has none.
-
-    Qt's own (non-native) save dialog does not add the extension of the chosen
-    filter, and Export summary picks Markdown or CSV from the extension.
+class FileActions(QObject):
+    """Open, create, save and export the session's model; the recent-files list.
 
     Parameters
     ----------
-    path : str
-        What the user typed, e.g. ``"summary"``.
-    selected_filter : str
-        The chosen filter, e.g. ``"CSV (*.csv)"``.
+    session : Session
+    prompts : Prompts
+    settings : QSettings
+        Holds ``recentFiles``.
 
-    Returns
+    Signals
     -------
-    str
-        ``"summary.csv"``; ``path`` unchanged when it has an extension or the
-        filter names none (``"All files (*)"``).
+    recentFilesChanged()
     """
-    if not path or Path(path).suffix:
-        return path
-    match = re.search(r"\*\.(\w+)", selected_filter or "")
-    return f"{path}.{match.group(1)}" if match else path
 
+    recentFilesChanged = Signal()
 
-class WindowIOMixin:
-    """File > Open / Open Recent / New / Save / Export for ``MainWindow``."""
+    def __init__(self, session: Session, prompts, settings: QSettings, parent: QObject | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.prompts = prompts
+        self.settings = settings
+
+    def _refuse_while_training(self, what: str) -> bool:
+        if not self.session.running:
+            return False
+        self.session.show_status(f"Stop the training run to {what}.", 8000)
+        return True
 
     # -- opening ---------------------------------------------------------------
     def open_demo(self) -> None:
         """Show the built-in demo model (``DigitsCNN``, input ``(1, 1, 8, 8)``)."""
-        self.show_model(DigitsCNN(), ArchSpec("digits_cnn"), None, DEMO_INPUT_SHAPE, source="demo")
+        self.session.set_model(DigitsCNN(), ArchSpec("digits_cnn"), None, DEMO_INPUT_SHAPE, source="demo")
 
     def open_path(self, path, arch: ArchSpec | str | None = None, trust: bool = False) -> bool:
         """Open a checkpoint file and show its model.
@@ -82,7 +88,7 @@ class WindowIOMixin:
         Parameters
         ----------
         path : str or Path
-            Any checkpoint form ``core.checkpoint.read_checkpoint`` reads.
+            Any checkpoint form ``core.model.checkpoint.read_checkpoint`` reads.
         arch : ArchSpec or str, optional
             The architecture (``"resnet18"``, ``"resnet18(num_classes=10)"``,
             ``"pkg.mod:fn"``); without one, the file's own ``arch`` entry is used
@@ -94,7 +100,7 @@ class WindowIOMixin:
         -------
         bool
             True when a model is shown; False when cancelled or on an error
-            (shown through ``_show_error``; the previous model stays).
+            (shown through the prompts; the previous model stays).
         """
         if self._refuse_while_training("open another model"):
             return False
@@ -102,119 +108,101 @@ class WindowIOMixin:
         if not path.exists():
             self._forget_recent(path)
         try:
-            ckpt = self._read_checkpoint(path, trust)
-            loaded = None if ckpt is None else self._load_model(ckpt, arch)
+            opened = self._open(path, arch, trust)
         except (WorkbenchError, ValueError, OSError) as exc:
-            self._show_error(str(exc))
+            self.prompts.error(str(exc))
             return False
-        if loaded is None:
+        if opened is None:
             return False
-        model, spec = loaded
-        fmt = ckpt.metadata.format
-        self.show_model(model, spec, ckpt, default_input_shape(spec), source=f"{path.name} · {fmt}")
+        self.session.set_model(opened.model, opened.spec, opened.checkpoint, default_input_shape(opened.spec),
+                               source=opened.source)
         self._add_recent(path)
         return True
 
-    def _read_checkpoint(self, path: Path, trust: bool):
-        try:
-            return core_checkpoint.read_checkpoint(path, trust=trust)
-        except TrustRequired as err:
-            if not self._ask_trust(err):
-                return None
-            return core_checkpoint.read_checkpoint(path, trust=True)
-
-    def _load_model(self, ckpt, arch):
-        """(model, spec) for a read checkpoint, or None when the user cancelled."""
-        if arch is None and ckpt.module is not None:
-            model, _ = architectures.load_model(ckpt, None)
-            spec = ArchSpec.from_dict(ckpt.metadata.arch) if ckpt.metadata.arch else None
-            return model, spec
-        spec = self._choose_spec(ckpt, arch)
-        if spec is None:
-            return None
-        if spec == dialogs.WEIGHTS_ONLY:
-            return architectures.weights_only_model(ckpt.state_dict), None
-        try:
-            model, _report = architectures.load_model(ckpt, spec, strict=True)
-        except ArchitectureError as err:
-            report = getattr(err, "report", None)
-            if report is None or report.ok:
-                raise
-            if not self._ask_partial_load(report, ckpt, spec):
-                return None
-            model, _report = architectures.load_model(ckpt, spec, strict=False)
-        return model, spec
-
-    def _choose_spec(self, ckpt, arch):
-        if isinstance(arch, ArchSpec):
-            return arch
-        if arch:
-            return ArchSpec.parse(str(arch))
-        if ckpt.metadata.arch:
-            return ArchSpec.from_dict(ckpt.metadata.arch)
-        return self._ask_architecture(architectures.detect_architecture(ckpt.state_dict))
+    def _open(self, path: Path, arch, trust: bool) -> Opened | None:
+        """:func:`open_model`, answering its questions through the prompts; None when cancelled."""
+        partial = weights_only = False
+        while True:
+            try:
+                return open_model(path, arch, trust=trust, partial=partial, weights_only=weights_only)
+            except TrustRequired as err:
+                if trust or not self.prompts.trust(err):
+                    return None
+                trust = True
+            except NeedsArchitecture as err:
+                choice = self.prompts.architecture(err.candidates, Path(err.checkpoint.path).name)
+                if choice is None:
+                    return None
+                if choice == WEIGHTS_ONLY:
+                    weights_only = True
+                else:
+                    arch = choice
+            except PartialFit as err:
+                if partial or not self.prompts.partial_load(err.report, Path(err.checkpoint.path).name, err.spec):
+                    return None
+                partial = True
 
     def new_from_architecture(self, spec: ArchSpec | None = None) -> bool:
         """Build a freshly initialized model (File > New from architecture); asks when ``spec`` is None."""
         if self._refuse_while_training("create another model"):
             return False
-        spec = spec if spec is not None else self._ask_new_architecture()
+        spec = spec if spec is not None else self.prompts.new_architecture()
         if spec is None:
             return False
         try:
             model = architectures.build_module(spec)
         except (WorkbenchError, TypeError, ValueError) as exc:
-            self._show_error(f"New from architecture {spec}: {exc}")
+            self.prompts.error(f"New from architecture {spec}: {exc}")
             return False
-        self.show_model(model, spec, None, default_input_shape(spec), source=f"new {spec}")
+        self.session.set_model(model, spec, None, default_input_shape(spec), source=f"new {spec}")
         return True
 
     # -- saving / export -----------------------------------------------------
     def save_checkpoint(self, path) -> bool:
-        """Write the model as a Workbench checkpoint (``core.saving``), atomically.
+        """Write the model as a Workbench checkpoint (``core.model.saving``), atomically.
 
         The payload holds ``model_state_dict``, ``arch``, ``frozen``,
         ``workbench_version`` and, after a run, the optimizer / scheduler state,
-        epoch, step and loss from ``training_panel.checkpoint_extras()``.
-        While a run is active the save is queued on the trainer
-        (``training_panel.queue_save``) and happens at the next step boundary.
+        epoch, step and loss (``session.run_extras``). While a run is active the
+        save is sent to the run (:class:`~workbench.core.train.commands.SaveNow`)
+        and happens at the next step boundary.
 
         Returns
         -------
         bool
             True when written (or queued); False on an error (shown).
         """
-        panel = self.training_panel
-        if panel is not None and panel.is_running():
-            panel.queue_save(str(path))
-            self.statusBar().showMessage(f"Saving {Path(path).name} at the next training step…", 5000)
+        session = self.session
+        if session.running:
+            session.send_command(SaveNow(str(path)))
+            session.show_status(f"Saving {Path(path).name} at the next training step…", 5000)
             return True
-        extras = panel.checkpoint_extras() if panel is not None else {}
+        extras = session.run_extras
         try:
-            payload = saving.checkpoint_payload(self.model, arch=self.arch_spec, epoch=extras.get("epoch"),
+            payload = saving.checkpoint_payload(session.model, arch=session.arch_spec, epoch=extras.get("epoch"),
                                                 step=extras.get("step"), loss=extras.get("loss"))
             for key in ("optimizer_state_dict", "scheduler_state_dict"):
                 if extras.get(key) is not None:
                     payload[key] = extras[key]
             saving.save_checkpoint(path, payload)
         except (WorkbenchError, ValueError, OSError) as exc:
-            self._show_error(f"Could not save {path}: {exc}")
+            self.prompts.error(f"Could not save {path}: {exc}")
             return False
-        self.statusBar().showMessage(f"Saved {path}", 5000)
+        session.show_status(f"Saved {path}", 5000)
         self._add_recent(Path(path))
         return True
 
     def export_summary(self, path) -> bool:
-        """Write the module tree as Markdown (``.md``) or CSV (``.csv``) via ``core.summary``."""
+        """Write the module tree as Markdown (``.md``) or CSV (``.csv``) via ``core.model.tree``."""
         path = Path(path)
-        root = self.tree_model.root
-        text = summary.to_csv(root) if path.suffix.lower() == ".csv" else summary.to_markdown(root)
+        root = self.session.tree_root
+        text = core_tree.to_csv(root) if path.suffix.lower() == ".csv" else core_tree.to_markdown(root)
         try:
             atomic_write_text(path, text)
         except OSError as exc:
-            self._show_error(f"Could not write {path}: {exc}")
+            self.prompts.error(f"Could not write {path}: {exc}")
             return False
-        self.statusBar().showMessage(f"Exported the summary to {path}", 5000)
+        self.session.show_status(f"Exported the summary to {path}", 5000)
         return True
 
     # -- recent files ------------------------------------------------------------
@@ -229,7 +217,7 @@ class WindowIOMixin:
         path_text = str(Path(path).resolve())
         files = [path_text] + [f for f in self.recent_files() if f != path_text]
         self.settings.setValue("recentFiles", files[:MAX_RECENT])
-        self._rebuild_recent_menu()
+        self.recentFilesChanged.emit()
 
     def _forget_recent(self, path: Path) -> None:
         """Drop ``path`` from File > Open Recent (it no longer exists)."""
@@ -237,72 +225,25 @@ class WindowIOMixin:
         files = self.recent_files()
         if path_text in files:
             self.settings.setValue("recentFiles", [f for f in files if f != path_text])
-            self._rebuild_recent_menu()
+            self.recentFilesChanged.emit()
 
     # -- menu handlers -------------------------------------------------------------
-    def _on_open_triggered(self) -> None:
-        path = self._ask_open_path()
+    def on_open_triggered(self) -> None:
+        """File > Open…"""
+        path = self.prompts.open_path()
         if path:
             self.open_path(path)
 
-    def _on_save_triggered(self) -> None:
-        default = self.checkpoint.path.with_name(self.checkpoint.path.stem + "_workbench.pt") if self.checkpoint else None
-        path = self._ask_save_path("Save checkpoint", CHECKPOINT_FILTER, str(default or "model.pt"))
+    def on_save_triggered(self) -> None:
+        """File > Save checkpoint…"""
+        ckpt = self.session.checkpoint
+        default = ckpt.path.with_name(ckpt.path.stem + "_workbench.pt") if ckpt else None
+        path = self.prompts.save_path("Save checkpoint", CHECKPOINT_FILTER, str(default or "model.pt"))
         if path:
             self.save_checkpoint(path)
 
-    def _on_export_triggered(self) -> None:
-        path = self._ask_save_path("Export summary", "Markdown (*.md);;CSV (*.csv)", "summary.md")
+    def on_export_triggered(self) -> None:
+        """File > Export summary…"""
+        path = self.prompts.save_path("Export summary", "Markdown (*.md);;CSV (*.csv)", "summary.md")
         if path:
             self.export_summary(path)
-
-    # -- overridable dialogs (tests monkeypatch these) ---------------------------
-    def _ask_open_path(self) -> str | None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open checkpoint", "", CHECKPOINT_FILTER)
-        return path or None
-
-    def _ask_save_path(self, title: str, filters: str, default: str) -> str | None:
-        path, selected = QFileDialog.getSaveFileName(self, title, default, filters)
-        return with_filter_suffix(path, selected) or None
-
-    def _ask_architecture(self, candidates: list) -> ArchSpec | str | None:
-        """Architecture dialog: an ``ArchSpec``, ``dialogs.WEIGHTS_ONLY`` or None (cancel)."""
-        name = self.checkpoint.path.name if self.checkpoint else ""
-        dialog = dialogs.ArchitectureDialog(candidates, architectures.list_architectures(), name, self)
-        dialog.exec()
-        choice = dialog.chosen()
-        dialog.deleteLater()
-        return choice
-
-    def _ask_new_architecture(self) -> ArchSpec | None:
-        dialog = dialogs.NewModelDialog(architectures.list_architectures(), self)
-        dialog.exec()
-        spec = dialog.chosen()
-        dialog.deleteLater()
-        return spec
-
-    def _ask_trust(self, err: TrustRequired) -> bool:
-        """The trust dialog (Cancel is the default); True = load the code."""
-        box = dialogs.trust_dialog(err, self)
-        box.exec()
-        return dialogs.accepted_button(box)
-
-    def _ask_partial_load(self, report, ckpt, spec) -> bool:
-        """The load report dialog; True = partial load."""
-        box = dialogs.load_report_dialog(report, Path(ckpt.path).name, str(spec), self)
-        box.exec()
-        return dialogs.accepted_button(box)
-
-    def _ask_int(self, title: str, label: str, value: int) -> int | None:
-        number, ok = QInputDialog.getInt(self, title, label, value, 1, 1_000_000)
-        return number if ok else None
-
-    def _ask_float(self, title: str, label: str, value: float) -> float | None:
-        number, ok = QInputDialog.getDouble(self, title, label, value, -1e9, 1e9, 6)
-        return number if ok else None
-
-    def _show_error(self, message: str) -> None:
-        QMessageBox.critical(self, "Workbench", message)
-
-
-__all__ = ["WindowIOMixin", "default_input_shape", "with_filter_suffix"]

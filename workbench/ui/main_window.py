@@ -1,7 +1,12 @@
 """The main window: docks (Model, Details, Training, Probes), menus, status bar.
 
-File handling lives in ``window_io.py`` and model edits in ``window_edits.py``
-(mixins); this file is layout, signals and persistence.
+Composed, not mixed in: the opened model lives in a
+:class:`~workbench.ui.session.Session`; File actions in
+:class:`~workbench.ui.file_actions.FileActions`; tree edits in
+:class:`~workbench.ui.edits.ModelEdits`; every dialog in
+:class:`~workbench.ui.prompts.Prompts`. This file is layout, signals and
+persistence, plus thin delegates that scripts and tests drive (``open_path``,
+``set_trainable``, ``reinitialize``, ``replace_head``, ... see docs/API.md).
 """
 
 from __future__ import annotations
@@ -14,18 +19,20 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QWidget
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
-from workbench.core.model import tree as summary
-from workbench.ui.edits import WindowEditsMixin
-from workbench.ui.file_actions import WindowIOMixin
+from workbench.core.model import tree as core_tree
+from workbench.ui.edits import ModelEdits
+from workbench.ui.file_actions import FileActions
 from workbench.ui.model.details_panel import DetailsPanel
 from workbench.ui.model.tree_model import ModelTreeModel
 from workbench.ui.model.tree_view import ModelTreeWidget
 from workbench.ui.probe.panel import ProbesPanel
+from workbench.ui.prompts import Prompts
 from workbench.ui.qsettings import make_settings
+from workbench.ui.session import Session
 from workbench.ui.train.panel import TrainingPanel
 
 
-class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
+class MainWindow(QMainWindow):
     """Workbench's main window (objectName ``mainWindow``).
 
     Parameters
@@ -36,20 +43,21 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
         Architecture for ``path`` (no Architecture dialog then).
     trust : bool
         Load pickled code in ``path`` without asking.
+    prompts : Prompts, optional
+        The dialogs; tests pass an object that answers at once.
 
     Attributes
     ----------
-    model : nn.Module
-        The module shown.
-    arch_spec : ArchSpec or None
-    checkpoint : Checkpoint or None
-        The file opened last (None for the demo and new models).
-    input_shape : tuple of int or None
-        Example input that filled Output shape and FLOPs, e.g. ``(1, 1, 8, 8)``.
+    session : Session
+        The opened model and its state (``model``, ``arch_spec``, ``checkpoint``,
+        ``input_shape`` are read-only shortcuts to it).
+    prompts : Prompts
+    file_actions : FileActions
+    edits : ModelEdits
     undo_stack : QUndoStack
     tree_model : ModelTreeModel
     training_panel : TrainingPanel
-    probes_panel : ProbesPanel or None
+    probes_panel : ProbesPanel
 
     Signals
     -------
@@ -59,25 +67,24 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
 
     modelChanged = Signal()
 
-    def __init__(self, path=None, arch=None, trust: bool = False, parent: QWidget | None = None):
+    def __init__(self, path=None, arch=None, trust: bool = False, parent: QWidget | None = None,
+                 prompts=None):
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.setWindowTitle("Workbench")
         self.setAcceptDrops(True)
         self.settings = make_settings()
-        self.keep_bn_stats_fixed = self.settings.value("keepBnStatsFixed", False, type=bool)
-        self.model = None
-        self.arch_spec = None
-        self.checkpoint = None
-        self.input_shape = None
-        self._source = ""
+        self.session = Session(self)
+        self.prompts = prompts if prompts is not None else Prompts(self)
         self.undo_stack = QUndoStack(self)
-        self.tree_model = ModelTreeModel(None, self.set_trainable, self)
-        self.tree_widget = ModelTreeWidget(self, self)
+        self.file_actions = FileActions(self.session, self.prompts, self.settings, self)
+        self.edits = ModelEdits(self.session, self.prompts, self.undo_stack, self.settings)
+        self.tree_model = ModelTreeModel(None, self.edits.set_trainable, self)
+        self.tree_widget = ModelTreeWidget(self.edits, self)
         self.tree_widget.set_model(self.tree_model)
         self.details = DetailsPanel(self)
-        self.training_panel = None
-        self.probes_panel = None
+        self.training_panel = TrainingPanel(self.session, self.prompts, self)
+        self.probes_panel = ProbesPanel(self.session, self)
         self._build_status_bar()
         self._build_docks()
         self._build_menus()
@@ -86,6 +93,84 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
         self.open_demo()
         if path is not None:
             self.open_path(path, arch=arch, trust=trust)
+
+    # -- the automation surface (docs/API.md): delegates ------------------------------
+    @property
+    def model(self):
+        """The module shown (``session.model``)."""
+        return self.session.model
+
+    @property
+    def arch_spec(self):
+        """``session.arch_spec``."""
+        return self.session.arch_spec
+
+    @property
+    def checkpoint(self):
+        """``session.checkpoint``: the file opened last (None for the demo and new models)."""
+        return self.session.checkpoint
+
+    @property
+    def input_shape(self):
+        """``session.input_shape``, e.g. ``(1, 1, 8, 8)``."""
+        return self.session.input_shape
+
+    @property
+    def keep_bn_stats_fixed(self) -> bool:
+        """``session.keep_bn_stats_fixed``."""
+        return self.session.keep_bn_stats_fixed
+
+    def open_path(self, path, arch=None, trust: bool = False) -> bool:
+        """Open a checkpoint file (:meth:`FileActions.open_path`); True when a model is shown."""
+        return self.file_actions.open_path(path, arch=arch, trust=trust)
+
+    def open_demo(self) -> None:
+        """Show the built-in demo model."""
+        self.file_actions.open_demo()
+
+    def new_from_architecture(self, spec=None) -> bool:
+        """A freshly initialized model (:meth:`FileActions.new_from_architecture`)."""
+        return self.file_actions.new_from_architecture(spec)
+
+    def save_checkpoint(self, path) -> bool:
+        """Save the model (:meth:`FileActions.save_checkpoint`)."""
+        return self.file_actions.save_checkpoint(path)
+
+    def export_summary(self, path) -> bool:
+        """Export the module tree (:meth:`FileActions.export_summary`)."""
+        return self.file_actions.export_summary(path)
+
+    def recent_files(self) -> list[str]:
+        """Recently opened / saved files, newest first."""
+        return self.file_actions.recent_files()
+
+    def set_trainable(self, path_or_names, flag: bool) -> None:
+        """Freeze / unfreeze by qualified name (:meth:`ModelEdits.set_trainable`)."""
+        self.edits.set_trainable(path_or_names, flag)
+
+    def freeze_all_except(self, path: str) -> None:
+        """:meth:`ModelEdits.freeze_all_except`."""
+        self.edits.freeze_all_except(path)
+
+    def freeze_before(self, path: str) -> None:
+        """:meth:`ModelEdits.freeze_before`."""
+        self.edits.freeze_before(path)
+
+    def reinitialize(self, path: str, method: str = "reset_parameters", value: float | None = None) -> bool:
+        """Re-initialize the parameters under ``path`` (:meth:`ModelEdits.reinitialize`)."""
+        return self.edits.reinitialize(path, method, value)
+
+    def replace_head(self, path: str, num_outputs: int | None = None) -> bool:
+        """Replace the head at ``path`` (:meth:`ModelEdits.replace_head`)."""
+        return self.edits.replace_head(path, num_outputs)
+
+    def set_keep_bn_stats_fixed(self, flag: bool) -> None:
+        """Keep BatchNorm statistics fixed for fully frozen BatchNorm layers while training."""
+        self.edits.set_keep_bn_stats_fixed(flag)
+
+    def is_training(self) -> bool:
+        """True while a run owns the model."""
+        return self.session.running
 
     # -- layout ---------------------------------------------------------------------
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
@@ -100,10 +185,7 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
         self.model_dock = self._dock("Model", "modelDock", self.tree_widget, left)
         self.details_dock = self._dock("Details", "detailsDock", self.details, left)
         self.splitDockWidget(self.model_dock, self.details_dock, Qt.Orientation.Vertical)
-        self.training_panel = TrainingPanel(self)
         self.training_dock = self._dock("Training", "trainingDock", self.training_panel, right)
-        self.probes_panel = ProbesPanel(self)
-        self.probes_panel.probesChanged.connect(self.tree_model.set_probed)
         self.probes_dock = self._dock("Probes", "probesDock", self.probes_panel, right)
         self.splitDockWidget(self.training_dock, self.probes_dock, Qt.Orientation.Vertical)
         self._default_layout_pending = True
@@ -147,15 +229,16 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self._action(file_menu, "&Open…", self._on_open_triggered, QKeySequence.StandardKey.Open,
+        files = self.file_actions
+        self._action(file_menu, "&Open…", files.on_open_triggered, QKeySequence.StandardKey.Open,
                      "Open a checkpoint (.pt, .pth, .ckpt, .safetensors, TorchScript)")
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self._action(file_menu, "&New from architecture…", lambda: self.new_from_architecture(),
                      tip="A freshly initialized torchvision or builtin model")
         self._action(file_menu, "Open &demo model", self._on_demo_triggered)
         file_menu.addSeparator()
-        self._action(file_menu, "&Save checkpoint…", self._on_save_triggered, QKeySequence.StandardKey.Save)
-        self._action(file_menu, "&Export summary…", self._on_export_triggered, tip="Markdown or CSV")
+        self._action(file_menu, "&Save checkpoint…", files.on_save_triggered, QKeySequence.StandardKey.Save)
+        self._action(file_menu, "&Export summary…", files.on_export_triggered, tip="Markdown or CSV")
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         edit_menu = self.menuBar().addMenu("&Edit")
@@ -168,7 +251,7 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
         self.keep_bn_action = self._action(edit_menu, "Keep BatchNorm statistics fixed when frozen",
                                            self.set_keep_bn_stats_fixed)
         self.keep_bn_action.setCheckable(True)
-        self.keep_bn_action.setChecked(self.keep_bn_stats_fixed)
+        self.keep_bn_action.setChecked(self.session.keep_bn_stats_fixed)
         view_menu = self.menuBar().addMenu("&View")
         self._action(view_menu, "&Expand all", self.tree_widget.expand_all)
         self._action(view_menu, "&Collapse all", self.tree_widget.collapse_all)
@@ -179,52 +262,48 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
 
     def _rebuild_recent_menu(self) -> None:
         self.recent_menu.clear()
-        for path in self.recent_files():
+        for path in self.file_actions.recent_files():
             self.recent_menu.addAction(Path(path).name, lambda p=path: self.open_path(p)).setStatusTip(path)
         self.recent_menu.setEnabled(bool(self.recent_menu.actions()))
 
     def _connect(self) -> None:
+        session = self.session
         self.tree_widget.currentNodeChanged.connect(self._on_current_node_changed)
         self.tree_widget.inputShapeEntered.connect(self._on_input_shape_entered)
         self.tree_model.badgesChanged.connect(self._on_badges_changed)
-        panel = self.training_panel
-        panel.trainableChanged.connect(self._on_trainer_changed_trainable)
-        panel.runningChanged.connect(self._on_running_changed)
+        session.modelChanged.connect(self._on_model_changed)
+        session.structureChanged.connect(self.structure_changed)
+        session.trainableChanged.connect(self.refresh_tree)
+        session.weightsChanged.connect(self.refresh_tree)
+        session.runningChanged.connect(self._on_running_changed)
+        session.badgesChanged.connect(self.tree_model.set_badges)
+        session.probedChanged.connect(self.tree_model.set_probed)
+        session.statusMessage.connect(self._on_status_message)
+        session.keepBnStatsFixedChanged.connect(self.keep_bn_action.setChecked)
+        self.file_actions.recentFilesChanged.connect(self._rebuild_recent_menu)
 
     # -- showing a model --------------------------------------------------------------
-    def show_model(self, model, spec, checkpoint, input_shape=None, source: str = "") -> None:
-        """Show ``model`` (replacing the current one): tree, details, status bar; clears undo history.
-
-        Parameters
-        ----------
-        model : nn.Module
-        spec : ArchSpec or None
-        checkpoint : Checkpoint or None
-        input_shape : tuple of int, optional
-            Fills Output shape and FLOPs (errors go to the status bar).
-        source : str
-            Shown in the status bar, e.g. ``"resnet18.pt · state_dict"``.
-        """
-        self.model, self.arch_spec, self.checkpoint = model, spec, checkpoint
-        self._source = source
+    def _on_model_changed(self) -> None:
+        """A new model in the session: tree, details, status bar, title; clears undo history."""
+        session = self.session
         self.undo_stack.clear()
-        self.input_shape = tuple(input_shape) if input_shape else None
-        self.tree_widget.input_shape_edit.setText(",".join(map(str, self.input_shape or ())))
+        self.tree_widget.input_shape_edit.setText(",".join(map(str, session.input_shape or ())))
         self._rebuild_tree()
-        self.setWindowTitle(f"Workbench — {source}" if source else "Workbench")
-        self._notify_model_changed()
+        self.setWindowTitle(f"Workbench — {session.source}" if session.source else "Workbench")
+        self.modelChanged.emit()
 
     def structure_changed(self) -> None:
-        """The module tree of ``self.model`` changed (head replaced): rebuild the tree, keep the input shape."""
+        """The module tree of the model changed (head replaced): rebuild the tree, keep the input shape."""
         current = self.tree_widget.current_node()
         name = getattr(current, "name", None)
         self._rebuild_tree()
         if name is not None:
             self.tree_widget.select_name(name)
-        self._notify_model_changed()
+        self.modelChanged.emit()
 
     def _rebuild_tree(self) -> None:
-        root = summary.build_summary(self.model)
+        root = core_tree.build_summary(self.model)
+        self.session.tree_root = root
         self.tree_model.set_root(root)
         self._annotate(root)
         self.tree_widget.reset_view()
@@ -235,18 +314,11 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
         if self.input_shape is None:
             return True
         try:
-            summary.annotate_shapes_and_flops(root, self.input_shape, label=self.arch_spec and str(self.arch_spec))
+            core_tree.annotate_shapes_and_flops(root, self.input_shape, label=self.arch_spec and str(self.arch_spec))
         except (WorkbenchError, ValueError, RuntimeError) as exc:
             self.statusBar().showMessage(f"Input shape {format_shape(self.input_shape)}: {exc}", 15000)
             return False
         return True
-
-    def _notify_model_changed(self) -> None:
-        for panel in (self.training_panel, self.probes_panel):
-            on_changed = getattr(panel, "on_model_changed", None)
-            if callable(on_changed):
-                on_changed()
-        self.modelChanged.emit()
 
     def refresh_tree(self) -> None:
         """Re-read ``requires_grad`` and counts from the live model: checkboxes, counters, details."""
@@ -258,7 +330,7 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
         root = self.tree_model.root
         if root is None:
             return
-        self.status_file.setText(self._source)
+        self.status_file.setText(self.session.source)
         self.status_trainable.setText(f"trainable {format_int(root.trainable_params)} / {format_int(root.total_params)}")
         self.status_size.setText(format_bytes(root.total_bytes))
         self.status_size.setToolTip(f"{format_int(root.total_bytes)} bytes (parameters and buffers)")
@@ -269,6 +341,10 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
     def _on_current_node_changed(self, obj) -> None:
         name = getattr(obj, "name", None)
         self.details.show_node(obj, self.tree_model.badges(name) if isinstance(name, str) else [])
+        self.session.select(obj)
+
+    def _on_status_message(self, text: str, ms: int) -> None:
+        self.statusBar().showMessage(text, ms)
 
     def _on_badges_changed(self) -> None:
         self._on_current_node_changed(self.tree_widget.current_node())
@@ -276,7 +352,7 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
     def _on_input_shape_entered(self, text: str) -> None:
         previous = self.input_shape
         try:
-            self.input_shape = parse_shape(text) if text.strip() else None
+            self.session.set_input_shape(parse_shape(text) if text.strip() else None)
         except ValueError as exc:
             self.statusBar().showMessage(f"Input shape: {exc}", 15000)
             return
@@ -288,18 +364,15 @@ class MainWindow(WindowIOMixin, WindowEditsMixin, QMainWindow):
                 self.statusBar().showMessage(f"Output shapes and FLOPs for input {format_shape(self.input_shape)}"
                                              f" ({format_int(flops)} FLOPs)", 8000)
         else:  # a failed annotation cleared the tree's shapes: put back those of the previous input
-            self.input_shape = previous
+            self.session.set_input_shape(previous)
             if previous is not None:
-                summary.annotate_shapes_and_flops(self.tree_model.root, previous,
+                core_tree.annotate_shapes_and_flops(self.tree_model.root, previous,
                                                   label=self.arch_spec and str(self.arch_spec))
             self.tree_model.refresh_all()
 
     def _on_demo_triggered(self) -> None:
-        if not self._refuse_while_training("open the demo"):
+        if not self.edits.refuse_while_training("open the demo"):
             self.open_demo()
-
-    def _on_trainer_changed_trainable(self, _names: list) -> None:
-        self.refresh_tree()
 
     def _on_running_changed(self, running: bool) -> None:
         self.undo_action.setEnabled(not running and self.undo_stack.canUndo())

@@ -25,7 +25,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from workbench.core.errors import ArchitectureError
-from workbench.core.model.checkpoint import Checkpoint, _common_leading, strip_prefixes
+from workbench.core.model.checkpoint import Checkpoint, common_leading, strip_prefixes
 
 BUILTINS: dict[str, str] = {"digits_cnn": "workbench.core.model.demo:DigitsCNN"}
 #: torchvision names left out of auto-detection: quantized variants have the same keys
@@ -411,7 +411,7 @@ def _variants(state_dict: Mapping[str, torch.Tensor]) -> list[Signature]:
     stripped, _ = strip_prefixes(state_dict)
     sig = {k: tuple(v.shape) for k, v in stripped.items()}
     out = [sig]
-    for prefix in _common_leading(list(sig))[:2]:
+    for prefix in common_leading(list(sig))[:2]:
         out.append({(k[len(prefix):] if k.startswith(prefix) else k): s for k, s in sig.items()})
     return out
 

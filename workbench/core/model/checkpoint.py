@@ -691,7 +691,7 @@ def _apply(state_dict: Mapping, mapping: dict[str, str]) -> dict | None:
     return new if len(new) == len(state_dict) else None
 
 
-def _common_leading(keys: list[str], depth: int = 1) -> list[str]:
+def common_leading(keys: list[str], depth: int = 1) -> list[str]:
     """Leading prefixes of up to ``depth`` path components shared by at least half of the keys.
 
     Most frequent first, e.g. ``["model.", "model.net."]``.
@@ -751,7 +751,7 @@ def strip_prefixes(
         return current, stripped
     # A leading wrapper, possibly nested ("model.net."): keep the strip that matches most keys.
     best, best_prefix, best_dict = score(current), None, current
-    options = dict.fromkeys([*WRAPPER_PREFIXES, *_common_leading(list(current), depth=3)])
+    options = dict.fromkeys([*WRAPPER_PREFIXES, *common_leading(list(current), depth=3)])
     for prefix in options:
         if not any(k.startswith(prefix) for k in current):
             continue

@@ -217,3 +217,12 @@ def apply_edits(model: nn.Module, edits: list[dict]) -> None:
         if op != "replace_head":
             raise WorkbenchError(f"unknown model edit {op!r} in the run file; known: replace_head")
         replace_head(model, str(edit["path"]), int(edit["num_outputs"]))
+
+
+def is_last_layer(model: nn.Module, path: str) -> bool:
+    """True when ``path`` is the last module (registration order) that holds parameters of its own.
+
+    A replaced head there changes the architecture's ``num_classes``.
+    """
+    last = [name for name, m in model.named_modules() if any(True for _ in m.parameters(recurse=False))]
+    return bool(last) and last[-1] == path

@@ -70,8 +70,8 @@ class PartialFit(ArchitectureError):
     """
 
     def __init__(self, checkpoint: Checkpoint, spec: ArchSpec, report: LoadReport, message: str):
-        self.checkpoint, self.spec, self.report = checkpoint, spec, report
-        super().__init__(message)
+        self.checkpoint, self.spec = checkpoint, spec
+        super().__init__(message, report)
 
 
 @dataclass

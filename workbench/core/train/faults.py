@@ -53,8 +53,8 @@ class FaultHandler:
     def _handled(self) -> bool:
         return any(type(cb).on_nonfinite is not Callback.on_nonfinite for cb in self.trainer.callbacks)
 
-    def nonfinite(self, step: int, counted: bool = False) -> None:
-        """Handle a NaN/Inf loss at ``step``: pause for a decision, or end the run headless.
+    def nonfinite(self, step: int, loss: float, counted: bool = False) -> None:
+        """Handle the NaN/Inf ``loss`` of ``step``: pause for a decision, or end the run headless.
 
         ``lower_lr`` divides every LR by 10, skips the bad batch and continues;
         ``rollback`` reloads ``run_dir/last.pt`` and raises :class:`Restart` (with no
@@ -69,14 +69,14 @@ class FaultHandler:
         tr.optimizer.zero_grad(set_to_none=True)
         if not counted:
             tr.batch_in_epoch += 1  # the bad batch is consumed (skipped)
-        message = (f"step {step}: the loss is NaN or infinite; lower the learning rate, "
+        message = (f"step {step}: the loss is {loss}; lower the learning rate, "
                    "roll back to the last checkpoint, or stop")
         if not self._handled():
             self.end_nonfinite(message)
             return
         tr.emit()
         tr.control.begin_nonfinite(step)
-        tr.call("on_nonfinite", tr, step)
+        tr.call("on_nonfinite", tr, step, float(loss))
         action = tr.control.wait_for_decision()
         if action == "lower_lr":
             optim.rescale_lr(tr.optimizer, tr.scheduler, tr.lr / 10.0, tr.config)
@@ -86,7 +86,7 @@ class FaultHandler:
             tr.checkpoints.wait_for_saves()
             last = tr.run_dir / "last.pt" if tr.run_dir else None
             if last is None or not last.exists():
-                self.end_nonfinite(f"step {step}: the loss is NaN or infinite and there is no "
+                self.end_nonfinite(f"step {step}: the loss is {loss} and there is no "
                                    f"checkpoint to roll back to ({last}); stopped")
                 return
             tr.checkpoints.load_file(last)

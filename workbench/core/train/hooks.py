@@ -54,9 +54,9 @@ class Callback:
     def on_epoch_end(self, trainer: Trainer, metrics: dict) -> None:
         """After validation and checkpointing; ``metrics`` keys: :data:`EPOCH_KEYS`."""
 
-    def on_nonfinite(self, trainer: Trainer, step: int) -> None:
-        """The loss of step ``step`` is NaN/Inf; the run is paused until
-        ``trainer.resolve_nonfinite(action)`` (may be called from any thread, or here)."""
+    def on_nonfinite(self, trainer: Trainer, step: int, loss: float) -> None:
+        """The loss of step ``step`` is ``loss`` (NaN or +/-Inf); the run is paused until
+        ``trainer.control.resolve_nonfinite(action)`` (may be called from any thread, or here)."""
 
     def on_command_applied(self, trainer: Trainer, command: Any) -> None:
         """A queued command was applied (its result fields are filled in)."""

@@ -495,7 +495,7 @@ class Trainer:
             value = loss.item()
             if not math.isfinite(value):
                 del out, loss
-                self.faults.nonfinite(self.step + 1)
+                self.faults.nonfinite(self.step + 1, value)
                 return
         if loss.requires_grad:
             if self.scaler is not None:
@@ -568,7 +568,7 @@ class Trainer:
             if bad is not None:
                 # On CUDA the check runs at the emission cadence: later steps of this
                 # window may have used NaN gradients already (rollback is the safe answer).
-                self.faults.nonfinite(bad["step"], counted=True)
+                self.faults.nonfinite(bad["step"], bad["loss"], counted=True)
 
     # ------------------------------------------------------------ epoch end
     def _end_epoch(self) -> None:

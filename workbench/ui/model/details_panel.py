@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.formatting import format_bytes, format_count, format_int, format_shape
-from workbench.ui.model.tree_model import _BADGE_COLORS, ParamRow
+from workbench.ui.model.tree_model import BADGE_COLORS, ParamRow
 
 DETAIL_COLUMNS = ("Name", "Shape", "dtype", "Device", "requires_grad", "numel")
 #: Above this many tensors the table lists the first ones only (the root of a huge model).
@@ -50,7 +50,7 @@ def badges_html(badges: list) -> str:
     """Rich text for the badge lines: a dot in the tree's colour, the finding, value and step."""
     lines = []
     for b in badges:
-        color = _BADGE_COLORS.get(b.kind, "#616161")
+        color = BADGE_COLORS.get(b.kind, "#616161")
         title = _BADGE_TITLES.get(b.kind, b.kind)
         lines.append(f'<span style="color:{color}">&#9679;</span> <b>{html.escape(title)}</b>: '
                      f"{html.escape(badge_value_text(b))}, {html.escape(badge_step_text(b))}")

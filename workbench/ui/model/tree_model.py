@@ -39,7 +39,8 @@ FILTER_ROLE = Qt.ItemDataRole.UserRole.value + 3
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 _CENTER = Qt.AlignmentFlag.AlignCenter
 _CHECK_STATES = (Qt.CheckState.Unchecked, Qt.CheckState.PartiallyChecked, Qt.CheckState.Checked)
-_BADGE_COLORS = {"nonfinite": "#d32f2f", "exploding_grad": "#f57c00", "vanishing_grad": "#1976d2",
+#: Text colour of each badge kind in the tree and the Details panel.
+BADGE_COLORS = {"nonfinite": "#d32f2f", "exploding_grad": "#f57c00", "vanishing_grad": "#1976d2",
                  "dead_units": "#7b1fa2"}
 _BADGE_ORDER = ("nonfinite", "exploding_grad", "vanishing_grad", "dead_units")
 
@@ -61,7 +62,7 @@ def _badge_icon(kind: str) -> QIcon:
     pix.fill(Qt.GlobalColor.transparent)
     painter = QPainter(pix)
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    painter.setBrush(QColor(_BADGE_COLORS.get(kind, "#616161")))
+    painter.setBrush(QColor(BADGE_COLORS.get(kind, "#616161")))
     painter.setPen(Qt.PenStyle.NoPen)
     painter.drawEllipse(1, 1, 10, 10)
     painter.end()

@@ -2,7 +2,7 @@
 
 The view shows a ``ModelTreeModel`` through a recursive ``QSortFilterProxyModel``
 (filter by qualified name or type, sort by params / FLOPs). The context menu only
-dispatches to a *controller* (the main window), which owns every edit.
+dispatches to a *controller* (:class:`workbench.ui.edits.ModelEdits`), which owns every edit.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ _COLUMN_WIDTHS = {COL_NAME: 165, COL_TYPE: 125, COL_SHAPE: 135, COL_PARAMS: 90, 
 
 
 class TreeController(Protocol):
-    """What the context menu asks of its owner (``MainWindow`` implements it)."""
+    """What the context menu asks of its owner (:class:`workbench.ui.edits.ModelEdits` implements it)."""
 
     keep_bn_stats_fixed: bool
 
@@ -54,6 +54,8 @@ class TreeController(Protocol):
     def reinitialize(self, path: str, method: str) -> None: ...  # noqa: D102
     def replace_head(self, path: str, num_outputs: int | None = None) -> None: ...  # noqa: D102
     def set_keep_bn_stats_fixed(self, flag: bool) -> None: ...  # noqa: D102
+    def is_probed(self, name: str) -> bool: ...  # noqa: D102
+    def toggle_probe(self, name: str) -> None: ...  # noqa: D102
 
 
 class TreeFilterProxy(QSortFilterProxyModel):
@@ -256,11 +258,7 @@ class ModelTreeWidget(QWidget):
             sub.addAction(label, lambda m=method: self._controller.reinitialize(node.name, m))
 
     def _add_probe_action(self, menu: QMenu, name: str) -> None:
-        panel = getattr(self._controller, "probes_panel", None)
-        if panel is None or not hasattr(panel, "toggle_probe"):
-            return
         action = QAction("Probe", menu, checkable=True)
-        has_probe = getattr(panel, "has_probe", None)
-        action.setChecked(bool(has_probe(name)) if callable(has_probe) else False)
-        action.triggered.connect(lambda _checked=False: panel.toggle_probe(name))
+        action.setChecked(self._controller.is_probed(name))
+        action.triggered.connect(lambda _checked=False: self._controller.toggle_probe(name))
         menu.addAction(action)

@@ -51,6 +51,7 @@ from workbench.core.probe.health import merge_badges
 from workbench.ui.probe.grad_norms_view import GradNormsView
 from workbench.ui.probe.weights_view import WeightsView
 from workbench.ui.probe.worker import ProbeBatchWorker
+from workbench.ui.session import Session
 from workbench.ui.threading import start_in_thread, wait_for
 
 SOURCE_RANDOM = "Random data (input shape)"
@@ -73,14 +74,16 @@ def stats_text(s: ActivationStats) -> str:
 
 
 class ProbesPanel(QWidget):
-    """Probe controls and plots for ``window.model``.
+    """Probe controls and plots for ``session.model``.
 
     Parameters
     ----------
-    window : QMainWindow
-        Offers ``model``, ``input_shape`` (e.g. ``(1, 1, 8, 8)``) and optionally
-        ``tree_model.set_badges``, ``training_panel.is_running()`` and
-        ``training_panel.settings.config()`` (for the dataset source).
+    session : Session
+        The model, its ``input_shape`` (e.g. ``(1, 1, 8, 8)``), whether a run
+        owns it, the training settings' dataset (``data_config()``), the tree's
+        selection; the panel sets ``badges`` and ``probed`` on it and registers
+        its live callback for every run.
+    parent : QWidget, optional
 
     Signals
     -------
@@ -96,10 +99,10 @@ class ProbesPanel(QWidget):
     probesChanged = Signal(list)
     resultsShown = Signal()
 
-    def __init__(self, window, parent: QWidget | None = None):
-        super().__init__(parent if parent is not None else window)
+    def __init__(self, session: Session, parent: QWidget | None = None):
+        super().__init__(parent)
         self.setObjectName("probesPanel")
-        self.window_ = window
+        self.session = session
         self._probed: list[str] = []
         self._stats: dict[str, ActivationStats] = {}
         self._act_badges: dict = {}
@@ -110,7 +113,11 @@ class ProbesPanel(QWidget):
         self.reportsArrived.connect(self._on_reports)
         self._build()
         self._update_buttons()
-        self._connect_tree()
+        session.selectionChanged.connect(self._on_tree_node_changed)
+        session.modelChanged.connect(self.on_model_changed)
+        session.probeToggleRequested.connect(self.toggle_probe)
+        session.add_callback_provider(self.training_callbacks)
+        self.reportsArrived.connect(session.probeReports)
         self._refresh_weight_params()
 
     # ------------------------------------------------------------------ building
@@ -216,7 +223,7 @@ class ProbesPanel(QWidget):
             self._probed.remove(name)
             self._after_probes_changed()
             return False
-        model = getattr(self.window_, "model", None)
+        model = self.session.model
         if model is None:
             raise KeyError(f"no model to probe {name!r} in")
         try:
@@ -251,7 +258,7 @@ class ProbesPanel(QWidget):
 
     def run_probe_batch(self) -> bool:
         """Start one probe batch on a worker thread; False when it cannot start now (the reason is shown)."""
-        model = getattr(self.window_, "model", None)
+        model = self.session.model
         reason = None
         if self.is_busy():
             reason = "a probe batch is already running"
@@ -284,7 +291,7 @@ class ProbesPanel(QWidget):
         self.resultsShown.emit()
 
     def on_model_changed(self) -> None:
-        """``window.model`` was replaced: forget probes, results and history."""
+        """``session.model`` was replaced: forget probes, results and history."""
         self.shutdown()
         self._probed.clear()
         self._stats.clear()
@@ -364,19 +371,19 @@ class ProbesPanel(QWidget):
 
     # ------------------------------------------------------------------ helpers
     def _training_running(self) -> bool:
-        panel = getattr(self.window_, "training_panel", None)
-        running = getattr(panel, "is_running", None)
-        return bool(running()) if callable(running) else False
+        return self.session.running
 
     def _batch_maker(self):
         n = self.batch_spin.value()
         if self.source_combo.currentText() == SOURCE_DATASET:
-            settings = getattr(getattr(self.window_, "training_panel", None), "settings", None)
-            if settings is None or not hasattr(settings, "config"):
+            try:
+                data_cfg = self.session.data_config()
+            except ValueError as exc:
+                return None, f"the training settings: {exc}"
+            if data_cfg is None:
                 return None, "no training settings to take the dataset from"
-            data_cfg = settings.config().data
             return (lambda: dataset_batch(data_cfg, n)), None
-        shape = getattr(self.window_, "input_shape", None)
+        shape = self.session.input_shape
         if not shape:
             return None, "set an input shape first (e.g. 1,3,224,224 above the tree)"
         shape = (n, *tuple(shape)[1:])
@@ -390,6 +397,7 @@ class ProbesPanel(QWidget):
         self._show_current()
         self._update_buttons()
         self.probesChanged.emit(self.probed())
+        self.session.set_probed(self.probed())
 
     def _update_buttons(self) -> None:
         self.run_button.setEnabled(not self.is_busy())
@@ -464,14 +472,8 @@ class ProbesPanel(QWidget):
         self.map_plot.autoRange()
 
     # ------------------------------------------------------------------ weights
-    def _connect_tree(self) -> None:
-        """Follow the model tree's selection: a parameter row chosen there is the weight histogram's parameter."""
-        tree = getattr(self.window_, "tree_widget", None)
-        signal = getattr(tree, "currentNodeChanged", None)
-        if signal is not None:
-            signal.connect(self._on_tree_node_changed)
-
     def _on_tree_node_changed(self, obj) -> None:
+        """Follow the tree's selection: a parameter row chosen there is the weight histogram's parameter."""
         info = getattr(obj, "info", None)  # a ParamRow carries the parameter's TensorInfo
         name = getattr(info, "name", None)
         if isinstance(name, str) and not getattr(info, "is_buffer", False):
@@ -479,7 +481,7 @@ class ProbesPanel(QWidget):
 
     def _weight_param_names(self, extra: str | None = None) -> list[str]:
         """The probed modules' parameters (all of the model's when none is probed), plus ``extra``."""
-        model = getattr(self.window_, "model", None)
+        model = self.session.model
         if model is None:
             return []
         names = [n for n, _ in model.named_parameters()]
@@ -505,7 +507,7 @@ class ProbesPanel(QWidget):
     def _on_weight_param_changed(self, name: str) -> None:
         """Ask the live callback for the new parameter; when idle, have core measure it now."""
         self._callback.set_weight_histograms([name] if name else [])
-        model = getattr(self.window_, "model", None)
+        model = self.session.model
         if not name or model is None or self._training_running() or self.is_busy():
             return  # the training thread (or the probe worker) owns the model: the next report brings it
         try:
@@ -515,9 +517,7 @@ class ProbesPanel(QWidget):
         self.weights.show_histograms(hists)
 
     def _push_badges(self) -> None:
-        tree = getattr(self.window_, "tree_model", None)
-        if tree is not None and hasattr(tree, "set_badges"):
-            tree.set_badges(merge_badges(self._act_badges, self._grad_badges))
+        self.session.set_badges(merge_badges(self._act_badges, self._grad_badges))
 
     def badges(self) -> dict:
         """The badges pushed to the tree last: ``{module name: [Badge, ...]}``."""

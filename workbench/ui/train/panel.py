@@ -1,13 +1,14 @@
 """The Training dock: settings, Start / Pause / Stop, progress and the live plots.
 
-``TrainingPanel(window)`` trains ``window.model`` with the settings of its form on
-a QThread (:mod:`workbench.ui.train.worker`). While a run is active the training
-thread owns the model: the panel only queues commands (freeze / unfreeze, save
-now, pause, stop) on the trainer, and draws what arrives through signals.
+``TrainingPanel(session, prompts)`` trains ``session.model`` with the settings of
+its form on a QThread (:mod:`workbench.ui.train.worker`). While a run is active
+the training thread owns the model: the panel only queues commands (freeze /
+unfreeze, save now, pause, stop) on the run's ``RunControl``, and draws what
+arrives through signals. Commands from elsewhere in the window reach it as
+``session.commandRequested``.
 
-Dialogs go through overridable methods (:meth:`TrainingPanel.confirm_stop`,
-:meth:`TrainingPanel.show_error`, :meth:`TrainingPanel.ask_nonfinite`) so tests
-replace them instead of blocking on a modal dialog.
+Dialogs go through the prompts (``confirm_stop``, ``training_error``,
+``nonfinite``), so tests pass prompts that answer at once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QGridLayout,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -32,11 +32,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.train import loop as training
-from workbench.ui.train import nonfinite_dialog
+from workbench.core.train.commands import SaveNow, SetLR, SetTrainable
+from workbench.core.train.control import NONFINITE_ACTIONS
+from workbench.core.train.devices import cuda_memory
+from workbench.ui.session import Session
+from workbench.ui.threading import start_in_thread, wait_for
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.settings_form import TrainingSettings
-from workbench.ui.train.worker import TrainingWorker, start_in_thread, wait_for
+from workbench.ui.train.worker import TrainingWorker
 
 #: How long :meth:`TrainingPanel.shutdown` waits for the training thread, ms.
 SHUTDOWN_TIMEOUT_MS = 15000
@@ -55,13 +58,16 @@ def _fmt_duration(seconds: float) -> str:
 
 
 class TrainingPanel(QWidget):
-    """Training settings, controls and live plots for ``window.model``.
+    """Training settings, controls and live plots for ``session.model``.
 
     Parameters
     ----------
-    window : QMainWindow
-        The host; offers ``model``, ``arch_spec``, ``checkpoint``, ``statusBar()``
-        and optionally ``refresh_tree()`` and a keep-BatchNorm-stats-fixed flag.
+    session : Session
+        The model to train (``model``, ``arch_spec``, ``checkpoint``, ``edits``,
+        ``keep_bn_stats_fixed``); the panel reports ``running`` and status lines to it.
+    prompts : Prompts
+        ``confirm_stop()``, ``training_error(text)``, ``nonfinite(step, loss, can_rollback)``.
+    parent : QWidget, optional
 
     Signals
     -------
@@ -74,13 +80,13 @@ class TrainingPanel(QWidget):
     runningChanged = Signal(bool)
     trainableChanged = Signal(list)
 
-    def __init__(self, window):
-        super().__init__(window)
-        self.window_ = window
+    def __init__(self, session: Session, prompts, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.prompts = prompts
         self.setObjectName("trainingPanel")
         self._worker: TrainingWorker | None = None
         self._thread = None
-        self._extras: dict = {}
         self._last_reason: str | None = None
         self._last_error: str | None = None
         self._run_dir: str | None = None
@@ -99,7 +105,10 @@ class TrainingPanel(QWidget):
         self._redraw_timer.setInterval(REDRAW_MS)
         self._redraw_timer.timeout.connect(self._on_redraw_tick)
         self._last_metrics = None
-        self._probes_connected = False
+        session.modelChanged.connect(self.on_model_changed)
+        session.commandRequested.connect(self._on_command_requested)
+        session.probeReports.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
+        session.set_data_config_source(lambda: self.settings.config().data)
         self._update_buttons()
         self.on_model_changed()
 
@@ -192,22 +201,22 @@ class TrainingPanel(QWidget):
     def start(self) -> bool:
         """Start a run with the form's settings; False (and nothing happens) while one runs.
 
-        Setting errors are shown through :meth:`show_error` and return False.
+        Setting errors are shown through ``prompts.training_error`` and return False.
         """
         if self.is_running():
             return False
-        model = getattr(self.window_, "model", None)
+        model = self.session.model
         try:
             if model is None:
                 raise ValueError("There is no model to train: open a checkpoint or create a model first.")
             config = self.settings.config()
             self._fill_config(config)
         except Exception as exc:  # noqa: BLE001 - a setting the user can fix
-            self.show_error(f"Cannot start training: {exc}")
+            self.prompts.training_error(f"Cannot start training: {exc}")
             return False
         resume = self._resume_source()
-        worker = TrainingWorker(model, config, arch=getattr(self.window_, "arch_spec", None),
-                                resume=resume, callbacks=self.extra_callbacks())
+        worker = TrainingWorker(model, config, arch=self.session.arch_spec,
+                                resume=resume, callbacks=self.session.training_callbacks())
         queued = Qt.ConnectionType.QueuedConnection  # always run these slots on the GUI thread
         worker.fitStarted.connect(self._on_fit_started, queued)
         worker.metrics.connect(self._on_metrics, queued)
@@ -229,7 +238,7 @@ class TrainingPanel(QWidget):
         self.progress.setRange(0, max(1, config.epochs))
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
-        thread = start_in_thread(worker)
+        thread = start_in_thread(worker, "trainingThread")
         thread.finished.connect(self._on_thread_finished, Qt.ConnectionType.QueuedConnection)
         self._redraw_timer.start()
         self._thread = thread
@@ -237,6 +246,7 @@ class TrainingPanel(QWidget):
         self._update_buttons()
         if str(config.device).startswith("cuda"):
             self._status_timer.start()
+        self.session.set_running(True)
         self.runningChanged.emit(True)
         return True
 
@@ -273,27 +283,27 @@ class TrainingPanel(QWidget):
         if self._worker is None:
             raise RuntimeError("queue_trainable: no training run is active")
         names = [names] if isinstance(names, str) else list(names)
-        self._worker.queue(training.SetTrainable(names, bool(flag)))
+        self._worker.queue(SetTrainable(names, bool(flag)))
 
     def queue_save(self, path=None) -> None:
         """Save a checkpoint at the next step boundary (``None``: into the run folder)."""
         if self._worker is None:
             raise RuntimeError("queue_save: no training run is active")
-        self._worker.queue(training.SaveNow(None if path is None else str(path)))
+        self._worker.queue(SaveNow(None if path is None else str(path)))
 
     def queue_lr(self, lr: float) -> None:
         """Change the learning rate at the next step boundary."""
         if self._worker is None:
             raise RuntimeError("queue_lr: no training run is active")
-        self._worker.queue(training.SetLR(float(lr)))
+        self._worker.queue(SetLR(float(lr)))
 
     def checkpoint_extras(self) -> dict:
         """``optimizer_state_dict``, ``scheduler_state_dict``, ``epoch``, ``step``, ``loss`` of the last run.
 
-        Detached CPU copies made on the training thread at the run's end; ``{}``
-        before any run (or after the model changed).
+        Detached CPU copies made on the training thread at the run's end
+        (``session.run_extras``); ``{}`` before any run (or after the model changed).
         """
-        return dict(self._extras)
+        return dict(self.session.run_extras)
 
     def last_reason(self) -> str | None:
         """End reason of the last run: ``"completed"``, ``"stopped"``, ``"error"``, ``"nonfinite"``."""
@@ -304,25 +314,24 @@ class TrainingPanel(QWidget):
         return self._run_dir
 
     def on_model_changed(self) -> None:
-        """``window.model`` was replaced: forget the previous run's optimizer state."""
+        """``session.model`` was replaced: forget the previous run's trainer."""
         if not self.is_running():
-            self._extras = {}
             self._last_trainer = None
         self._refresh_resume_check()
 
     def _refresh_resume_check(self) -> None:
-        ckpt = getattr(self.window_, "checkpoint", None)
+        ckpt = self.session.checkpoint
         raw = getattr(ckpt, "raw", None) or {}
         can_resume = isinstance(raw, dict) and "optimizer_state_dict" in raw
         self.resume_check.setEnabled(can_resume and not self.is_running())
         if not can_resume:
             self.resume_check.setChecked(False)
-        self.start_button.setEnabled(getattr(self.window_, "model", None) is not None and not self.is_running())
+        self.start_button.setEnabled(self.session.model is not None and not self.is_running())
 
     def shutdown(self, ask: bool = True, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
         """The window's closeEvent path; True = the window may close.
 
-        While a run is active: ask (:meth:`confirm_stop`; False = cancel the close),
+        While a run is active: ask (``prompts.confirm_stop``; False = cancel the close),
         request stop (a pending NaN decision becomes "stop"), wait for the thread
         (``timeout_ms``), let the trainer's end reach the panel, and save
         ``last.pt`` into the run folder. Returns False if the thread did not finish
@@ -331,16 +340,16 @@ class TrainingPanel(QWidget):
         self._status_timer.stop()
         if not self.is_running():
             return True
-        if ask and not self.confirm_stop():
+        if ask and not self.prompts.confirm_stop():
             return False
         worker = self._worker
         if worker is not None:
             worker.request_stop()
-            worker.resolve_nonfinite(nonfinite_dialog.STOP)
+            worker.resolve_nonfinite("stop")
             if self._paused:
                 worker.resume_run()
         if not wait_for(self._thread, timeout_ms):
-            self.show_error("Training did not stop in time; try closing again in a moment.")
+            self.prompts.training_error("Training did not stop in time; try closing again in a moment.")
             return False
         # deliver the run's last queued signals (extras, finished) and the thread's end
         for _ in range(20):
@@ -352,47 +361,13 @@ class TrainingPanel(QWidget):
         self._save_last()
         return True
 
-    # ------------------------------------------------------------------ overridable dialogs / hooks
-    def confirm_stop(self) -> bool:
-        """Ask whether to stop the run and close (tests override this)."""
-        answer = QMessageBox.question(
-            self, "Training is running",
-            "A training run is active. Stop it (after the current step), save last.pt and close?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel,
-        )
-        return answer == QMessageBox.StandardButton.Yes
-
-    def show_error(self, text: str) -> None:
-        """Show an error (traceback text goes into the details) (tests override this)."""
-        box = QMessageBox(QMessageBox.Icon.Critical, "Training", "", QMessageBox.StandardButton.Ok, self)
-        box.setObjectName("trainingErrorBox")
-        if "Traceback" in text:
-            last = [line for line in text.strip().splitlines() if line.strip()][-1]
-            box.setText(f"The training run stopped with an error:\n\n{last}\n\n"
-                        "The model keeps the weights of the last completed step.")
-            box.setDetailedText(text)
-        else:
-            box.setText(text)
-        box.exec()
-
-    def ask_nonfinite(self, step: int, loss: float) -> str:
-        """Ask what to do about a NaN/Inf loss; returns ``"lower_lr"``, ``"rollback"`` or ``"stop"``."""
-        return nonfinite_dialog.ask_nonfinite(self, step, loss, can_rollback=True)
-
-    def extra_callbacks(self) -> list:
-        """Extra core callbacks for the next run: the probes panel's live-probe callback.
-
-        Its reports (batched on the training thread) also feed the global grad
-        norm drawn on the loss plot.
-        """
-        panel = getattr(self.window_, "probes_panel", None)
-        if panel is None:
-            return []
-        if not self._probes_connected:
-            panel.reportsArrived.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
-            self._probes_connected = True
-        return list(panel.training_callbacks())
+    # ------------------------------------------------------------------ session
+    def _on_command_requested(self, command) -> None:
+        """A core command from elsewhere in the window (tree freeze, File > Save) for the active run."""
+        if self._worker is None:
+            self.session.show_status("No training run is active: the command was not sent.", 5000)
+            return
+        self._worker.queue(command)
 
     @Slot(list)
     def _on_probe_reports(self, reports: list) -> None:
@@ -409,31 +384,30 @@ class TrainingPanel(QWidget):
         ``resume`` when "Resume from opened checkpoint" is ticked) as long as no
         run has changed the weights since the file was opened.
         """
-        spec = getattr(self.window_, "arch_spec", None)
+        session = self.session
+        spec = session.arch_spec
         if spec is not None:
             config.model.arch = spec.name
             config.model.kwargs = dict(spec.kwargs)
-        ckpt = getattr(self.window_, "checkpoint", None)
-        path = getattr(ckpt, "path", None)
-        if path is not None and self._last_trainer is None and Path(path).is_file():
-            config.model.checkpoint = str(Path(path).resolve())
-            config.model.resume = self._resume_source() is not None
-        for flag in ("keep_bn_stats_fixed", "keep_frozen_bn_eval", "bn_stats_fixed"):
-            value = getattr(self.window_, flag, None)
-            if value is not None:
-                config.keep_frozen_bn_eval = bool(value() if callable(value) else value)
-                break
+        config.model.edits = [dict(e) for e in session.edits]
+        path = getattr(session.checkpoint, "path", None)
+        if path is not None and Path(path).is_file():
+            config.model.source = str(Path(path).resolve())
+            if self._resume_source() is not None and self._last_trainer is None:
+                config.model.checkpoint = config.model.source
+                config.model.resume = True
+        config.keep_frozen_bn_eval = bool(session.keep_bn_stats_fixed)
 
     def _resume_source(self):
         if not (self.resume_check.isEnabled() and self.resume_check.isChecked()):
             return None
-        return getattr(self.window_, "checkpoint", None)
+        return self.session.checkpoint
 
     def _update_buttons(self) -> None:
         running = self.is_running()
         if not running:
             self._paused = False
-        self.start_button.setEnabled(not running and getattr(self.window_, "model", None) is not None)
+        self.start_button.setEnabled(not running and self.session.model is not None)
         self.stop_button.setEnabled(running)
         self.pause_button.setEnabled(running)
         self.save_button.setEnabled(running)
@@ -453,9 +427,7 @@ class TrainingPanel(QWidget):
             self._status(f"Could not save {path}: {exc}", 10000)
 
     def _status(self, text: str, ms: int = 0) -> None:
-        status = getattr(self.window_, "statusBar", None)
-        if status is not None:
-            status().showMessage(text, ms)
+        self.session.show_status(text, ms)
 
     # ------------------------------------------------------------------ slots
     def _on_pause_clicked(self) -> None:
@@ -565,6 +537,7 @@ class TrainingPanel(QWidget):
             self.plots.mark_freeze(step, f"{verb} {what} ({len(changed)})", epoch=epoch,
                                    time=time.perf_counter() - self._t0)
             self.trainableChanged.emit(changed)
+            self.session.trainableChanged.emit()
             self._status(f"Step {int(step)}: {verb} {what} - {len(changed)} parameter tensors changed", 5000)
         elif kind == "SaveNow":
             self._status(f"Saved {info.get('saved_to') or info.get('path') or 'checkpoint'}", 5000)
@@ -576,18 +549,20 @@ class TrainingPanel(QWidget):
         worker = self._worker
         if worker is None:
             return
-        action = self.ask_nonfinite(step, loss)
+        action = self.prompts.nonfinite(step, loss, can_rollback=True)
+        if action not in NONFINITE_ACTIONS:
+            action = "stop"
         worker.resolve_nonfinite(action)
         self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
 
     @Slot(str)
     def _on_error(self, text: str) -> None:
         self._last_error = text
-        self.show_error(text)
+        self.prompts.training_error(text)
 
     @Slot(dict)
     def _on_extras(self, extras: dict) -> None:
-        self._extras = extras
+        self.session.run_extras = extras
 
     @Slot(str)
     def _on_worker_finished(self, reason: str) -> None:
@@ -613,13 +588,14 @@ class TrainingPanel(QWidget):
         self.settings.set_running(False)
         self._update_buttons()
         self._refresh_resume_check()
-        self.runningChanged.emit(False)  # MainWindow re-reads requires_grad (refresh_tree) on this
+        self.session.set_running(False)  # the window re-reads requires_grad and weights on this
+        self.runningChanged.emit(False)
 
     def _on_status_tick(self) -> None:
         device = str(getattr(self, "_config", None) and self._config.device)
         if not device.startswith("cuda"):
             return
-        mem = training.cuda_memory(device)
+        mem = cuda_memory(device)
         if mem:
             alloc, reserved = _mem_pair(mem)
             self._status(f"{device}: {alloc / 2**20:,.0f} MiB allocated / {reserved / 2**20:,.0f} MiB reserved")

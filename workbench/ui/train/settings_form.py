@@ -140,11 +140,11 @@ def _dspin(name: str, lo: float, hi: float, value: float, step: float, decimals:
 
 
 def device_entries() -> list[tuple[str, str]]:
-    """``(label, device id)`` for every device torch can use here (``core.training.available_devices``).
+    """``(label, device id)`` for every device torch can use here (``core.train.devices.available_devices``).
 
     CUDA labels read ``cuda:0 - NVIDIA H100 (85.0 GB)``.
     """
-    from workbench.core.train.loop import available_devices
+    from workbench.core.train.devices import available_devices
 
     return [(label, dev) for dev, label in available_devices()] or [("CPU", "cpu")]
 
@@ -386,7 +386,7 @@ class TrainingSettings(QWidget):
     # ------------------------------------------------------------------ devices
     def refresh_devices(self) -> None:
         """Re-list the devices torch can use; select the best one (``default_device()``)."""
-        from workbench.core.train import loop as training
+        from workbench.core.train import devices as training
 
         current = self.device_combo.currentData()
         self.device_combo.blockSignals(True)

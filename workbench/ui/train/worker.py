@@ -8,7 +8,7 @@ into Qt signals carrying only Python floats, strings and numpy arrays:
 
 * ``metrics(dict)`` once per ``on_metrics`` batch (~every 40 ms, so ~25 Hz, never
   one signal per step): ``{"step": array, "loss": array, "lr": array, ...}``;
-* ``epochEnded(dict)``, ``commandApplied(dict)``, ``nonFinite(int)``,
+* ``epochEnded(dict)``, ``commandApplied(dict)``, ``nonFinite(int, float)``,
   ``error(str)`` (traceback text), ``extrasReady(dict)`` and ``finished(str)``
   (the end reason).
 
@@ -32,6 +32,7 @@ from workbench.core.train.control import RunControl
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loop import Trainer
 from workbench.core.train.threads import lower_current_thread_priority, worker_thread_count
+
 
 def to_cpu_copy(obj: Any) -> Any:
     """Deep copy ``obj`` with every tensor detached, cloned and moved to the CPU.
@@ -119,8 +120,8 @@ class QtBridge(Callback):
             info["changed"] = list(changed)
         self._worker.commandApplied.emit(info)
 
-    def on_nonfinite(self, trainer, step) -> None:  # noqa: D102
-        self._worker.nonFinite.emit(int(step))
+    def on_nonfinite(self, trainer, step, loss) -> None:  # noqa: D102
+        self._worker.nonFinite.emit(int(step), float(loss))
 
     def on_exception(self, trainer, exc, tb) -> None:  # noqa: D102
         self._worker.report_error(exc, tb)
@@ -177,14 +178,14 @@ class TrainingWorker(QObject):
     Signals
     -------
     fitStarted(dict), metrics(dict), epochEnded(dict), commandApplied(dict),
-    nonFinite(int), error(str), extrasReady(dict), finished(str)
+    nonFinite(int, float), error(str), extrasReady(dict), finished(str)
     """
 
     fitStarted = Signal(object)
     metrics = Signal(object)
     epochEnded = Signal(object)
     commandApplied = Signal(object)
-    nonFinite = Signal(int)
+    nonFinite = Signal(int, float)
     error = Signal(str)
     extrasReady = Signal(object)
     finished = Signal(str)

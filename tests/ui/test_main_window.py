@@ -55,11 +55,11 @@ def test_done_when_resnet18_module_prefix(window, resnet18_module_prefixed, monk
     """The issue's 'done when': 11,689,512 parameters; root off, fc on -> trainable 513,000 / 11,689,512."""
     asked = []
 
-    def choose(candidates):
+    def choose(candidates, file_name):
         asked.append(candidates)
         return candidates[0].spec
 
-    monkeypatch.setattr(window, "_ask_architecture", choose)
+    window.prompts.answers["architecture"] = choose
     assert window.open_path(resnet18_module_prefixed)
     assert asked and asked[0][0].spec.name == "resnet18"
     assert window.tree_model.root.total_params == 11_689_512
@@ -86,7 +86,7 @@ def test_done_when_resnet18_module_prefix(window, resnet18_module_prefixed, monk
 def test_open_by_drop(window, resnet18_module_prefixed):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(resnet18_module_prefixed))])
-    window._ask_architecture = lambda candidates: ArchSpec("resnet18")
+    window.prompts.answers["architecture"] = ArchSpec("resnet18")
     buttons, mods = Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
     no_urls = QMimeData()  # the event does not own its mime data: keep a reference
     empty = QDragEnterEvent(QPoint(10, 10), Qt.DropAction.CopyAction, no_urls, buttons, mods)
@@ -104,16 +104,16 @@ def test_open_by_drop(window, resnet18_module_prefixed):
 
 
 def test_cancelled_architecture_keeps_previous_model(window, resnet18_module_prefixed):
-    window._ask_architecture = lambda candidates: None
+    window.prompts.answers["architecture"] = None
     before = window.model
     assert not window.open_path(resnet18_module_prefixed)
     assert window.model is before and not window.errors
 
 
 def test_weights_only_view(window, resnet18_module_prefixed):
-    from workbench.ui.model.dialogs import WEIGHTS_ONLY
+    from workbench.ui.dialogs import WEIGHTS_ONLY
 
-    window._ask_architecture = lambda candidates: WEIGHTS_ONLY
+    window.prompts.answers["architecture"] = WEIGHTS_ONLY
     assert window.open_path(resnet18_module_prefixed)
     assert window.tree_model.root.total_params == 11_689_512
     assert window.arch_spec is None
@@ -133,10 +133,10 @@ def test_trust_dialog_default_cancel(window, tmp_path):
     path = tmp_path / "pickled.pt"
     torch.save(DigitsCNN(), path)
     seen = []
-    window._ask_trust = lambda err: seen.append(err) or False
+    window.prompts.answers["trust"] = lambda err: seen.append(err) or False
     assert not window.open_path(path)
     assert seen and seen[0].globals
-    window._ask_trust = lambda err: True
+    window.prompts.answers["trust"] = True
     assert window.open_path(path)
     assert type(window.model).__name__ == "DigitsCNN"
 
@@ -146,7 +146,7 @@ def test_partial_load_report(window, tmp_path):
     path = tmp_path / "r18_10.pt"
     torch.save(sd, path)
     reports = []
-    window._ask_partial_load = lambda report, ckpt, spec: reports.append(report) or True
+    window.prompts.answers["partial_load"] = lambda report, name, spec: reports.append(report) or True
     assert window.open_path(path, arch="resnet18")
     assert reports and reports[0].mismatched
     assert window.model.fc.out_features == 1000

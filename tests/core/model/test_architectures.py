@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.checkpoint_files import SMALL_VIT_SPEC, make_model, save_lightning, save_state_dict
+from tests.core.model.checkpoint_files import SMALL_VIT_SPEC, make_model, save_lightning, save_state_dict
 from workbench.core.errors import ArchitectureError
 from workbench.core.model.architectures import (
     ArchSpec,

@@ -14,41 +14,22 @@ import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMainWindow
 
-from tests.ui_helpers import RecordingPanel
+from tests.ui.helpers import panel_host
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train import devices as training
 from workbench.ui.train.panel import TrainingPanel
-from workbench.ui.train.worker import live_threads
+from workbench.ui.threading import live_threads
 
 RUN_TIMEOUT_MS = 60_000
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
 
-class Host(QMainWindow):
-    """The attributes of MainWindow that the panel uses."""
-
-    def __init__(self):
-        super().__init__()
-        self.model = DigitsCNN()
-        self.arch_spec = None
-        self.checkpoint = None
-        self.input_shape = (1, 1, 8, 8)
-        self.keep_bn_stats_fixed = False
-        self.refreshed = 0
-
-    def refresh_tree(self):
-        self.refreshed += 1
-
-
 @pytest.fixture
 def host(qtbot, tmp_path):
-    win = Host()
-    panel = RecordingPanel(win)
-    win.setCentralWidget(panel)
-    win.panel = panel
+    win = panel_host(DigitsCNN(), input_shape=(1, 1, 8, 8))
+    panel = win.panel
     panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
     qtbot.addWidget(win)
     win.resize(1100, 750)
@@ -249,14 +230,14 @@ class _NanAt:
                                            ("stop", "nonfinite")])
 def test_nonfinite_loss_each_choice(host, qtbot, action, reason):
     panel = host.panel
-    panel.nonfinite_answer = action
+    host.prompts.answers["nonfinite"] = action
     hook = host.model.classifier.register_forward_hook(_NanAt(30))  # epoch 2: last.pt of epoch 1 exists
     try:
         _start(qtbot, panel, epochs=2)
         _wait_end(qtbot, panel)
     finally:
         hook.remove()
-    assert panel.nonfinite_asked == [30]
+    assert [a[1] for a in host.prompts.asked if a[0] == "nonfinite"] == [30]
     assert panel.last_reason() == reason
     assert all(torch.isfinite(p).all() for p in host.model.parameters())
     lr = panel.plots.steps["lr"]
@@ -270,11 +251,11 @@ def test_close_during_run_stops_waits_and_saves(host, qtbot):
     panel = host.panel
     _start(qtbot, panel, epochs=200)
     qtbot.waitUntil(lambda: _steps(panel) >= 3, timeout=RUN_TIMEOUT_MS)
-    panel.confirm_answer = False
+    host.prompts.answers["confirm_stop"] = False
     assert panel.shutdown(ask=True) is False and panel.is_running()
-    panel.confirm_answer = True
+    host.prompts.answers["confirm_stop"] = True
     assert panel.shutdown(ask=True) is True
-    assert panel.confirm_asked == 2
+    assert host.prompts.count("confirm_stop") == 2
     assert not panel.is_running() and not live_threads()
     assert panel.last_reason() == "stopped"
     last = Path(panel.run_dir()) / "last.pt"

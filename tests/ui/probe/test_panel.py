@@ -1,46 +1,32 @@
-"""The Probes panel (workbench.ui.probe.panel) with a minimal host window and the real Trainer."""
+"""The Probes panel (workbench.ui.probe.panel) on a bare Session, with the real Trainer."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from PySide6.QtWidgets import QMainWindow, QWidget
+from PySide6.QtWidgets import QWidget
 
 from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
 from workbench.core.probe.callback import ProbeCallback
+from tests.ui.helpers import make_session
 from workbench.ui.probe.panel import ProbesPanel
-
-
-class _Tree:
-    def __init__(self):
-        self.calls = []
-
-    def set_badges(self, badges):
-        self.calls.append(badges)
-
-
-class _Host(QMainWindow):
-    def __init__(self, model, input_shape=DEMO_INPUT_SHAPE):
-        super().__init__()
-        self.model = model
-        self.input_shape = input_shape
-        self.tree_model = _Tree()
 
 
 @pytest.fixture
 def panel(qtbot):
-    host = _Host(DigitsCNN())
-    p = ProbesPanel(host)
-    host.setCentralWidget(p)
-    qtbot.addWidget(host)
+    p = ProbesPanel(make_session(DigitsCNN(), input_shape=DEMO_INPUT_SHAPE))
+    p.badge_calls = []
+    p.session.badgesChanged.connect(p.badge_calls.append)
+    qtbot.addWidget(p)
     yield p
     p.shutdown()
 
 
 def test_object_names_and_toggle(panel):
-    for name in ("probesPanel", "activationHistogram", "featureMapView", "gradNormPlot", "runProbeButton"):
-        assert panel.window_.findChild(QWidget, name) is not None, name
+    assert panel.objectName() == "probesPanel"
+    for name in ("activationHistogram", "featureMapView", "gradNormPlot", "runProbeButton"):
+        assert panel.findChild(QWidget, name) is not None, name
     assert panel.toggle_probe("features.2") is True
     assert panel.toggle_probe("classifier") is True
     assert panel.probed() == ["features.2", "classifier"] and panel.has_probe("classifier")
@@ -50,11 +36,11 @@ def test_object_names_and_toggle(panel):
     with pytest.raises(KeyError):
         panel.toggle_probe("nope")
     # the panel itself never leaves hooks on the model
-    assert all(len(m._forward_hooks) == 0 for m in panel.window_.model.modules())
+    assert all(len(m._forward_hooks) == 0 for m in panel.session.model.modules())
 
 
 def test_run_probe_batch_shows_histogram_and_feature_maps(panel, qtbot):
-    model = panel.window_.model
+    model = panel.session.model
     model.train()
     panel.toggle_probe("features.2")
     panel.toggle_probe("classifier")
@@ -75,26 +61,26 @@ def test_run_probe_batch_shows_histogram_and_feature_maps(panel, qtbot):
 
 
 def test_probe_batch_errors_are_shown_not_raised(qtbot):
-    host = _Host(DigitsCNN(), input_shape=(1, 3, 8, 8))  # wrong channel count
-    p = ProbesPanel(host)
-    qtbot.addWidget(host)
+    session = make_session(DigitsCNN(), input_shape=(1, 3, 8, 8))  # wrong channel count
+    p = ProbesPanel(session)
+    qtbot.addWidget(p)
     p.toggle_probe("classifier")
     assert p.run_probe_batch()
     qtbot.waitUntil(lambda: not p.is_busy(), timeout=20000)
     assert "failed" in p.status.text()
-    assert all(len(m._forward_hooks) == 0 for m in host.model.modules())
-    host.input_shape = None
+    assert all(len(m._forward_hooks) == 0 for m in session.model.modules())
+    session.set_input_shape(None)
     assert not p.run_probe_batch() and "input shape" in p.status.text()
 
 
 def test_dead_layer_badge_reaches_the_tree(panel, qtbot):
-    model = panel.window_.model
+    model = panel.session.model
     with torch.no_grad():
         model.features[7].bias.fill_(-1e4)
     panel.toggle_probe("features.8")
     with qtbot.waitSignal(panel.resultsShown, timeout=20000):
         panel.run_probe_batch()
-    badges = panel.window_.tree_model.calls[-1]
+    badges = panel.badge_calls[-1]
     assert [b.kind for b in badges["features.8"]] == ["dead_units"]
     assert "step" not in badges["features.8"][0].text or "probe batch" in badges["features.8"][0].text
 
@@ -108,7 +94,7 @@ def test_live_reports_from_the_real_trainer(panel, qtbot, tmp_path):
     cb = panel.training_callback()
     assert isinstance(cb, ProbeCallback)
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=1, run_dir=str(tmp_path / "run"))
-    trainer = Trainer(panel.window_.model, cfg, panel.training_callbacks())
+    trainer = Trainer(panel.session.model, cfg, panel.training_callbacks())
     assert trainer.fit() == "completed"
     qtbot.waitUntil(lambda: "global" in panel.grads.history, timeout=5000)
     steps = panel.grads.history["global"]["step"]
@@ -116,14 +102,14 @@ def test_live_reports_from_the_real_trainer(panel, qtbot, tmp_path):
     assert cb.auto and len(steps) >= 2 and np.all(np.diff(steps) >= 1)
     assert panel.current_stats() is not None and panel.current_stats().step is not None
     assert panel.grads.bars.opts["height"] is not None and len(panel.grads.bars.opts["height"]) > 0
-    assert all(len(m._forward_hooks) == 0 for m in panel.window_.model.modules())
+    assert all(len(m._forward_hooks) == 0 for m in panel.session.model.modules())
 
 
 def test_frozen_layers_show_as_frozen_in_the_bar_chart(panel, qtbot, tmp_path):
     from workbench.core.train.config import DataConfig, TrainConfig
     from workbench.core.train.loop import Trainer
 
-    model = panel.window_.model
+    model = panel.session.model
     for p in model.features.parameters():
         p.requires_grad_(False)
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=256), epochs=1, run_dir=str(tmp_path / "r"))
@@ -145,7 +131,7 @@ def _fit(model, callbacks, tmp_path, batch_size=64):
 def test_weights_tab_offers_the_probed_modules_parameters_and_draws_core_histograms(panel, qtbot):
     from workbench.core.probe.gradients import weight_histograms
 
-    model = panel.window_.model
+    model = panel.session.model
     assert panel.weights.parameters() == [n for n, _ in model.named_parameters()]  # nothing probed: all
     panel.toggle_probe("classifier")
     assert panel.weights.parameters() == ["classifier.weight", "classifier.bias"]
@@ -155,7 +141,7 @@ def test_weights_tab_offers_the_probed_modules_parameters_and_draws_core_histogr
     assert name == "classifier.weight" and step is None
     assert np.array_equal(hist.counts, expected.counts) and hist.counts.sum() == 640
     assert np.array_equal(panel.weights.hist_bars.opts["height"], expected.counts)
-    assert panel.window_.findChild(QWidget, "weightHistogram") is not None
+    assert panel.findChild(QWidget, "weightHistogram") is not None
 
     assert panel.weights.choose("classifier.bias")
     assert panel.weights.shown()[0] == "classifier.bias" and panel.weights.shown()[1].counts.sum() == 10
@@ -170,7 +156,7 @@ def test_weights_tab_offers_the_probed_modules_parameters_and_draws_core_histogr
 
 
 def test_weight_histogram_updates_live_during_training(panel, qtbot, tmp_path):
-    model = panel.window_.model
+    model = panel.session.model
     panel.toggle_probe("features")
     assert panel.choose_weight_parameter("features.7.weight")
     before = panel.weights.shown()[1]
@@ -188,7 +174,7 @@ def test_a_report_measured_while_frozen_stays_frozen_after_a_later_unfreeze(pane
     from workbench.core.probe.callback import ProbeReport
     from workbench.core.probe.gradients import grad_norms
 
-    model = panel.window_.model
+    model = panel.session.model
     for p in model.features.parameters():
         p.requires_grad_(False)
     model(torch.randn(4, 1, 8, 8)).sum().backward()

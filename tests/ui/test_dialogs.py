@@ -7,7 +7,8 @@ from PySide6.QtWidgets import QDialog, QMessageBox
 
 from workbench.core.errors import TrustRequired
 from workbench.core.model.architectures import ArchSpec, Candidate, LoadReport
-from workbench.ui.model import dialogs
+from workbench.ui import dialogs
+from tests.ui.helpers import RecordingPrompts
 
 
 def test_architecture_dialog_ranking_search_and_spec(qtbot):
@@ -60,9 +61,8 @@ def test_new_model_dialog_and_window(qtbot):
 
     from workbench.ui import MainWindow
 
-    win = MainWindow()
+    win = MainWindow(prompts=RecordingPrompts(new_architecture=ArchSpec("digits_cnn", {"num_classes": 3})))
     qtbot.addWidget(win)
-    win._ask_new_architecture = lambda: ArchSpec("digits_cnn", {"num_classes": 3})
     assert win.new_from_architecture()
     assert win.model.classifier.out_features == 3 and win.checkpoint is None
 

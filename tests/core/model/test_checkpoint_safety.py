@@ -6,13 +6,12 @@ import io
 import json
 import random
 import struct
-import time
 import zipfile
 
 import pytest
 import torch
 
-from tests.checkpoint_files import save_malicious, save_safetensors, save_state_dict
+from tests.core.model.checkpoint_files import save_malicious, save_safetensors, save_state_dict
 from workbench.core.errors import ArchitectureError, CheckpointError, TrustRequired
 from workbench.core.model.architectures import load_model
 from workbench.core.model.checkpoint import Checkpoint, pickle_globals, read_checkpoint, unsafe_globals
@@ -194,7 +193,6 @@ def test_fuzz_mutated_checkpoints(tmp_path, form):
     rng = random.Random(1234 + len(form))
     cases = {"zip": 240, "legacy": 80, "safetensors": 80}[form]
     outcomes: dict[str, int] = {}
-    started = time.perf_counter()
     for i in range(cases):
         path = tmp_path / f"case{i}"
         path.write_bytes(_mutate(data, rng))
@@ -203,7 +201,6 @@ def test_fuzz_mutated_checkpoints(tmp_path, form):
         path.unlink()
     assert sum(outcomes.values()) == cases
     assert outcomes.get("checkpoint_error", 0) > 0
-    assert time.perf_counter() - started < 30
 
 
 def test_fuzz_mutations_of_the_pickle_only(tmp_path):

@@ -26,7 +26,7 @@ def test_saved_file_reopens_without_questions(window, tmp_path):
     window.set_trainable("features", False)
     path = tmp_path / "model.pt"
     assert window.save_checkpoint(path)
-    window._ask_architecture = lambda candidates: pytest.fail("the arch entry should be used")
+    window.prompts.answers["architecture"] = lambda *a: pytest.fail("the arch entry should be used")
     window.open_demo()
     assert window.open_path(path)
     assert not window.model.features[0].weight.requires_grad and window.model.classifier.weight.requires_grad

@@ -13,7 +13,7 @@ import torch
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
 from workbench.core.train.headless import train_from_toml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def write_config(tmp_path, name="run.toml", **kw) -> Path:

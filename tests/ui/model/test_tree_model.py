@@ -139,10 +139,16 @@ def test_filter_and_sort_proxy(qtbot):
 
     class Ctl:
         keep_bn_stats_fixed = False
-        probes_panel = None
+        toggled: list = []
 
         def set_keep_bn_stats_fixed(self, flag):
             self.keep_bn_stats_fixed = flag
+
+        def is_probed(self, name):
+            return name == "fc"
+
+        def toggle_probe(self, name):
+            self.toggled.append(name)
 
     import torchvision
 
@@ -167,12 +173,15 @@ def test_filter_and_sort_proxy(qtbot):
     menu = widget.context_menu(proxy.index(proxy.rowCount(root) - 1, 0, root))  # fc
     labels = [a.text() for a in menu.actions()]
     assert "Freeze all except this" in labels and "Replace head…" in labels
+    probe = next(a for a in menu.actions() if a.text() == "Probe")
+    assert probe.isChecked()  # the controller says fc is probed
+    probe.trigger()
+    assert Ctl.toggled == ["fc"]
     assert widget.context_menu(QModelIndex()) is None
 
 
-def test_big_model_toggle_root_is_fast_enough(qtbot):
-    import time
-
+def test_big_model_toggle_root_unfreezes_every_parameter(qtbot):
+    """Unticking the root of a 2,000-module model (its speed is a figure in benchmarks/bench_tree.py)."""
     from workbench.ui.model.tree_view import ModelTreeWidget
 
     class Ctl:
@@ -184,10 +193,7 @@ def test_big_model_toggle_root_is_fast_enough(qtbot):
     qtbot.addWidget(widget)
     widget.set_model(tm)
     widget.show()
-    t0 = time.perf_counter()
     tm.setData(tm.index(0, COL_TRAIN), Unchecked, CHECK)
-    elapsed = time.perf_counter() - t0
     assert not any(p.requires_grad for p in model.parameters())
     assert tm.root.trainable_params == 0
-    assert elapsed < 2.0  # generous: the 20k figure lives in benchmarks/bench_tree.py
     assert torch.is_tensor(model[0][0].weight)

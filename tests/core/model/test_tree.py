@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import time
 
 import pytest
 import torch
@@ -231,24 +230,15 @@ def _big_model(outer=50, mid=20, inner=20):
     ])
 
 
-def test_20k_leaves_fast():
+def test_20k_leaves_tree_counts_every_node():
+    """The 20,000-leaf tree is complete (its build / refresh times are figures in benchmarks/bench_tree.py)."""
     model = _big_model()  # 20,000 Linear leaves, 21,051 modules
-    build_summary(model)  # warm-up
-    build = []
-    refresh = []
-    for _ in range(3):
-        t = time.perf_counter()
-        root = build_summary(model)
-        build.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        refresh_trainable(root)
-        refresh.append(time.perf_counter() - t)
+    root = build_summary(model)
     assert sum(1 for _ in root.walk()) == 21_051
     assert root.total_params == 20_000 * 20
-    # Measured ~75 ms build / ~20 ms refresh on an idle 2-core machine. The bounds are loose
-    # for loaded CI machines, but still fail for per-node recursion (quadratic: seconds).
-    assert min(build) < 0.5
-    assert min(refresh) < 0.25
+    model[0][0][0].weight.requires_grad_(False)
+    refresh_trainable(root)
+    assert root.trainable_params == 20_000 * 20 - 16
     assert isinstance(root, ModuleNode) and not hasattr(root, "__dict__")
 
 

@@ -9,8 +9,8 @@ from PySide6.QtCore import QObject, Slot
 from torch import nn
 
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.ui.train import worker as workers
-from workbench.ui.train.worker import TrainingWorker, live_threads, pack_metrics, start_in_thread, to_cpu_copy
+from workbench.ui.threading import live_threads, start_in_thread, wait_for
+from workbench.ui.train.worker import TrainingWorker, pack_metrics, to_cpu_copy
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
@@ -75,8 +75,8 @@ def _config(tmp_path, epochs=2):
 def _factory(data):
     from workbench.core.train.loop import Trainer
 
-    def make(model, config, callbacks, arch):
-        return Trainer(model, config, callbacks, arch, data=data)
+    def make(model, config, callbacks, arch, control=None):
+        return Trainer(model, config, callbacks, arch, data=data, control=control)
 
     return make
 
@@ -112,7 +112,7 @@ def test_worker_batches_metrics_and_finishes(qtbot, tmp_path):
 
 
 def test_worker_error_in_construction_is_reported(qtbot, tmp_path):
-    def broken(*args):
+    def broken(*args, **kwargs):
         raise RuntimeError("cannot build the trainer")
 
     worker = TrainingWorker(nn.Linear(2, 2), _config(tmp_path), trainer_factory=broken)
@@ -137,6 +137,6 @@ def test_wait_for_returns_while_gui_thread_blocks(qtbot, tmp_path):
     thread = start_in_thread(worker)
     qtbot.waitUntil(lambda: bool(rec.metrics), timeout=30_000)
     worker.request_stop()
-    assert workers.wait_for(thread, 10_000)  # GUI thread blocked: quit() must still reach the thread
+    assert wait_for(thread, 10_000)  # GUI thread blocked: quit() must still reach the thread
     assert live_threads() == []
     qtbot.waitUntil(lambda: rec.finished == ["stopped"], timeout=5000)

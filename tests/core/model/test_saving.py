@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import workbench
-from tests.checkpoint_files import make_model
+from tests.core.model.checkpoint_files import make_model
 from workbench.core.errors import CheckpointError
 from workbench.core.model.architectures import ArchSpec, load_model
 from workbench.core.model.checkpoint import read_checkpoint

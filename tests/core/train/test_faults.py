@@ -52,7 +52,7 @@ class Answer(Callback):
     def on_step_end(self, trainer, metrics):
         self.steps.append(metrics["step"])
 
-    def on_nonfinite(self, trainer, step):
+    def on_nonfinite(self, trainer, step, loss):
         self.nonfinite.append(step)
         self.paused_seen.append(trainer.is_paused)
         if len(self.nonfinite) > 3:

@@ -7,7 +7,7 @@ import shutil
 import pytest
 import torch
 
-from tests.checkpoint_files import (
+from tests.core.model.checkpoint_files import (
     SMALL_VIT_SPEC,
     TRUSTED_FORMS,
     example_input,

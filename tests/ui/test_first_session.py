@@ -28,7 +28,6 @@ def _train(qtbot, panel, epochs: int) -> None:
 
 def test_freeze_train_save_reopen_resume(main_window, qtbot, tmp_path):
     win, panel = main_window
-    win._show_error = lambda msg: pytest.fail(f"error dialog: {msg}")
     tree = win.tree_model
     # freeze the backbone with its checkbox in the tree
     features = tree.index_for_name("features")
@@ -51,7 +50,7 @@ def test_freeze_train_save_reopen_resume(main_window, qtbot, tmp_path):
     assert set(plain["frozen"]) == {f"features.{n}" for n in frozen_before}
 
     # reopen the saved file (no architecture dialog: the file names it) and resume
-    win._ask_architecture = lambda *a, **k: pytest.fail("the saved file names its architecture")
+    win.prompts.answers["architecture"] = lambda *a: pytest.fail("the saved file names its architecture")
     assert win.open_path(saved)
     assert all(not p.requires_grad for p in win.model.features.parameters())
     assert panel.resume_check.isEnabled()

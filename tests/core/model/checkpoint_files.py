@@ -2,7 +2,7 @@
 
 Import them from any test::
 
-    from tests.checkpoint_files import make_model, save_all_forms
+    from tests.core.model.checkpoint_files import make_model, save_all_forms
 
     model = make_model("resnet18", num_classes=10)
     paths = save_all_forms(model, tmp_path)      # {"state_dict": Path, "lightning": Path, ...}

@@ -18,8 +18,9 @@ from PySide6.QtWidgets import QDialog
 
 from workbench.core.model import architectures
 from workbench.core.model.architectures import ArchSpec, Candidate
-from workbench.ui.file_actions import with_filter_suffix
-from workbench.ui.model import dialogs
+from workbench.ui.prompts import with_filter_suffix
+from workbench.ui import dialogs
+from tests.ui.helpers import RecordingPrompts
 
 
 def _names() -> list[str]:
@@ -99,9 +100,8 @@ def test_recent_files_persist_and_reopen(window, qtbot, tmp_path):
     path = tmp_path / "again.pt"
     assert window.save_checkpoint(path)
     window.close()
-    second = MainWindow()
+    second = MainWindow(prompts=RecordingPrompts())
     qtbot.addWidget(second)
-    second._show_error = pytest.fail
     action = second.recent_menu.actions()[0]
     assert action.statusTip() == str(path.resolve())
     second.open_demo()

@@ -7,9 +7,8 @@ fails if it leaves a training QThread running.
 from __future__ import annotations
 
 import pytest
-from PySide6.QtWidgets import QMainWindow
 
-from tests.ui_helpers import RecordingPanel
+from tests.ui.helpers import panel_host
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.ui.train.settings_form import TrainingSettings
@@ -17,14 +16,6 @@ from workbench.ui.train.settings_form import TrainingSettings
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
 RUN_TIMEOUT_MS = 60_000
-
-
-class _Host(QMainWindow):
-    def __init__(self):
-        super().__init__()
-        self.model = DigitsCNN()
-        self.arch_spec = None
-        self.checkpoint = None
 
 
 @pytest.fixture
@@ -36,9 +27,8 @@ def settings(qtbot):
 
 @pytest.fixture
 def panel(qtbot, tmp_path):
-    win = _Host()
-    p = RecordingPanel(win)
-    win.setCentralWidget(p)
+    win = panel_host(DigitsCNN())
+    p = win.panel
     p.settings.run_dir_edit.setText(str(tmp_path / "run"))
     qtbot.addWidget(win)
     win.show()

@@ -1,0 +1,91 @@
+"""The rules of the house (DESIGN.md), each a check that fails the build.
+
+The import rules (core imports no Qt, core.model knows nothing of training or
+probes, the ui wings are independent, cli > ui > core, no import cycles) are
+import-linter contracts in pyproject.toml; ``make test`` runs ``lint-imports``
+first and :func:`test_import_contracts_are_kept` runs it again here. The rest
+read the source: no mixins, one ``torch.load``, no imports of private names
+from other modules, and importing every core module loads no Qt.
+"""
+
+from __future__ import annotations
+
+import ast
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import workbench
+import workbench.core
+
+PACKAGE = Path(workbench.__file__).resolve().parent
+
+
+def _sources() -> dict[str, ast.Module]:
+    return {str(p.relative_to(PACKAGE.parent)): ast.parse(p.read_text(encoding="utf-8"))
+            for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_import_contracts_are_kept():
+    lint = Path(sys.executable).with_name("lint-imports")
+    out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "6 kept, 0 broken" in out.stdout
+
+
+def test_no_mixins():
+    mixins = [f"{path}: {node.name}" for path, tree in _sources().items() for node in ast.walk(tree)
+              if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin")]
+    assert mixins == []
+
+
+def test_torch_load_is_called_in_one_module_only():
+    calls = []
+    for path, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load" \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+                calls.append(path)
+    assert set(calls) == {"workbench/core/model/checkpoint.py"}
+
+
+def test_weights_only_false_only_after_the_trust_check():
+    sites = []
+    for path, tree in _sources().items():
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and any(
+                        k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is False
+                        for k in node.keywords):
+                    sites.append((path, fn, node))
+    assert len(sites) == 1
+    path, fn, call = sites[0]
+    guards = [n for n in ast.walk(fn) if isinstance(n, ast.If) and ast.unparse(n.test) == "not trust"
+              and isinstance(n.body[0], ast.Raise) and n.lineno < call.lineno]
+    assert path == "workbench/core/model/checkpoint.py" and guards
+
+
+def test_no_module_imports_private_names_of_another():
+    found = []
+    for path, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("workbench"):
+                found += [f"{path}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    assert found == []
+
+
+def test_importing_every_core_module_imports_no_qt():
+    names = [m.name for m in pkgutil.walk_packages(workbench.core.__path__, "workbench.core.")]
+    assert "workbench.core.model.opening" in names and "workbench.core.train.control" in names
+    code = (
+        "import sys, importlib\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'PyQt5', 'PyQt6', 'shiboken6'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"workbench.core imported Qt modules: {out.stdout.strip()}"

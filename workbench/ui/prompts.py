@@ -1,0 +1,147 @@
+"""Every modal question the window asks, in one place.
+
+:class:`Prompts` is what the window, its file actions, its edits and the
+Training panel call when they need the user: a file name, an architecture, a
+trust decision, a number, a NaN decision, a confirmation, or to show an error.
+Nothing else in ``workbench.ui`` calls ``exec()``. Tests pass an object with
+the same methods that answers at once and records what was asked, so no test
+ever blocks on a dialog.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
+
+from workbench.core.errors import TrustRequired
+from workbench.core.model import architectures
+from workbench.core.model.architectures import ArchSpec, Candidate, LoadReport
+from workbench.ui import dialogs, nonfinite_dialog
+
+__all__ = ["Prompts", "CHECKPOINT_FILTER", "with_filter_suffix"]
+
+CHECKPOINT_FILTER = "Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)"
+
+
+def with_filter_suffix(path: str, selected_filter: str) -> str:
+    """Append the first extension of a file-dialog filter to ``path`` when it has none.
+
+    Qt's own (non-native) save dialog does not add the extension of the chosen
+    filter, and Export summary picks Markdown or CSV from the extension.
+
+    Parameters
+    ----------
+    path : str
+        What the user typed, e.g. ``"summary"``.
+    selected_filter : str
+        The chosen filter, e.g. ``"CSV (*.csv)"``.
+
+    Returns
+    -------
+    str
+        ``"summary.csv"``; ``path`` unchanged when it has an extension or the
+        filter names none (``"All files (*)"``).
+    """
+    if not path or Path(path).suffix:
+        return path
+    match = re.search(r"\*\.(\w+)", selected_filter or "")
+    return f"{path}.{match.group(1)}" if match else path
+
+
+class Prompts:
+    """The modal dialogs, each behind one method.
+
+    Parameters
+    ----------
+    parent : QWidget or None
+        Owner of the dialogs (the main window).
+    """
+
+    def __init__(self, parent: QWidget | None = None):
+        self.parent = parent
+
+    # ------------------------------------------------------------------ files
+    def open_path(self) -> str | None:
+        """File > Open: a checkpoint path, or None (cancelled)."""
+        path, _ = QFileDialog.getOpenFileName(self.parent, "Open checkpoint", "", CHECKPOINT_FILTER)
+        return path or None
+
+    def save_path(self, title: str, filters: str, default: str) -> str | None:
+        """A file to write (the chosen filter's extension added when none was typed), or None."""
+        path, selected = QFileDialog.getSaveFileName(self.parent, title, default, filters)
+        return with_filter_suffix(path, selected) or None
+
+    # ------------------------------------------------------------------ opening a model
+    def architecture(self, candidates: list[Candidate], file_name: str) -> ArchSpec | str | None:
+        """The Architecture dialog for ``file_name``: an ``ArchSpec``, ``dialogs.WEIGHTS_ONLY`` or None."""
+        dialog = dialogs.ArchitectureDialog(candidates, architectures.list_architectures(), file_name, self.parent)
+        dialog.exec()
+        choice = dialog.chosen()
+        dialog.deleteLater()
+        return choice
+
+    def new_architecture(self) -> ArchSpec | None:
+        """File > New from architecture: the spec chosen, or None."""
+        dialog = dialogs.NewModelDialog(architectures.list_architectures(), self.parent)
+        dialog.exec()
+        spec = dialog.chosen()
+        dialog.deleteLater()
+        return spec
+
+    def trust(self, err: TrustRequired) -> bool:
+        """The trust dialog (Cancel is the default); True = load the code."""
+        box = dialogs.trust_dialog(err, self.parent)
+        box.exec()
+        return dialogs.accepted_button(box)
+
+    def partial_load(self, report: LoadReport, file_name: str, spec: ArchSpec) -> bool:
+        """The load report dialog; True = load the tensors that fit."""
+        box = dialogs.load_report_dialog(report, file_name, str(spec), self.parent)
+        box.exec()
+        return dialogs.accepted_button(box)
+
+    # ------------------------------------------------------------------ numbers
+    def integer(self, title: str, label: str, value: int) -> int | None:
+        """An integer in [1, 1,000,000], or None."""
+        number, ok = QInputDialog.getInt(self.parent, title, label, value, 1, 1_000_000)
+        return number if ok else None
+
+    def number(self, title: str, label: str, value: float) -> float | None:
+        """A float in [-1e9, 1e9] (6 decimals), or None."""
+        number, ok = QInputDialog.getDouble(self.parent, title, label, value, -1e9, 1e9, 6)
+        return number if ok else None
+
+    # ------------------------------------------------------------------ messages
+    def error(self, message: str) -> None:
+        """A plain error message."""
+        QMessageBox.critical(self.parent, "Workbench", message)
+
+    def training_error(self, text: str) -> None:
+        """A training error: a traceback goes into the details, its last line into the text."""
+        box = QMessageBox(QMessageBox.Icon.Critical, "Training", "", QMessageBox.StandardButton.Ok, self.parent)
+        box.setObjectName("trainingErrorBox")
+        if "Traceback" in text:
+            last = [line for line in text.strip().splitlines() if line.strip()][-1]
+            box.setText(f"The training run stopped with an error:\n\n{last}\n\n"
+                        "The model keeps the weights of the last completed step.")
+            box.setDetailedText(text)
+        else:
+            box.setText(text)
+        box.exec()
+
+    # ------------------------------------------------------------------ training
+    def confirm_stop(self) -> bool:
+        """Closing during a run: stop it (after the current step), save last.pt and close?"""
+        answer = QMessageBox.question(
+            self.parent, "Training is running",
+            "A training run is active. Stop it (after the current step), save last.pt and close?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+    def nonfinite(self, step: int, loss: float, can_rollback: bool = True) -> str:
+        """The NaN/Inf dialog: ``"lower_lr"``, ``"rollback"`` or ``"stop"``."""
+        return nonfinite_dialog.ask_nonfinite(self.parent, step, loss, can_rollback=can_rollback)

@@ -1,0 +1,199 @@
+"""Session: the opened model and what the window knows about it, with change signals.
+
+One ``Session`` per window (napari's ``ViewerModel``): the model shown, its
+architecture, the checkpoint it came from, the example input shape, the edits
+made to its structure, whether a run owns it, the probe badges and probed
+modules. Panels take the session (and the prompts), never the window, and talk
+to each other only through its signals, so each panel is built in a test with
+a ``Session()`` and nothing else. The session shows nothing and computes
+nothing itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, Signal
+from torch import nn
+
+__all__ = ["Session"]
+
+
+class Session(QObject):
+    """The opened model and its state.
+
+    Attributes
+    ----------
+    model : nn.Module or None
+        The module shown (owned by the training thread while :attr:`running`).
+    arch_spec : ArchSpec or None
+        How to build it again (None: weights-only tree, or a module stored whole).
+    checkpoint : Checkpoint or None
+        The file it was opened from (None for the demo and new models).
+    input_shape : tuple of int or None
+        Example input, e.g. ``(1, 1, 8, 8)``, that filled Output shape and FLOPs.
+    source : str
+        What the status bar says about the model, e.g. ``"resnet18.pt · state_dict"``.
+    edits : list of dict
+        Structural edits since it was opened (``{"op": "replace_head", ...}``); a
+        run records them so ``workbench train run.toml`` rebuilds the same model.
+    running : bool
+        A training run owns the model.
+    keep_bn_stats_fixed : bool
+        Fully frozen BatchNorm layers keep their statistics (``eval()``) while training.
+    run_extras : dict
+        The last run's optimizer / scheduler state, epoch, step and loss (CPU
+        copies), saved with the model; ``{}`` before a run and after a new model.
+    tree_root : ModuleNode or None
+        The module tree shown (``core.model.tree``), with shapes and FLOPs.
+    badges : dict
+        ``{module name: [Badge, ...]}`` from the last probe measurement.
+    probed : list of str
+        Modules followed by the probes.
+
+    Signals
+    -------
+    modelChanged()
+        Another model is shown (open, new, demo).
+    structureChanged()
+        The module tree of the same model changed (head replaced or put back).
+    trainableChanged()
+        ``requires_grad`` of some parameters changed (an idle edit or an applied command).
+    weightsChanged()
+        Parameter values changed in place (re-initialized, or a run ended).
+    runningChanged(bool)
+    badgesChanged(dict), probedChanged(list)
+    selectionChanged(object)
+        The tree's current row (a ``ModuleNode`` or a parameter row), or None.
+    probeReports(list)
+        Live probe reports measured by the training loop (grad norms, activations).
+    statusMessage(str, int)
+        A line for the status bar and how long to show it (ms; 0 = until replaced).
+    commandRequested(object)
+        A core command (``SetTrainable``, ``SaveNow``...) for the active run.
+    probeToggleRequested(str)
+        Probe on/off for a module (from the tree's context menu).
+    keepBnStatsFixedChanged(bool)
+    """
+
+    modelChanged = Signal()
+    structureChanged = Signal()
+    trainableChanged = Signal()
+    weightsChanged = Signal()
+    runningChanged = Signal(bool)
+    badgesChanged = Signal(dict)
+    probedChanged = Signal(list)
+    selectionChanged = Signal(object)
+    probeReports = Signal(list)
+    statusMessage = Signal(str, int)
+    commandRequested = Signal(object)
+    probeToggleRequested = Signal(str)
+    keepBnStatsFixedChanged = Signal(bool)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.model: nn.Module | None = None
+        self.arch_spec = None
+        self.checkpoint = None
+        self.input_shape: tuple[int, ...] | None = None
+        self.source = ""
+        self.edits: list[dict] = []
+        self.running = False
+        self.keep_bn_stats_fixed = False
+        self._data_config_source: Callable[[], Any] | None = None
+        self.run_extras: dict = {}
+        self.tree_root = None
+        self.badges: dict = {}
+        self.probed: list[str] = []
+        self._callback_providers: list[Callable[[], list]] = []
+
+    # ------------------------------------------------------------------ the model
+    def set_model(self, model: nn.Module, spec=None, checkpoint=None, input_shape=None, source: str = "") -> None:
+        """Show another model: forget edits, badges and probes; emit ``modelChanged``."""
+        self.model, self.arch_spec, self.checkpoint = model, spec, checkpoint
+        self.input_shape = tuple(input_shape) if input_shape else None
+        self.source = source
+        self.edits = []
+        self.badges = {}
+        self.run_extras = {}
+        self.modelChanged.emit()
+
+    def set_arch_spec(self, spec) -> None:
+        """Replace the architecture spec (a replaced head changes ``num_classes``)."""
+        self.arch_spec = spec
+
+    def record_edit(self, edit: dict) -> None:
+        """Append a structural edit (see :attr:`edits`) and emit ``structureChanged``."""
+        self.edits.append(dict(edit))
+        self.structureChanged.emit()
+
+    def undo_edit(self, edit: dict) -> None:
+        """Forget the last record of ``edit`` (its undo) and emit ``structureChanged``."""
+        for i in range(len(self.edits) - 1, -1, -1):
+            if self.edits[i] == edit:
+                del self.edits[i]
+                break
+        self.structureChanged.emit()
+
+    def set_running(self, running: bool) -> None:
+        """A run started (True) or ended (False); emits ``runningChanged`` on a change."""
+        if bool(running) != self.running:
+            self.running = bool(running)
+            self.runningChanged.emit(self.running)
+
+    def send_command(self, command: Any) -> None:
+        """Send a core command to the active run (the Training panel queues it on its worker)."""
+        self.commandRequested.emit(command)
+
+    def set_keep_bn_stats_fixed(self, flag: bool) -> None:
+        """Fully frozen BatchNorm layers keep their statistics (``eval()``) in the next runs."""
+        if bool(flag) != self.keep_bn_stats_fixed:
+            self.keep_bn_stats_fixed = bool(flag)
+            self.keepBnStatsFixedChanged.emit(self.keep_bn_stats_fixed)
+
+    def set_input_shape(self, shape: tuple[int, ...] | None) -> None:
+        """The example input shape, e.g. ``(1, 3, 224, 224)`` (no signal: the tree re-annotates)."""
+        self.input_shape = tuple(shape) if shape else None
+
+    # ------------------------------------------------------------------ probes and selection
+    def set_badges(self, badges: dict) -> None:
+        """Health badges of the last measurement, ``{module: [Badge, ...]}``."""
+        self.badges = dict(badges)
+        self.badgesChanged.emit(self.badges)
+
+    def set_probed(self, names: list[str]) -> None:
+        """The modules the probes follow."""
+        self.probed = list(names)
+        self.probedChanged.emit(list(self.probed))
+
+    def select(self, obj: Any) -> None:
+        """The tree's current row changed (a ``ModuleNode``, a parameter row or None)."""
+        self.selectionChanged.emit(obj)
+
+    def show_status(self, text: str, ms: int = 0) -> None:
+        """Ask the window to show ``text`` on its status bar for ``ms`` milliseconds."""
+        self.statusMessage.emit(text, int(ms))
+
+    # ------------------------------------------------------------------ training settings
+    def set_data_config_source(self, source: Callable[[], Any]) -> None:
+        """Register ``source() -> DataConfig``: the dataset of the training settings form."""
+        self._data_config_source = source
+
+    def data_config(self):
+        """The training settings' ``DataConfig`` (the probes' "dataset batch" uses it), or None.
+
+        Raises
+        ------
+        ValueError
+            A setting of the form is invalid (the message names it).
+        """
+        return self._data_config_source() if self._data_config_source is not None else None
+
+    # ------------------------------------------------------------------ training callbacks
+    def add_callback_provider(self, provider: Callable[[], list]) -> None:
+        """Register ``provider() -> list of core Callback`` to join every run (the probes' live callback)."""
+        self._callback_providers.append(provider)
+
+    def training_callbacks(self) -> list:
+        """The core callbacks every registered provider gives for the next run."""
+        return [cb for provider in self._callback_providers for cb in provider()]
