@@ -152,6 +152,18 @@ def test_partial_load_report(window, tmp_path):
     assert window.model.fc.out_features == 1000
 
 
+def test_the_architecture_question_names_the_file_being_opened(window, tmp_path):
+    """The dialog was titled from the previously opened checkpoint."""
+    first, second = tmp_path / "first.pt", tmp_path / "second.pt"
+    torch.save(torchvision.models.resnet18().state_dict(), first)
+    torch.save(torchvision.models.resnet18().state_dict(), second)
+    window.prompts.answers["architecture"] = lambda candidates, name: candidates[0].spec
+    assert window.open_path(first) and window.open_path(second)
+    names = [a[2] for a in window.prompts.asked if a[0] == "architecture"]
+    assert names == ["first.pt", "second.pt"]
+    assert window.checkpoint.path == second
+
+
 def test_head_replacement_trains_and_undoes(window):
     model = window.model
     old_total = window.tree_model.root.total_params

@@ -211,3 +211,32 @@ def save_all_forms(model: nn.Module, folder: str | Path, example: torch.Tensor |
     if example is not None:
         out["torchscript"] = save_torchscript(model, folder / "scripted.pt", example)
     return out
+
+
+class TiedDigits(nn.Module):
+    """A language-model-shaped toy for tied weights: the decoder ``nn.Linear`` shares ``embedding.weight``.
+
+    Input: digits images ``(N, 1, 8, 8)``; output: 64 logits (the digits' 10
+    classes are indices below 64). Parameters: ``embedding.weight`` (64, 10) held
+    by both ``embedding`` and ``decoder``, ``hidden`` (10 -> 10), ``decoder.bias`` (64):
+    814 in all, each counted once.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(64, 10)
+        self.hidden = nn.Linear(10, 10)
+        self.decoder = nn.Linear(10, 64)
+        self.decoder.weight = self.embedding.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.hidden(x.flatten(1) @ self.embedding.weight))
+        return self.decoder(h)
+
+
+def tied_digits() -> nn.Module:
+    """Factory of :class:`TiedDigits` for an ``ArchSpec("<this file>:tied_digits")``."""
+    return TiedDigits()
+
+
+TIED_SPEC = f"{Path(__file__).resolve()}:tied_digits"

@@ -35,7 +35,7 @@ class NaNAt(nn.Module):
 
 
 def config(tmp_path, **kw) -> TrainConfig:
-    data = DataConfig(dataset="fake", fake_shape=[1, 8, 8], fake_size=200, batch_size=16)  # 10 steps/epoch
+    data = kw.pop("data", DataConfig(dataset="fake", fake_shape=[1, 8, 8], fake_size=200, batch_size=16))  # 10 steps/epoch
     return TrainConfig(data=data, epochs=kw.pop("epochs", 1), lr=1e-2, optimizer="sgd",
                        run_dir=str(tmp_path / "run"), **kw)
 
@@ -48,12 +48,14 @@ class Answer(Callback):
         self.reasons: list[str] = []
         self.paused_seen = []
         self.steps: list[int] = []
+        self.losses: list[float] = []
 
     def on_step_end(self, trainer, metrics):
         self.steps.append(metrics["step"])
 
     def on_nonfinite(self, trainer, step, loss):
         self.nonfinite.append(step)
+        self.losses.append(loss)
         self.paused_seen.append(trainer.is_paused)
         if len(self.nonfinite) > 3:
             trainer.resolve_nonfinite("stop")
@@ -122,6 +124,26 @@ def test_inf_loss_is_caught_too(tmp_path):
 
     t = Trainer(InfModel(), config(tmp_path), [])
     assert t.fit() == "nonfinite" and t.step == 0
+    assert "the loss is nan" in str(t.error)  # inf logits give a NaN cross-entropy
+
+
+def test_on_nonfinite_receives_the_loss_value(tmp_path):
+    """The NaN dialog shows the value; the trainer used to send only the step."""
+    class InfLossAt4(DigitsCNN):
+        calls = 0
+
+        def forward(self, x):
+            out = super().forward(x)
+            if self.training:
+                self.calls += 1
+                if self.calls == 4:  # every logit but the first at -inf: cross-entropy +inf
+                    out = torch.cat([out[:, :1], torch.full_like(out[:, 1:], -float("inf"))], dim=1)
+            return out
+
+    cb = Answer("lower_lr")
+    t = Trainer(InfLossAt4(), config(tmp_path, data=DataConfig(dataset="digits", batch_size=64)), [cb])
+    assert t.fit() == "completed"
+    assert cb.nonfinite == [4] and cb.losses == [float("inf")]
 
 
 class BrokenDataset(torch.utils.data.Dataset):

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.core.model.checkpoint_files import TiedDigits
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.hooks import STEP_KEYS, Callback
@@ -147,6 +148,20 @@ def test_mid_run_freeze_keeps_parameters_bit_identical(tmp_path):
     assert sorted(cmd.changed) == sorted(n for n, _ in model.features.named_parameters(prefix="features"))
     for n, before in cb.snap.items():
         assert torch.equal(dict(model.named_parameters())[n], before), n
+
+
+def test_freezing_a_module_that_holds_a_tied_weight_freezes_that_weight(tmp_path):
+    """The run used to resolve "decoder" to decoder.bias only: the shared weight kept training."""
+    model = TiedDigits()
+    start = model.embedding.weight.detach().clone()
+    hidden = model.hidden.weight.detach().clone()
+    trainer = Trainer(model, cfg(tmp_path, epochs=1, data=DataConfig(dataset="digits", batch_size=64)))
+    command = SetTrainable(["decoder"], False)
+    trainer.queue(command)
+    assert trainer.fit() == "completed"
+    assert command.changed == ["embedding.weight", "decoder.bias"] and command.error is None
+    assert torch.equal(model.embedding.weight, start)
+    assert not torch.equal(model.hidden.weight, hidden)
 
 
 def test_unfreeze_adds_param_group_and_trains_it(tmp_path):

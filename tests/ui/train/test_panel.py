@@ -226,6 +226,29 @@ class _NanAt:
         return None
 
 
+class _InfAt(_NanAt):
+    """Forward hook: every logit but the first is -inf on the ``at``-th training forward (loss +inf)."""
+
+    def __call__(self, module, inputs, output):
+        if module.training:
+            self.calls += 1
+            if self.calls == self.at:
+                return torch.cat([output[:, :1], torch.full_like(output[:, 1:], -float("inf"))], dim=1)
+        return None
+
+
+def test_the_nonfinite_question_shows_the_loss_value(host, qtbot):
+    """The dialog's value used to be NaN always: the trainer never sent the loss."""
+    hook = host.model.classifier.register_forward_hook(_InfAt(5))
+    try:
+        _start(qtbot, host.panel, epochs=1)
+        _wait_end(qtbot, host.panel)
+    finally:
+        hook.remove()
+    asked = [a for a in host.prompts.asked if a[0] == "nonfinite"]
+    assert asked == [("nonfinite", 5, float("inf"))]
+
+
 @pytest.mark.parametrize("action,reason", [("lower_lr", "completed"), ("rollback", "completed"),
                                            ("stop", "nonfinite")])
 def test_nonfinite_loss_each_choice(host, qtbot, action, reason):

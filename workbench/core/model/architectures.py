@@ -528,6 +528,7 @@ def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tenso
     ArchitectureError
         ``strict`` and the keys or shapes differ (``.report`` holds the LoadReport).
     """
+    ties = tied_groups(module)
     own_keys = list(module.state_dict(keep_vars=True))
     renamed, stripped = strip_prefixes(state_dict, own_keys)
     report, usable = _compare(module, renamed, stripped, strict)
@@ -541,8 +542,30 @@ def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tenso
     assign = any(_is_meta(t) for t in module.state_dict(keep_vars=True).values())
     usable = _match_dtypes(module, usable)
     module.load_state_dict(usable, strict=False, assign=assign)
+    retie(module, ties)  # assign=True gives each alias its own tensor: tie them again
     report.loaded = len(usable)
     return report
+
+
+def tied_groups(module: nn.Module) -> list[list[str]]:
+    """Qualified names of each parameter held under several names (tied weights), canonical name first.
+
+    E.g. ``[["embedding.weight", "decoder.weight"]]`` for a decoder sharing the
+    embedding's weight; ``[]`` when nothing is tied.
+    """
+    by_id: dict[int, list[str]] = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        by_id.setdefault(id(p), []).append(name)
+    return [names for names in by_id.values() if len(names) > 1]
+
+
+def retie(module: nn.Module, groups: list[list[str]]) -> None:
+    """Make every name of each group (:func:`tied_groups`) hold the first name's parameter again."""
+    for names in groups:
+        first = module.get_parameter(names[0])
+        for name in names[1:]:
+            owner, _, attr = name.rpartition(".")
+            module.get_submodule(owner)._parameters[attr] = first
 
 
 def _materialize(module: nn.Module) -> list[str]:
@@ -645,9 +668,11 @@ def load_model(
     model = build_module(spec, device="meta")
     if _has_computed_meta_buffers(model):
         model = build_module(spec, device="cpu")
+    ties = tied_groups(model)
     report = load_state_dict_into(model, checkpoint.state_dict, strict=strict)
     _materialize(model)
     _ensure_parameters(model)
+    retie(model, ties)
     _apply_frozen(model, checkpoint.metadata.frozen)
     return model, report
 

@@ -104,7 +104,8 @@ class DetailsPanel(QWidget):
             self._fill([])
             return
         if isinstance(obj, ParamRow):
-            self.heading.setText(f"{obj.info.name}  ·  parameter  ·  {format_int(obj.info.numel)} elements")
+            shared = f"  ·  shared with {obj.info.name}" if obj.alias is not None else ""
+            self.heading.setText(f"{obj.path}  ·  parameter  ·  {format_int(obj.info.numel)} elements{shared}")
             self._show_badges([])
             self._fill([obj.info])
             return

@@ -46,14 +46,38 @@ _BADGE_ORDER = ("nonfinite", "exploding_grad", "vanishing_grad", "dead_units")
 
 
 class ParamRow:
-    """A parameter leaf row: ``info`` (``core.summary.TensorInfo``) under module node ``owner``."""
+    """A parameter leaf row: ``info`` (``core.model.tree.TensorInfo``) under module node ``owner``.
 
-    __slots__ = ("owner", "info", "row")
+    A tied parameter (one ``nn.Parameter`` that ``owner`` shares with an earlier
+    module, e.g. a decoder's weight tied to the embedding) is listed under every
+    module that holds it: ``alias`` is its short name here (``"weight"``) and
+    ``info`` the canonical entry, counted once, under the first owner.
+    """
 
-    def __init__(self, owner, info, row: int):
+    __slots__ = ("owner", "info", "row", "alias")
+
+    def __init__(self, owner, info, row: int, alias: str | None = None):
         self.owner = owner
         self.info = info
         self.row = row
+        self.alias = alias
+
+    @property
+    def short_name(self) -> str:
+        """The name shown in the tree: the alias of a tied parameter, else its own short name."""
+        return self.alias or self.info.short_name
+
+    @property
+    def path(self) -> str:
+        """Qualified name of this row's parameter as ``owner`` holds it (an alias for a tied one)."""
+        if self.alias is None:
+            return self.info.name
+        return f"{self.owner.name}.{self.alias}" if self.owner.name else self.alias
+
+
+def _param_count(node) -> int:
+    """Parameter rows under ``node``: its own parameters and the tied ones it shares."""
+    return len(node.params) + sum(1 for _, info in node.tied if not info.is_buffer)
 
 
 def _badge_icon(kind: str) -> QIcon:
@@ -141,6 +165,8 @@ class ModelTreeModel(QAbstractItemModel):
         if rows is None:
             base = len(node.children)
             rows = [ParamRow(node, info, base + i) for i, info in enumerate(node.params)]
+            rows += [ParamRow(node, info, base + len(rows) + i, alias=short)
+                     for i, (short, info) in enumerate((s, f) for s, f in node.tied if not f.is_buffer)]
             self._param_rows[id(node)] = rows
         return rows
 
@@ -153,7 +179,7 @@ class ModelTreeModel(QAbstractItemModel):
         if isinstance(node, ParamRow):
             return 0
         self._touched[id(node)] = node
-        return len(node.children) + len(node.params)
+        return len(node.children) + _param_count(node)
 
     def columnCount(self, parent=QModelIndex()) -> int:  # noqa: B008
         return len(COLUMNS)
@@ -164,7 +190,7 @@ class ModelTreeModel(QAbstractItemModel):
         if parent.column() > 0:
             return False
         node = parent.internalPointer()
-        return not isinstance(node, ParamRow) and bool(node.children or node.params)
+        return not isinstance(node, ParamRow) and bool(node.children or _param_count(node))
 
     def index(self, row: int, column: int, parent=QModelIndex()) -> QModelIndex:  # noqa: B008
         if not parent.isValid():
@@ -210,7 +236,7 @@ class ModelTreeModel(QAbstractItemModel):
         owner_name, _, short = name.rpartition(".")
         owner = self._root.find(owner_name) if self._root is not None else None
         for prow in self._params_of(owner) if owner is not None else ():
-            if prow.info.short_name == short:
+            if prow.short_name == short:
                 return self.index_for_node(prow, column)
         return QModelIndex()
 
@@ -250,7 +276,7 @@ class ModelTreeModel(QAbstractItemModel):
         obj = index.internalPointer()
         col = index.column()
         if role == DISPLAY:
-            return self._param_text(obj.info, col) if isinstance(obj, ParamRow) else self._module_text(obj, col)
+            return self._param_text(obj, col) if isinstance(obj, ParamRow) else self._module_text(obj, col)
         if role == CHECK:
             return self.check_state(obj) if col == COL_TRAIN else None
         if role == ALIGN:
@@ -288,11 +314,12 @@ class ModelTreeModel(QAbstractItemModel):
         return ""
 
     @staticmethod
-    def _param_text(info, col: int) -> str:
+    def _param_text(row: ParamRow, col: int) -> str:
+        info = row.info
         if col == COL_NAME:
-            return info.short_name
+            return row.short_name
         if col == COL_TYPE:
-            return f"param · {info.dtype}"
+            return f"param · shared with {info.name}" if row.alias is not None else f"param · {info.dtype}"
         if col == COL_SHAPE:
             return format_shape(info.shape)
         if col == COL_PARAMS:
@@ -308,6 +335,9 @@ class ModelTreeModel(QAbstractItemModel):
 
     def _tooltip(self, obj, col: int) -> str | None:
         info = obj.info if isinstance(obj, ParamRow) else None
+        if col == COL_NAME and info is not None and obj.alias is not None:
+            return (f"{obj.path}\nthe same parameter as {info.name} (tied): counted once, there; "
+                    "freezing either freezes both")
         if col == COL_NAME:
             name = info.name if info is not None else (obj.name or obj.short_name)
             lines = [name] + ([] if info is not None else [b.text for b in self._badges.get(obj.name, ())])
@@ -337,7 +367,7 @@ class ModelTreeModel(QAbstractItemModel):
     @staticmethod
     def _filter_text(obj) -> str:
         if isinstance(obj, ParamRow):
-            return obj.info.name
+            return obj.path
         return f"{obj.name} {obj.type_name}"
 
     # -- badges ----------------------------------------------------------------
@@ -401,7 +431,7 @@ class ModelTreeModel(QAbstractItemModel):
         if not self._has_checkbox(obj):
             return False
         flag = _check_value(value) == Qt.CheckState.Checked.value
-        path = obj.info.name if isinstance(obj, ParamRow) else obj.name
+        path = obj.path if isinstance(obj, ParamRow) else obj.name
         if self._set_trainable is not None:
             self._set_trainable(path, flag)
         else:
@@ -434,7 +464,7 @@ class ModelTreeModel(QAbstractItemModel):
         self.dataChanged.emit(top, self.createIndex(0, last, self._root), roles)
         parents = self._visible_parents() if self._visible_parents is not None else list(self._touched.values())
         for node in parents:
-            rows = len(node.children) + len(node.params)
+            rows = len(node.children) + _param_count(node)
             if rows:
                 parent = self.createIndex(self._row_of(node), 0, node)
                 self.dataChanged.emit(self.index(0, 0, parent), self.index(rows - 1, last, parent), roles)

@@ -207,7 +207,7 @@ class ModelTreeWidget(QWidget):
         self.view.collapseAll()
         self.reset_view()
         if current is not None:
-            name = current.info.name if isinstance(current, ParamRow) else current.name
+            name = current.path if isinstance(current, ParamRow) else current.name
             self.select_name(name)
 
     def _on_input_shape_entered(self) -> None:
@@ -230,7 +230,7 @@ class ModelTreeWidget(QWidget):
             return None
         menu = QMenu(self)
         if isinstance(obj, ParamRow):
-            self._add_freeze_actions(menu, obj.info.name, obj.info.requires_grad)
+            self._add_freeze_actions(menu, obj.path, obj.info.requires_grad)
             return menu
         self._add_freeze_actions(menu, obj.name, obj.trainable_params > 0)
         menu.addAction("Freeze all except this", lambda: self._controller.freeze_all_except(obj.name))
