@@ -86,21 +86,18 @@ def plain_loop(epochs: int = EPOCHS, seed: int = 0) -> float:
     return seen / (time.perf_counter() - t0)
 
 
-class _Host:
-    """A minimal main window for the panel (the real MainWindow may not exist yet)."""
-
-
 def _make_host():
+    """A window holding the real Training panel on a Session (the panel never sees the window)."""
     from PySide6.QtWidgets import QMainWindow
 
+    from workbench.ui.prompts import Prompts
+    from workbench.ui.session import Session
     from workbench.ui.train.panel import TrainingPanel
 
     win = QMainWindow()
-    win.model = DigitsCNN()
-    win.arch_spec = None
-    win.checkpoint = None
-    win.input_shape = (1, 1, 8, 8)
-    panel = TrainingPanel(win)
+    session = Session(win)
+    session.set_model(DigitsCNN(), None, None, (1, 1, 8, 8))
+    panel = TrainingPanel(session, Prompts(win), win)
     win.setCentralWidget(panel)
     win.resize(1100, 800)
     win.show()
@@ -116,8 +113,7 @@ def qt_run(app, panel, run_dir: str, epochs: int = EPOCHS, seed: int = 0) -> tup
     """
     from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
 
-    panel.window_.model = DigitsCNN()
-    panel.on_model_changed()
+    panel.session.set_model(DigitsCNN(), None, None, (1, 1, 8, 8))
     s = panel.settings
     s.dataset_combo.setCurrentIndex(s.dataset_combo.findData("digits"))
     s.device_combo.setCurrentIndex(max(0, s.device_combo.findData("cpu")))
