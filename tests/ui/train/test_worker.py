@@ -109,6 +109,7 @@ def test_worker_batches_metrics_and_finishes(qtbot, tmp_path):
             assert isinstance(v, np.ndarray)
     assert all(isinstance(v, (int, float, bool, str, type(None))) for e in rec.epochs for v in e.values())
     assert rec.extras[0]["step"] == 64 and "optimizer_state_dict" in rec.extras[0]
+    assert worker.trainer.control is worker.control  # one RunControl, shared, never copied
 
 
 def test_worker_error_in_construction_is_reported(qtbot, tmp_path):

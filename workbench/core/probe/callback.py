@@ -41,13 +41,7 @@ from workbench.core.probe.activations import ActivationProbe, ActivationStats, H
 from workbench.core.probe.gradients import GradNorms, UpdateTracker, grad_norms, weight_histograms
 from workbench.core.probe.health import Badge, HealthThresholds, activation_badges, grad_badges, merge_badges
 
-try:  # the Trainer's callback base (engineer C); a plain base keeps this module importable meanwhile
-    from workbench.core.train.loop import Callback
-except ImportError:  # pragma: no cover - only while core.training does not exist yet
-
-    class Callback:  # type: ignore[no-redef]
-        """Stand-in with the no-op hooks of ``workbench.core.train.loop.Callback``."""
-
+from workbench.core.train.hooks import Callback
 
 __all__ = ["ProbeCallback", "ProbeReport"]
 

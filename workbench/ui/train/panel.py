@@ -418,7 +418,7 @@ class TrainingPanel(QWidget):
     def _save_last(self) -> None:
         """After a shutdown stop: write the final state (weights, optimizer, RNG...) as run_dir/last.pt."""
         trainer = self._last_trainer
-        if trainer is None or getattr(trainer, "run_dir", None) is None:
+        if trainer is None or trainer.run_dir is None:
             return
         path = Path(trainer.run_dir) / "last.pt"
         try:
@@ -592,7 +592,7 @@ class TrainingPanel(QWidget):
         self.runningChanged.emit(False)
 
     def _on_status_tick(self) -> None:
-        device = str(getattr(self, "_config", None) and self._config.device)
+        device = str(self._config.device) if self._config is not None else "cpu"
         if not device.startswith("cuda"):
             return
         mem = cuda_memory(device)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from PySide6.QtCore import QObject, Signal, Slot
 
+from workbench.core.train.commands import SetTrainable
 from workbench.core.train.control import RunControl
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loop import Trainer
@@ -112,12 +113,10 @@ class QtBridge(Callback):
 
     def on_command_applied(self, trainer, command) -> None:  # noqa: D102
         info = describe_command(command)
-        info.setdefault("applied_step", int(getattr(trainer, "step", 0) or 0))
-        info.setdefault("applied_epoch", float(getattr(trainer, "epoch", 0) or 0)
-                        + float(getattr(trainer, "batch_in_epoch", 0) or 0) / max(1, _len(trainer)))
-        changed = getattr(command, "changed", None)
-        if changed is not None:
-            info["changed"] = list(changed)
+        info.setdefault("applied_step", int(trainer.step))
+        info.setdefault("applied_epoch", float(trainer.epoch) + float(trainer.batch_in_epoch) / max(1, _len(trainer)))
+        if isinstance(command, SetTrainable):
+            info["changed"] = list(command.changed)
         self._worker.commandApplied.emit(info)
 
     def on_nonfinite(self, trainer, step, loss) -> None:  # noqa: D102
@@ -145,9 +144,8 @@ def _fit_info(trainer) -> dict:
         info["total_steps"] = int(trainer.total_steps)
     except Exception:  # noqa: BLE001 - loaders without len()
         pass
-    run_dir = getattr(trainer, "run_dir", None)
-    info["run_dir"] = str(run_dir) if run_dir is not None else None
-    info["data_note"] = getattr(trainer, "data_note", None)
+    info["run_dir"] = str(trainer.run_dir) if trainer.run_dir is not None else None
+    info["data_note"] = trainer.data_note
     return info
 
 
@@ -280,7 +278,7 @@ def training_thread_count(config) -> int:
     called by ``ui.app.main``), so the training thread's OpenMP pool is the only
     one and runs at main-thread speed. GPU runs keep torch's setting.
     """
-    if not str(getattr(config, "device", "cpu")).startswith("cpu"):
+    if not str(config.device).startswith("cpu"):
         return torch.get_num_threads()
     return worker_thread_count()
 
@@ -291,15 +289,13 @@ def run_extras(trainer) -> dict:
     Tensors are deep-copied, detached CPU tensors (call on the training thread).
     """
     extras: dict[str, Any] = {}
-    optimizer = getattr(trainer, "optimizer", None)
-    scheduler = getattr(trainer, "scheduler", None)
-    if optimizer is not None:
-        extras["optimizer_state_dict"] = to_cpu_copy(optimizer.state_dict())
-    if scheduler is not None:
-        extras["scheduler_state_dict"] = to_cpu_copy(scheduler.state_dict())
-    extras["epoch"] = int(getattr(trainer, "epoch", 0) or 0)
-    extras["step"] = int(getattr(trainer, "step", 0) or 0)
-    history = getattr(trainer, "history", None) or []
+    if trainer.optimizer is not None:
+        extras["optimizer_state_dict"] = to_cpu_copy(trainer.optimizer.state_dict())
+    if trainer.scheduler is not None:
+        extras["scheduler_state_dict"] = to_cpu_copy(trainer.scheduler.state_dict())
+    extras["epoch"] = int(trainer.epoch)
+    extras["step"] = int(trainer.step)
+    history = trainer.history
     if history:
         last = history[-1]
         loss = last.get("val_loss")
