@@ -95,7 +95,12 @@ class _Failure(Exception):
 
 
 def _load(args: argparse.Namespace) -> dict[str, Any]:
-    """Read the file and get a module. Returns the pieces for the output.
+    """Open the file through the one open policy (``core.model.opening.open_model``).
+
+    The command line answers the policy's questions itself: without an
+    architecture it takes the detected one when its score reaches
+    :data:`DETECT_THRESHOLD`, else (or when that guess does not load strictly)
+    it shows the weights-only tree with a note. Returns the pieces for the output.
 
     Raises
     ------
@@ -103,75 +108,50 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
         From reading / strict loading; the caller turns it into exit code 1.
     """
     from workbench.core.errors import ArchitectureError
-    from workbench.core.model.architectures import (
-        ArchSpec,
-        detect_architecture,
-        load_model,
-        weights_only_model,
-    )
-    from workbench.core.model.checkpoint import read_checkpoint
+    from workbench.core.model.architectures import ArchSpec
+    from workbench.core.model.opening import NeedsArchitecture, open_model
 
-    ckpt = read_checkpoint(args.path, trust=args.trust)
-    extra_kwargs = {"num_classes": args.num_classes} if args.num_classes is not None else {}
-    out: dict[str, Any] = {
-        "checkpoint": ckpt,
-        "spec": None,
-        "arch_source": None,
-        "candidates": [],
-        "report": None,
-        "weights_only": False,
-        "notes": [],
-    }
-    strict = not args.partial
-
-    if args.arch:
-        spec = ArchSpec.parse(args.arch, **extra_kwargs)
-        out["arch_source"] = "--arch"
-    elif ckpt.module is not None:
-        out["model"] = ckpt.module
-        out["arch_source"] = "file (full module)"
-        out["spec"] = ArchSpec(type(ckpt.module).__name__)
-        return out
-    elif ckpt.metadata.arch:
-        spec = ArchSpec.from_dict(ckpt.metadata.arch)
-        spec.kwargs.update(extra_kwargs)
-        out["arch_source"] = "checkpoint"
-    else:
-        candidates = detect_architecture(ckpt.state_dict, top_k=5)
+    extra = {"num_classes": args.num_classes} if args.num_classes is not None else {}
+    out: dict[str, Any] = {"spec": None, "arch_source": None, "candidates": [], "report": None,
+                           "weights_only": False, "notes": []}
+    arch = ArchSpec.parse(args.arch, **extra) if args.arch else None
+    partial = bool(args.partial)
+    try:
+        opened = open_model(args.path, arch, trust=args.trust, partial=partial, kwargs=extra)
+        if arch is not None:
+            out["arch_source"] = "--arch"
+        elif opened.checkpoint.module is not None:
+            out["arch_source"] = "file (full module)"
+            opened.spec = opened.spec or ArchSpec(type(opened.model).__name__)
+        else:
+            out["arch_source"] = "checkpoint"
+    except NeedsArchitecture as need:
+        candidates = need.candidates[:5]
         out["candidates"] = candidates
         best = candidates[0] if candidates else None
         if best is not None and best.score >= DETECT_THRESHOLD:
-            spec = ArchSpec(best.spec.name, {**best.spec.kwargs, **extra_kwargs})
+            spec = ArchSpec(best.spec.name, {**best.spec.kwargs, **extra})
             out["arch_source"] = f"detected (score {best.score:.3f})"
+            try:
+                opened = open_model(args.path, spec, trust=args.trust, partial=partial)
+            except ArchitectureError as exc:  # the detection was a guess: show the weights-only tree (exit 0)
+                out["notes"].append(
+                    f"Detected {spec} but it does not load strictly ({exc}). Showing the weights-only tree; "
+                    f"load the matching tensors with --arch {spec.name} --partial.")
+                out["report"] = exc.report
+                opened = open_model(args.path, trust=args.trust, weights_only=True)
         else:
-            spec = None
             found = f"best guess {best.spec} scores {best.score:.2f}" if best else "no architecture matches"
             out["notes"].append(
                 f"No architecture fits well enough ({found}); showing the weights-only tree. "
-                "Forward passes and training need an architecture: choose one with --arch."
-            )
-    if spec is None:
-        out["model"] = weights_only_model(ckpt.state_dict)
-        out["weights_only"] = True
-        return out
-
-    out["spec"] = spec
-    try:
-        model, report = load_model(ckpt, spec, strict=strict)
-    except ArchitectureError as exc:
-        if out["arch_source"] and out["arch_source"].startswith("detected"):
-            # Auto-detection was a guess: fall back to the weights-only tree (exit 0).
-            out["notes"].append(
-                f"Detected {spec} but it does not load strictly ({exc}). Showing the weights-only tree; "
-                f"load the matching tensors with --arch {spec.name} --partial."
-            )
-            out["model"] = weights_only_model(ckpt.state_dict)
-            out["weights_only"] = True
-            out["report"] = getattr(exc, "report", None)
-            return out
-        raise
-    out["model"] = model
-    out["report"] = report
+                "Forward passes and training need an architecture: choose one with --arch.")
+            opened = open_model(args.path, trust=args.trust, weights_only=True)
+    out["checkpoint"] = opened.checkpoint
+    out["model"] = opened.model
+    out["weights_only"] = opened.weights_only
+    if not opened.weights_only:
+        out["spec"] = opened.spec
+        out["report"] = None if out["arch_source"] == "file (full module)" else opened.report
     return out
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QMessageBox
 
+from tests.ui.helpers import RecordingPrompts
 from workbench.core.errors import TrustRequired
+from workbench.core.model import architectures
 from workbench.core.model.architectures import ArchSpec, Candidate, LoadReport
 from workbench.ui import dialogs
-from tests.ui.helpers import RecordingPrompts
 
 
 def test_architecture_dialog_ranking_search_and_spec(qtbot):
@@ -73,3 +75,58 @@ def test_cli_screenshot(tmp_path, qtbot):
     out = tmp_path / "demo.png"
     assert main(["--freeze", "features", "--screenshot", str(out)]) == 0
     assert out.stat().st_size > 10_000
+
+
+def _names() -> list[str]:
+    return ["digits_cnn", "resnet18", "resnet34"]
+
+
+def test_arch_dialog_enter_gives_weights_only_when_nothing_fits(qtbot):
+    dialog = dialogs.ArchitectureDialog([], _names(), "odd.pt")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.weights_only_button.isDefault() and not dialog.ok_button.isDefault()
+    assert "No known architecture fits" in dialog.findChild(object, "archIntro").text()
+    qtbot.keyClick(dialog.choices.search, Qt.Key.Key_Return)  # Enter presses the default button
+    assert dialog.chosen() == dialogs.WEIGHTS_ONLY
+
+
+def test_arch_dialog_enter_takes_a_fitting_candidate(qtbot):
+    dialog = dialogs.ArchitectureDialog([Candidate(ArchSpec("resnet18"), 1.0)], _names(), "r18.pt")
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.ok_button.isDefault() and not dialog.weights_only_button.isDefault()
+    qtbot.keyClick(dialog.choices.search, Qt.Key.Key_Return)
+    assert dialog.chosen() == ArchSpec("resnet18")
+
+
+@pytest.mark.parametrize("which", ["arch", "new"])
+def test_double_click_on_a_row_accepts_it(qtbot, which):
+    if which == "arch":
+        dialog = dialogs.ArchitectureDialog([], _names(), "x.pt")
+    else:
+        dialog = dialogs.NewModelDialog(_names())
+    qtbot.addWidget(dialog)
+    dialog.show()
+    view = dialog.choices.list
+    item = view.item(1)
+    center = view.visualItemRect(item).center()
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=center)
+    qtbot.mouseDClick(view.viewport(), Qt.MouseButton.LeftButton, pos=center)
+    assert dialog.result() == QDialog.DialogCode.Accepted
+    assert dialog.chosen().name == "resnet18"
+
+
+def test_trust_dialog_wording_for_torchscript():
+    from types import SimpleNamespace
+
+    box = dialogs.trust_dialog(SimpleNamespace(path="m.pt", globals=[], kind="torchscript"))
+    assert "contains a TorchScript program" in box.text()
+    box.deleteLater()
+
+
+def test_open_new_from_architecture_lists_every_torchvision_model():
+    import torchvision
+
+    names = architectures.list_architectures()
+    assert set(torchvision.models.list_models()) <= set(names)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+
+from tests.ui.helpers import RecordingPrompts
+from workbench.ui.prompts import with_filter_suffix
 
 
 def test_save_format_weights_only_bit_exact(window, tmp_path):
@@ -45,3 +50,43 @@ def test_export_summary(window, tmp_path):
     assert "| Name | Type |" in (tmp_path / "s.md").read_text()
     assert window.export_summary(tmp_path / "s.csv")
     assert (tmp_path / "s.csv").read_text().startswith("name,type,depth")
+
+
+def test_export_suffix_comes_from_the_chosen_filter(window, tmp_path):
+    assert with_filter_suffix(str(tmp_path / "summary"), "CSV (*.csv)") == str(tmp_path / "summary.csv")
+    assert with_filter_suffix("s.md", "CSV (*.csv)") == "s.md"
+    assert with_filter_suffix("model", "All files (*)") == "model"
+    assert with_filter_suffix("", "CSV (*.csv)") == ""
+    out = with_filter_suffix(str(tmp_path / "summary"), "CSV (*.csv)")
+    assert window.export_summary(out)
+    assert Path(out).read_text().startswith("name,type,")
+
+
+def test_missing_recent_file_is_forgotten(window, tmp_path):
+    path = tmp_path / "demo_copy.pt"
+    assert window.save_checkpoint(path)
+    assert str(path.resolve()) in window.recent_files()
+    path.unlink()
+    action = next(a for a in window.recent_menu.actions() if a.statusTip() == str(path.resolve()))
+    action.trigger()
+    assert window.errors and "not found" in window.errors[-1]
+    assert str(path.resolve()) not in window.recent_files()
+    assert not any(a.statusTip() == str(path.resolve()) for a in window.recent_menu.actions())
+    assert type(window.model).__name__ == "DigitsCNN"  # still usable
+
+
+def test_recent_files_persist_and_reopen(window, qtbot, tmp_path):
+    from workbench.ui import MainWindow
+
+    path = tmp_path / "again.pt"
+    assert window.save_checkpoint(path)
+    window.close()
+    second = MainWindow(prompts=RecordingPrompts())
+    qtbot.addWidget(second)
+    action = second.recent_menu.actions()[0]
+    assert action.statusTip() == str(path.resolve())
+    second.open_demo()
+    second.set_trainable("features", False)
+    action.trigger()
+    assert second.checkpoint is not None and second.checkpoint.path.name == "again.pt"
+    assert all(p.requires_grad for p in second.model.parameters())

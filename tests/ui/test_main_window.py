@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,9 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QThread, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
+from tests.ui.helpers import RecordingPrompts
 from workbench.core.model.architectures import ArchSpec
+from workbench.ui.main_window import MainWindow
 from workbench.ui.model.tree_model import CHECK, COL_TRAIN
 
 
@@ -164,6 +167,30 @@ def test_the_architecture_question_names_the_file_being_opened(window, tmp_path)
     assert window.checkpoint.path == second
 
 
+@pytest.mark.parametrize("size", [(1500, 900), (1280, 720)])
+def test_the_train_checkbox_is_on_screen_at_first_launch(qtbot, size):
+    """The Train column sat at x = 705-747 in a 676 px wide tree at 1500x900."""
+    win = MainWindow(prompts=RecordingPrompts())
+    qtbot.addWidget(win)
+    win.resize(*size)
+    win.show()
+    qtbot.waitExposed(win)
+    view = win.tree_widget.view
+    header = view.header()
+    left = header.sectionViewportPosition(COL_TRAIN)
+    assert 0 <= left and left + header.sectionSize(COL_TRAIN) <= view.viewport().width()
+
+
+def test_frozen_batchnorm_statistics_are_fixed_by_default_and_the_tree_says_so(window):
+    assert window.session.keep_bn_stats_fixed and window.keep_bn_action.isChecked()
+    window.set_trainable("features.1", False)
+    tip = window.tree_model.index_for_name("features.1").data(Qt.ItemDataRole.ToolTipRole)
+    assert "running statistics fixed" in tip
+    window.set_keep_bn_stats_fixed(False)
+    tip = window.tree_model.index_for_name("features.1").data(Qt.ItemDataRole.ToolTipRole)
+    assert "still update" in tip and not window.keep_bn_action.isChecked()
+
+
 def test_head_replacement_trains_and_undoes(window):
     model = window.model
     old_total = window.tree_model.root.total_params
@@ -233,3 +260,53 @@ def test_settings_persist_layout(window, tmp_path):
     window.save_layout()
     assert (Path(os.environ["WORKBENCH_SETTINGS_DIR"]) / "workbench.ini").exists()
     assert window.settings.value("geometry") is not None
+
+
+def test_status_size_tooltip_gives_exact_bytes(window):
+    root = window.tree_model.root
+    expected = sum(t.numel() * t.element_size() for t in [*window.model.parameters(), *window.model.buffers()])
+    assert root.total_bytes == expected
+    assert f"{expected:,} bytes" in window.status_size.toolTip()
+
+
+@pytest.mark.parametrize("method", ["xavier_uniform_", "kaiming_normal_"])
+def test_fan_init_of_batchnorm_keeps_its_scale(window, method):
+    bn = window.model.features[1]
+    with torch.no_grad():
+        bn.weight.fill_(3.0)
+        bn.bias.fill_(2.0)
+    assert window.reinitialize("features.1", method)
+    assert torch.equal(bn.weight, torch.ones_like(bn.weight))  # a zero scale would silence the layer
+    assert torch.equal(bn.bias, torch.zeros_like(bn.bias))
+    window.undo_stack.undo()
+    assert torch.equal(bn.weight, torch.full_like(bn.weight, 3.0))
+
+
+def test_dock_layout_survives_a_restart(window, qtbot):
+    from workbench.ui import MainWindow
+
+    window.show()
+    window.tabifyDockWidget(window.model_dock, window.details_dock)
+    window.probes_dock.hide()
+    window.close()
+    assert os.path.exists(Path(os.environ["WORKBENCH_SETTINGS_DIR"]) / "workbench.ini")
+    second = MainWindow()
+    qtbot.addWidget(second)
+    second.show()
+    assert second.details_dock in second.tabifiedDockWidgets(second.model_dock)
+    assert not second.probes_dock.isVisible()
+
+
+def test_bad_input_shape_keeps_the_previous_shapes_and_flops(window):
+    from workbench.ui.model.tree_model import COL_FLOPS, COL_SHAPE
+
+    root = window.tree_model.root
+    flops = root.flops
+    assert root.output_shape == (1, 10) and flops > 0
+    window.tree_widget.input_shape_edit.setText("1,3,8,8")  # wrong channel count
+    window.tree_widget._on_input_shape_entered()
+    assert "Input shape" in window.statusBar().currentMessage()
+    assert window.input_shape == (1, 1, 8, 8)
+    assert root.output_shape == (1, 10) and root.flops == flops
+    assert window.tree_model.index_for_name("features.0", COL_SHAPE).data() == "[1, 16, 8, 8]"
+    assert window.tree_model.index_for_name("", COL_FLOPS).data() == f"{flops:,}"

@@ -126,7 +126,8 @@ def as_spec(arch: ArchSpec | str | Mapping | None, **extra: Any) -> ArchSpec | N
 
 
 def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *, trust: bool = False,
-               partial: bool = False, weights_only: bool = False, edits: list[dict] = ()) -> Opened:
+               partial: bool = False, weights_only: bool = False, edits: list[dict] = (),
+               kwargs: Mapping[str, Any] | None = None) -> Opened:
     """Open any checkpoint file as a model, by one policy.
 
     1. Read the file (:func:`~workbench.core.model.checkpoint.read_checkpoint`,
@@ -152,6 +153,9 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
         Structural edits to make between building ``arch`` and loading the
         weights (:func:`~workbench.core.model.edits.apply_edits`), e.g. a
         replaced head recorded in a run file.
+    kwargs : mapping, optional
+        Architecture keyword arguments (``num_classes``...) added to the spec
+        used, whether given or read from the file.
 
     Returns
     -------
@@ -169,12 +173,13 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
         Unreadable file, unknown architecture, a spec that cannot be built.
     """
     ckpt = read_checkpoint(path, trust=trust)
-    spec = as_spec(arch)
+    extra = dict(kwargs or {})
+    spec = as_spec(arch, **extra)
     if spec is None and ckpt.module is not None:
         model, report = load_model(ckpt, None)
         return Opened(model, as_spec(ckpt.metadata.arch), ckpt, report)
     if spec is None:
-        spec = as_spec(ckpt.metadata.arch)
+        spec = as_spec(ckpt.metadata.arch, **extra)
     if spec is None:
         if weights_only:
             return Opened(weights_only_model(ckpt.state_dict), None, ckpt, weights_only=True)
