@@ -15,7 +15,7 @@ Figures (see issue 4):
     ``PAIRS`` pairs. Target >= 0.90. Each side runs as a user runs it: the plain
     loop in a fresh Python process with torch's defaults (a script), the Qt run in
     this process set up as ``workbench`` sets itself up (the GUI thread computes
-    single-threaded, the training thread gets every core: ``core.threads``).
+    single-threaded, the training thread gets every core: ``core.train.threads``).
 ``gui_latency_p99_ms``
     During the Qt runs, a 10 ms QTimer on the GUI thread records its real
     intervals; the 99th percentile over all pairs, ms. Target <= 20 ms.
@@ -39,7 +39,7 @@ from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from workbench.core.model.demo import DigitsCNN  # noqa: E402
-from workbench.core.train.config import DataConfig, TrainConfig  # noqa: E402
+from workbench.core.train.config import DataConfig  # noqa: E402
 
 PAIRS = 9
 EPOCHS = 3

@@ -4,10 +4,10 @@
   view shown and first screen painted (``grab()``), 20,000 ``Linear`` leaves in
   nested ``Sequential``s (20 x 10 x 100). Target <= 0.25 s.
 - ``tree_toggle_root_20k_s``: unchecking the root's Train box (``setData``):
-  every parameter frozen through ``core.freezing``, counters refreshed, visible
+  every parameter frozen through ``core.model.freezing``, counters refreshed, visible
   rows repainted. Target <= 0.2 s.
 - ``tree_toggle_root_20k_ui_s``: the UI's share of that (``refresh_trainable``
-  + events + repaint), i.e. without ``core.freezing.set_trainable``.
+  + events + repaint), i.e. without ``core.model.freezing.set_trainable``.
 - ``tree_build_resnet50_s``: torchvision resnet50, same path as the first figure. Target <= 0.05 s.
 
 Each figure is the median of ``REPEATS`` runs (seconds).
@@ -32,7 +32,7 @@ def _big_model():
 
 
 class _Controller:
-    """What the tree's context menu needs; set_trainable goes straight to core.freezing."""
+    """What the tree's context menu needs; set_trainable goes straight to core.model.freezing."""
 
     keep_bn_stats_fixed = False
     probes_panel = None

@@ -40,7 +40,7 @@ class ModelEdits:
         self.prompts = prompts
         self.undo_stack = undo_stack
         self.settings = settings
-        session.set_keep_bn_stats_fixed(settings.value("keepBnStatsFixed", False, type=bool))
+        session.set_keep_bn_stats_fixed(settings.value("keepBnStatsFixed", True, type=bool))
 
     @property
     def keep_bn_stats_fixed(self) -> bool:

@@ -280,6 +280,8 @@ class MainWindow(QMainWindow):
         session.probedChanged.connect(self.tree_model.set_probed)
         session.statusMessage.connect(self._on_status_message)
         session.keepBnStatsFixedChanged.connect(self.keep_bn_action.setChecked)
+        session.keepBnStatsFixedChanged.connect(self.tree_model.set_bn_stats_fixed)
+        self.tree_model.set_bn_stats_fixed(session.keep_bn_stats_fixed)
         self.file_actions.recentFilesChanged.connect(self._rebuild_recent_menu)
 
     # -- showing a model --------------------------------------------------------------

@@ -99,7 +99,7 @@ class Session(QObject):
         self.source = ""
         self.edits: list[dict] = []
         self.running = False
-        self.keep_bn_stats_fixed = False
+        self.keep_bn_stats_fixed = True
         self._data_config_source: Callable[[], Any] | None = None
         self.run_extras: dict = {}
         self.tree_root = None

@@ -1,4 +1,4 @@
-"""core.freezing: requires_grad edits by path, counts, BatchNorm policy."""
+"""core.model.freezing: requires_grad edits by path, counts, BatchNorm policy."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from torch import nn
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.model.demo import DigitsCNN
-from workbench.core.model.names import UnknownPathError
-from workbench.core.model.names import frozen_names as frozen_parameter_names
 from workbench.core.model.freezing import (
     apply_batchnorm_policy,
     apply_frozen,
@@ -20,6 +18,8 @@ from workbench.core.model.freezing import (
     set_trainable,
     trainable_counts,
 )
+from workbench.core.model.names import UnknownPathError
+from workbench.core.model.names import frozen_names as frozen_parameter_names
 
 
 class Tied(nn.Module):

@@ -1,4 +1,4 @@
-"""core.summary: the module tree as data, counts, shapes, FLOPs, exports."""
+"""core.model.tree: the module tree as data, counts, shapes, FLOPs, exports."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 
 import pytest
@@ -224,3 +225,36 @@ def test_broken_callback_does_not_escape(tmp_path):
     cb = Errors()
     assert Trainer(DigitsCNN(), config(tmp_path), [Broken(), cb]).fit() == "error"
     assert "bug in a callback" in cb.errors[0][1]
+
+
+class PoisonBufferAt(Callback):
+    """Writes NaN into ``features.1.running_var`` at step ``at``: the loss stays finite (train-mode BN)."""
+
+    def __init__(self, at: int):
+        self.at, self.done = at, False
+
+    def on_step_end(self, trainer, metrics):
+        if metrics["step"] == self.at and not self.done:
+            self.done = True
+            with torch.no_grad():
+                trainer.model.net.features[1].running_var.fill_(float("nan"))
+
+
+def test_nonfinite_buffer_at_epoch_end_stops_headless_without_writing_it(tmp_path):
+    """A diverged buffer used to end "completed", saved into best.pt and last.pt."""
+    model = NaNAt(bad_calls=())
+    t = Trainer(model, config(tmp_path, epochs=2), [PoisonBufferAt(15)])
+    assert t.fit() == "nonfinite"
+    assert "net.features.1.running_var" in str(t.error)
+    last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)  # written at the end of epoch 1
+    assert last["epoch"] == 1
+    assert all(torch.isfinite(v).all() for v in last["model_state_dict"].values() if v.is_floating_point())
+
+
+def test_nonfinite_buffer_at_epoch_end_rolls_back_when_asked(tmp_path):
+    model = NaNAt(bad_calls=())
+    answer = Answer("rollback")
+    t = Trainer(model, config(tmp_path, epochs=2), [PoisonBufferAt(15), answer])
+    assert t.fit() == "completed"
+    assert answer.nonfinite == [20] and math.isnan(answer.losses[0])
+    assert params_finite(model) and all(torch.isfinite(b).all() for b in model.buffers() if b.is_floating_point())

@@ -13,11 +13,11 @@ from torch import nn
 
 from tests.core.model.checkpoint_files import TiedDigits
 from workbench.core.model.demo import DigitsCNN
-from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.hooks import STEP_KEYS, Callback
 from workbench.core.train.commands import SaveNow, SetLR, SetTrainable
-from workbench.core.train.loop import Trainer
+from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.devices import available_devices, cuda_memory, default_device
+from workbench.core.train.hooks import STEP_KEYS, Callback
+from workbench.core.train.loop import Trainer
 from workbench.core.train.optim import lr_schedule_preview
 
 
@@ -162,6 +162,22 @@ def test_freezing_a_module_that_holds_a_tied_weight_freezes_that_weight(tmp_path
     assert command.changed == ["embedding.weight", "decoder.bias"] and command.error is None
     assert torch.equal(model.embedding.weight, start)
     assert not torch.equal(model.hidden.weight, hidden)
+
+
+def test_frozen_batchnorm_keeps_its_statistics_by_default(tmp_path):
+    """A user who unticks a BatchNorm expects it to stay as loaded (its running stats moved before)."""
+    model = DigitsCNN()
+    model.features.requires_grad_(False)
+    before = {n: b.clone() for n, b in model.features.named_buffers()}
+    trainer = Trainer(model, small(tmp_path, epochs=1))
+    assert trainer.config.keep_frozen_bn_eval
+    assert trainer.fit() == "completed"
+    assert all(torch.equal(b, before[n]) for n, b in model.features.named_buffers())
+    moving = DigitsCNN()
+    moving.features.requires_grad_(False)
+    start = moving.features[1].running_mean.clone()
+    assert Trainer(moving, small(tmp_path / "opt_out", epochs=1, keep_frozen_bn_eval=False)).fit() == "completed"
+    assert not torch.equal(moving.features[1].running_mean, start)  # the option still lets them update
 
 
 def test_unfreeze_adds_param_group_and_trains_it(tmp_path):

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.commands import SaveNow, SetTrainable
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.hooks import Callback
-from workbench.core.train.commands import SaveNow, SetTrainable
 from workbench.core.train.loop import Trainer
 
 
@@ -121,3 +121,18 @@ def test_resume_rejects_a_plain_state_dict(tmp_path):
     t = Trainer(DigitsCNN(), make_config(tmp_path, "x", 1))
     with pytest.raises(TrainingError, match="not a training checkpoint"):
         t.resume_from(path)
+
+
+def test_a_resumed_run_folder_starts_with_the_epochs_it_continues(tmp_path):
+    """metrics.csv of a resumed run used to start at the resume step."""
+    import csv
+
+    first = Trainer(fresh_model(), make_config(tmp_path, "first", epochs=1))
+    assert first.fit() == "completed"
+    second = Trainer(fresh_model(), make_config(tmp_path, "second", epochs=2))
+    second.resume_from(first.run_dir / "last.pt")
+    assert second.fit() == "completed"
+    with open(second.run_dir / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["epoch"] for r in rows] == ["0", "1"]
+    assert float(rows[0]["train_loss"]) == pytest.approx(first.history[0]["train_loss"])

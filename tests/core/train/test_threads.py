@@ -1,4 +1,4 @@
-"""core.threads: the GUI thread computes single-threaded, worker threads get the cores."""
+"""core.train.threads: the GUI thread computes single-threaded, worker threads get the cores."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from PySide6.QtWidgets import QWidget
 
+from tests.ui.helpers import make_session
 from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
 from workbench.core.probe.callback import ProbeCallback
-from tests.ui.helpers import make_session
 from workbench.ui.probe.panel import ProbesPanel
 
 

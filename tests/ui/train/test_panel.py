@@ -18,7 +18,6 @@ from PySide6.QtCore import Qt
 from tests.ui.helpers import panel_host
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train import devices as training
-from workbench.ui.train.panel import TrainingPanel
 from workbench.ui.threading import live_threads
 
 RUN_TIMEOUT_MS = 60_000
@@ -177,6 +176,45 @@ def test_midrun_freeze_is_bit_identical_and_marked(host, qtbot):
     # at the step boundary where the trainer applied it (the GUI's buffer may lag by one batch)
     assert len(markers) == 1 and 5 <= markers[0].value() <= _steps(panel)
     assert "freeze" in markers[0].label.toPlainText()
+
+
+def test_the_lr_field_changes_the_lr_of_a_running_run(host, qtbot):
+    """The LR box was disabled during a run and nothing sent the LR command."""
+    panel = host.panel
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: _steps(panel) >= 3, timeout=RUN_TIMEOUT_MS)
+    spin = panel.settings.lr_spin
+    assert spin.isEnabled() and not panel.settings.epochs_spin.isEnabled()
+    spin.setValue(0.0123)
+    spin.editingFinished.emit()
+    qtbot.waitUntil(lambda: any("lr 0.0123" in m[3] for m in panel.plots._markers), timeout=RUN_TIMEOUT_MS)
+    applied = _steps(panel)
+    qtbot.waitUntil(lambda: _steps(panel) >= applied + 3, timeout=RUN_TIMEOUT_MS)
+    assert panel.plots.steps["lr"][-1] == pytest.approx(0.0123)
+    panel.stop()
+    _wait_end(qtbot, panel)
+
+
+def test_resuming_a_finished_run_offers_to_extend_it(host, qtbot, tmp_path):
+    """Resume at the planned epochs reported "completed" in 0.1 s and left an empty run folder."""
+    from workbench.core.model.checkpoint import read_checkpoint
+
+    panel = host.panel
+    _start(qtbot, panel, epochs=1)
+    _wait_end(qtbot, panel)
+    last = Path(panel.run_dir()) / "last.pt"
+    host.session.set_model(host.model, None, read_checkpoint(last), (1, 1, 8, 8))
+    panel.resume_check.setChecked(True)
+    refused = tmp_path / "refused"
+    panel.settings.run_dir_edit.setText(str(refused))
+    host.prompts.answers["integer"] = None  # cancel: nothing starts, no folder
+    assert not panel.start() and not refused.exists()
+    host.prompts.answers["integer"] = 3
+    panel.settings.run_dir_edit.setText(str(tmp_path / "extended"))
+    assert panel.start()
+    _wait_end(qtbot, panel)
+    assert panel.last_reason() == "completed" and panel.settings.epochs_spin.value() == 3
+    assert panel.plots.epochs["epoch"].tolist() == [1.0, 2.0, 3.0]  # the first epoch drawn from the checkpoint
 
 
 def test_dataset_exception_shows_error_and_app_stays_usable(host, qtbot, monkeypatch):

@@ -115,3 +115,30 @@ def test_fake_data_of_a_chosen_shape_trains_from_the_panel(panel, qtbot):
     assert panel.last_reason() == "completed", panel.errors
     replay = TrainConfig.from_toml(panel.run_dir() + "/run.toml")
     assert (replay.data.fake_shape, replay.data.fake_size, replay.data.num_classes) == ([1, 16, 16], 64, 4)
+
+
+@pytest.mark.parametrize("typed", ["1e-9", "1e-10", "20", "1e6"])
+def test_an_out_of_range_lr_is_refused_with_the_range_never_replaced(settings, qtbot, typed):
+    """Typed "1e-9" became 1.0, "20" became 2, "1e6" became 1, silently."""
+    from PySide6.QtCore import Qt
+
+    spin = settings.lr_spin
+    spin.setValue(0.001)
+    messages: list[str] = []
+    spin.outOfRange.connect(messages.append)
+    spin.lineEdit().selectAll()
+    qtbot.keyClicks(spin.lineEdit(), typed)
+    qtbot.keyClick(spin.lineEdit(), Qt.Key.Key_Return)
+    assert spin.value() == pytest.approx(0.001)
+    assert messages and "1e-08 to 10" in messages[-1] and "stays 0.001" in messages[-1]
+
+
+def test_scientific_notation_over_the_whole_useful_range(settings, qtbot):
+    from PySide6.QtCore import Qt
+
+    spin = settings.lr_spin
+    for typed, expected in (("3e-4", 3e-4), ("1e-8", 1e-8), ("10", 10.0), ("0.5", 0.5)):
+        spin.lineEdit().selectAll()
+        qtbot.keyClicks(spin.lineEdit(), typed)
+        qtbot.keyClick(spin.lineEdit(), Qt.Key.Key_Return)
+        assert spin.value() == pytest.approx(expected), typed

@@ -1,4 +1,4 @@
-"""Live probes during training: a :class:`~workbench.core.train.loop.Callback`.
+"""Live probes during training: a :class:`~workbench.core.train.hooks.Callback`.
 
 :class:`ProbeCallback` measures every ``every``-th step (default 10):
 
@@ -40,7 +40,6 @@ from torch import nn
 from workbench.core.probe.activations import ActivationProbe, ActivationStats, Histogram
 from workbench.core.probe.gradients import GradNorms, UpdateTracker, grad_norms, weight_histograms
 from workbench.core.probe.health import Badge, HealthThresholds, activation_badges, grad_badges, merge_badges
-
 from workbench.core.train.hooks import Callback
 
 __all__ = ["ProbeCallback", "ProbeReport"]

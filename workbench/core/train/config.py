@@ -207,6 +207,8 @@ class TrainConfig:
         Write ``last.pt`` / ``best.pt`` at each epoch end.
     keep_frozen_bn_eval : bool
         Keep fully frozen BatchNorm layers in eval mode (running stats fixed).
+        Default True: a layer the user froze stays exactly as loaded, as Keras
+        and Lightning's ``BaseFinetuning(train_bn=False)`` do.
     tensorboard : bool
         Also write TensorBoard scalars into ``run_dir/tensorboard`` when the
         ``tensorboard`` package is importable.
@@ -239,7 +241,7 @@ class TrainConfig:
     run_dir: str | None = None
     emit_every_ms: float = 40.0
     checkpoint_every_epoch: bool = True
-    keep_frozen_bn_eval: bool = False
+    keep_frozen_bn_eval: bool = True
     tensorboard: bool = True
 
     # ------------------------------------------------------------------ dict / TOML

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import traceback
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,21 @@ from workbench.core.train.hooks import Callback
 if TYPE_CHECKING:
     from workbench.core.train.loop import Trainer
 
-__all__ = ["FaultHandler", "Restart", "clear_traceback"]
+__all__ = ["FaultHandler", "Restart", "clear_traceback", "nonfinite_tensors"]
+
+
+def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
+    """Qualified names of the floating-point parameters and buffers holding NaN or Inf.
+
+    One ``isfinite().all()`` per tensor, read back with a single host sync.
+    """
+    named = [(n, t) for n, t in [*model.named_parameters(), *model.named_buffers()]
+             if t is not None and (t.is_floating_point() or t.is_complex())]
+    if not named:
+        return []
+    with torch.no_grad():
+        flags = torch.stack([torch.isfinite(t).all() for _, t in named]).tolist()
+    return [n for (n, _), ok in zip(named, flags) if not ok]
 
 
 class Restart(Exception):
@@ -93,6 +108,41 @@ class FaultHandler:
             raise Restart()
         else:
             self.end_nonfinite(message.split(";")[0] + "; stopped")
+
+    def nonfinite_state(self, step: int, names: list[str]) -> None:
+        """Parameters or buffers ``names`` hold NaN/Inf at an epoch end (no checkpoint is written).
+
+        Continuing from such weights cannot help, so both "lower the LR" and
+        "roll back" reload ``run_dir/last.pt`` (the first with the LR divided by
+        10); "stop" (and a headless run) ends the run with reason ``"nonfinite"``
+        and an error naming the tensors.
+
+        Raises
+        ------
+        Restart
+            After a rollback.
+        """
+        tr = self.trainer
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        message = f"step {step}: non-finite values in {shown}"
+        if not self._handled():
+            self.end_nonfinite(message + "; stopped without writing a checkpoint")
+            return
+        tr.emit()
+        tr.control.begin_nonfinite(step)
+        tr.call("on_nonfinite", tr, step, math.nan)
+        action = tr.control.wait_for_decision()
+        last = tr.run_dir / "last.pt" if tr.run_dir else None
+        if action == "stop" or last is None or not last.exists():
+            self.end_nonfinite(message + ("; stopped" if action == "stop" else
+                                          f"; no checkpoint to roll back to ({last}); stopped"))
+            return
+        tr.checkpoints.wait_for_saves()
+        tr.checkpoints.load_file(last)
+        if action == "lower_lr":
+            optim.rescale_lr(tr.optimizer, tr.scheduler, tr.lr / 10.0, tr.config)
+            tr.lr_used = tr.config.lr = tr.lr
+        raise Restart()
 
     def end_nonfinite(self, message: str) -> None:
         """End the run with reason ``"nonfinite"`` and ``message`` as its error."""

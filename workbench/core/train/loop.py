@@ -1,4 +1,4 @@
-"""The training loop: :class:`Trainer`, its :class:`Callback` hooks and its commands.
+"""The training loop: :class:`Trainer` (fit, epoch, step, validate), composed of its parts.
 
 Qt-free. The GUI runs :meth:`Trainer.fit` on a QThread through one callback; the
 headless ``workbench train run.toml`` runs it through
@@ -68,7 +68,7 @@ from workbench.core.train.commands import apply_command
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.control import RunControl
 from workbench.core.train.evaluation import validate
-from workbench.core.train.faults import FaultHandler, Restart
+from workbench.core.train.faults import FaultHandler, Restart, nonfinite_tensors
 from workbench.core.train.hooks import Callback
 from workbench.core.train.runs import MetricsCSV, new_run_dir
 
@@ -389,6 +389,9 @@ class Trainer:
         saved.run_dir = None  # replaying run.toml makes a new run folder
         saved.to_toml(self.run_dir / "run.toml")
         self._csv = MetricsCSV(self.run_dir / "metrics.csv")
+        if self.history and not self._csv.rows:  # a resumed run's folder starts with the epochs it continues
+            for h in self.history:
+                self._csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
         self._tb = _tensorboard_writer(self.run_dir) if self.config.tensorboard else None
         self._t0 = time.perf_counter()
         self._last_emit = self._t0
@@ -583,6 +586,10 @@ class Trainer:
             train_loss = math.nan
         epoch_time = time.perf_counter() - self._epoch_t0
         val_loss, val_acc = self.validate()
+        bad = nonfinite_tensors(self.model)
+        if bad:  # never write NaN weights into last.pt / best.pt without saying so
+            self.faults.nonfinite_state(self.step, bad)
+            return
         finished = self.epoch
         self.epoch += 1
         self.batch_in_epoch = 0

@@ -1,1 +1,1 @@
-"""ui.model."""
+"""The Model wing: the module tree (QAbstractItemModel + view) and the Details panel."""

@@ -95,7 +95,7 @@ class DetailsPanel(QWidget):
         Parameters
         ----------
         obj : ModuleNode, ParamRow or None
-        badges : list of core.health.Badge, optional
+        badges : list of core.probe.health.Badge, optional
             The module's badges (as shown in the tree); ignored for a parameter row.
         """
         if obj is None:

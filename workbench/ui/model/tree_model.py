@@ -1,4 +1,4 @@
-"""``ModelTreeModel``: a QAbstractItemModel over ``core.summary.ModuleNode``.
+"""``ModelTreeModel``: a QAbstractItemModel over ``core.model.tree.ModuleNode``.
 
 A thin adapter in the napari style: ``index()`` stores node objects with
 ``createIndex(row, col, node)``, ``parent()`` uses ``node.parent.index_in_parent()``.
@@ -20,8 +20,10 @@ from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPixmap
 from workbench.core.formatting import format_count, format_flops, format_int, format_shape
 from workbench.core.model import tree as core_summary
 
-COLUMNS = ("Name", "Type", "Output shape", "Params", "Trainable", "FLOPs", "Train")
-COL_NAME, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_TRAIN = range(len(COLUMNS))
+#: The Train checkbox sits next to the name, where the eye is (it was the last column, off-screen
+#: in a 676 px wide tree at the first-launch 1500x900 window).
+COLUMNS = ("Name", "Train", "Type", "Output shape", "Params", "Trainable", "FLOPs")
+COL_NAME, COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS = range(len(COLUMNS))
 NUMERIC_COLUMNS = (COL_PARAMS, COL_TRAINABLE, COL_FLOPS)
 
 DISPLAY = Qt.ItemDataRole.DisplayRole.value
@@ -104,12 +106,12 @@ class ModelTreeModel(QAbstractItemModel):
     Parameters
     ----------
     root : ModuleNode
-        From ``core.summary.build_summary(model)``.
+        From ``core.model.tree.build_summary(model)``.
     set_trainable : callable, optional
         ``set_trainable(path, flag)`` is called when the user ticks a Train
         checkbox (``path`` is a module or parameter qualified name, ``""`` for
         the whole model). The callee applies or queues the change and then
-        calls :meth:`refresh_trainable`. Without one, ``core.freezing`` is
+        calls :meth:`refresh_trainable`. Without one, ``core.model.freezing`` is
         applied directly.
     parent : QObject, optional
 
@@ -128,6 +130,8 @@ class ModelTreeModel(QAbstractItemModel):
         self._param_rows: dict[int, list[ParamRow]] = {}
         self._touched: dict[int, object] = {}   # modules whose children the view has asked for
         self._badges: dict[str, list] = {}
+        #: frozen BatchNorm layers keep their statistics (the window follows its setting)
+        self.bn_stats_fixed = True
         self._probed: frozenset[str] = frozenset()
         self._probed_font: QFont | None = None
         self._icons: dict[str, QIcon] = {}
@@ -341,6 +345,9 @@ class ModelTreeModel(QAbstractItemModel):
         if col == COL_NAME:
             name = info.name if info is not None else (obj.name or obj.short_name)
             lines = [name] + ([] if info is not None else [b.text for b in self._badges.get(obj.name, ())])
+            if info is None and self._is_frozen(obj) and "BatchNorm" in obj.type_name:
+                lines.append("frozen: running statistics fixed while training (eval mode)" if self.bn_stats_fixed
+                             else "frozen weights, but running statistics still update while training")
             if self.is_probed(obj):
                 lines.append("probed: a forward hook records its output's statistics")
             return "\n".join(line for line in lines if line)
@@ -371,8 +378,12 @@ class ModelTreeModel(QAbstractItemModel):
         return f"{obj.name} {obj.type_name}"
 
     # -- badges ----------------------------------------------------------------
+    def set_bn_stats_fixed(self, flag: bool) -> None:
+        """Whether frozen BatchNorm layers keep their statistics (shown in their tooltips)."""
+        self.bn_stats_fixed = bool(flag)
+
     def set_badges(self, badges: dict[str, list]) -> None:
-        """Show probe badges: ``{module qualified name: [core.probes.Badge, ...]}``.
+        """Show probe badges: ``{module qualified name: [core.probe.activations.Badge, ...]}``.
 
         Replaces the previous set; rows that gained or lost a badge repaint.
         """
@@ -444,7 +455,7 @@ class ModelTreeModel(QAbstractItemModel):
     def refresh_trainable(self, changed: Iterable[str] | None = None) -> None:
         """Re-read ``requires_grad`` from the live model and repaint the affected rows.
 
-        Calls ``core.summary.refresh_trainable`` once, then emits the root row
+        Calls ``core.model.tree.refresh_trainable`` once, then emits the root row
         and one ``dataChanged`` per parent range on screen (see
         :meth:`set_visible_parents_provider`; without a provider, per range
         fetched so far), never one per cell. Rows off screen read fresh data

@@ -1,1 +1,1 @@
-"""ui.probe."""
+"""The Probes wing: the Probes panel, its tabs and the probe-batch worker."""

@@ -109,6 +109,8 @@ class TrainingPanel(QWidget):
         session.commandRequested.connect(self._on_command_requested)
         session.probeReports.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
         session.set_data_config_source(lambda: self.settings.config().data)
+        self.settings.lr_spin.editingFinished.connect(self._on_lr_edited)
+        self.settings.lr_spin.outOfRange.connect(lambda text: self._status(f"Learning rate: {text}", 8000))
         self._update_buttons()
         self.on_model_changed()
 
@@ -215,6 +217,8 @@ class TrainingPanel(QWidget):
             self.prompts.training_error(f"Cannot start training: {exc}")
             return False
         resume = self._resume_source()
+        if resume is not None and not self._extend_finished_run(config):
+            return False
         worker = TrainingWorker(model, config, arch=self.session.arch_spec,
                                 resume=resume, callbacks=self.session.training_callbacks())
         queued = Qt.ConnectionType.QueuedConnection  # always run these slots on the GUI thread
@@ -361,6 +365,30 @@ class TrainingPanel(QWidget):
         self._save_last()
         return True
 
+    def _extend_finished_run(self, config) -> bool:
+        """Resuming a run that already did its planned epochs: ask until which epoch to go on; False = cancel."""
+        raw = getattr(self.session.checkpoint, "raw", None) or {}
+        done = int(raw.get("epoch") or 0)
+        if done < config.epochs:
+            return True
+        until = self.prompts.integer(
+            "Extend the run", f"The checkpoint has completed {done} of {config.epochs} planned epochs.\n"
+            "Train until epoch:", done + 1)
+        if until is None or until <= done:
+            self._status("Nothing to resume: the run has completed its epochs.", 8000)
+            return False
+        config.epochs = int(until)
+        self.settings.epochs_spin.setValue(int(until))
+        return True
+
+    def _on_lr_edited(self) -> None:
+        """The LR field changed during a run: send it (applied at the next step, marked on the plot)."""
+        lr = float(self.settings.lr_spin.value())
+        if self._worker is not None and self._config is not None and lr != self._config.lr:
+            self._config.lr = lr
+            self.queue_lr(lr)
+            self._status(f"Learning rate {lr:.3g}: applied at the next step", 4000)
+
     # ------------------------------------------------------------------ session
     def _on_command_requested(self, command) -> None:
         """A core command from elsewhere in the window (tree freeze, File > Save) for the active run."""
@@ -439,6 +467,8 @@ class TrainingPanel(QWidget):
     @Slot(dict)
     def _on_fit_started(self, info: dict) -> None:
         self._run_info = info
+        for metrics in info.get("history") or []:  # a resumed run: draw the epochs it continues
+            self._on_epoch_ended(metrics)
         if info.get("run_dir"):
             self._run_dir = info["run_dir"]
             note = f" ({info['data_note']})" if info.get("data_note") else ""
@@ -542,7 +572,11 @@ class TrainingPanel(QWidget):
         elif kind == "SaveNow":
             self._status(f"Saved {info.get('saved_to') or info.get('path') or 'checkpoint'}", 5000)
         elif kind == "SetLR":
-            self._status(f"Learning rate set to {info.get('lr')}", 5000)
+            step = float(info.get("applied_step", self.plots.steps.last("step", 0.0)))
+            self.plots.mark_freeze(step, f"lr {float(info.get('lr')):.3g}",
+                                   epoch=float(info.get("applied_epoch", self.plots.steps.last("epoch"))),
+                                   time=time.perf_counter() - self._t0)
+            self._status(f"Step {int(step)}: learning rate set to {float(info.get('lr')):.3g}", 5000)
 
     @Slot(int, float)
     def _on_nonfinite(self, step: int, loss: float) -> None:

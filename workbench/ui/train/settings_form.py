@@ -3,7 +3,7 @@
 :class:`TrainingSettings` edits a :class:`workbench.core.train.config.TrainConfig`:
 :meth:`TrainingSettings.config` builds one from the widgets and
 :meth:`TrainingSettings.set_config` fills the widgets from one. A small pyqtgraph
-plot previews the planned learning-rate schedule (``core.optim.lr_schedule_preview``)
+plot previews the planned learning-rate schedule (``core.train.optim.lr_schedule_preview``)
 and is recomputed, debounced by 150 ms, whenever a setting changes.
 """
 
@@ -64,15 +64,43 @@ class LogSpinBox(QDoubleSpinBox):
 
     Shows ``1e-05`` / ``0.001``; accepts typed scientific notation; the arrow keys
     multiply or divide by ``10 ** (1/4)`` (four steps per decade, rounded to 2 digits).
+    A typed value outside the range is refused, never replaced: the field keeps
+    its previous value and ``outOfRange`` carries a message with the allowed range.
+
+    Signals
+    -------
+    outOfRange(str)
+        ``"1e-09 is outside 1e-08 to 10; the value stays 0.001"``.
     """
+
+    outOfRange = Signal(str)
 
     def __init__(self, minimum: float = 1e-8, maximum: float = 10.0, allow_zero: bool = False,
                  parent: QWidget | None = None):
-        super().__init__(parent)
         self._allow_zero = allow_zero
+        self._min_positive = minimum
+        super().__init__(parent)
         self.setDecimals(10)
         self.setRange(0.0 if allow_zero else minimum, maximum)
-        self._min_positive = minimum
+        # the value changes on Enter / focus-out only: a prefix typed on the way ("1" of "1e-9")
+        # must not become the "previous value" that an out-of-range entry falls back to
+        self.setKeyboardTracking(False)
+        self.setCorrectionMode(QDoubleSpinBox.CorrectionMode.CorrectToPreviousValue)
+        self.setToolTip(f"{self.range_text()}; scientific notation works (3e-4)")
+
+    def range_text(self) -> str:
+        """The allowed values, e.g. ``"1e-08 to 10"`` (``"0 or 1e-08 to 1"`` when 0 is allowed)."""
+        low = f"0 or {self._min_positive:.3g}" if self._allow_zero else f"{self.minimum():.3g}"
+        return f"{low} to {self.maximum():.3g}"
+
+    def fixup(self, text: str) -> str:  # noqa: D102 - Qt calls this for text that is not Acceptable
+        try:
+            value = float(text.strip())
+        except ValueError:
+            value = None
+        if value is not None:
+            self.outOfRange.emit(f"{value:.3g} is outside {self.range_text()}; the value stays {self.value():.3g}")
+        return text
 
     def textFromValue(self, value: float) -> str:  # noqa: N802 (Qt override)
         return f"{value:.3g}"
@@ -90,7 +118,7 @@ class LogSpinBox(QDoubleSpinBox):
         except ValueError:
             ok = all(c in "0123456789.eE+-" for c in stripped)
             return (QValidator.State.Intermediate if ok else QValidator.State.Invalid), text, pos
-        if self.minimum() <= value <= self.maximum():
+        if self.minimum() <= value <= self.maximum() and (value == 0.0 or value >= self._min_positive):
             return QValidator.State.Acceptable, text, pos
         return QValidator.State.Intermediate, text, pos
 
@@ -537,11 +565,12 @@ class TrainingSettings(QWidget):
         return max(1, math.ceil(n / batch))
 
     def set_running(self, running: bool) -> None:
-        """Disable the settings that cannot change during a run."""
+        """Disable the settings that cannot change during a run; the LR stays editable (sent to the run)."""
         for widget in self.findChildren(QWidget):
             if widget is not self.preview_plot and not isinstance(widget, pg.GraphicsView):
                 if isinstance(widget, (QComboBox, QSpinBox, QDoubleSpinBox, QLineEdit, QCheckBox, QPushButton)):
                     widget.setEnabled(not running)
+        self.lr_spin.setEnabled(True)
         if not running:
             self._on_dataset_changed()
             self._on_scheduler_changed()

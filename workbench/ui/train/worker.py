@@ -146,6 +146,7 @@ def _fit_info(trainer) -> dict:
         pass
     info["run_dir"] = str(trainer.run_dir) if trainer.run_dir is not None else None
     info["data_note"] = trainer.data_note
+    info["history"] = [_plain(dict(h)) for h in trainer.history]  # the epochs a resumed run continues
     return info
 
 
@@ -273,8 +274,8 @@ class TrainingWorker(QObject):
 def training_thread_count(config) -> int:
     """Intra-op threads for a run on the training QThread.
 
-    CPU runs use every core the process has (``core.threads.worker_thread_count``):
-    the app's GUI thread computes single-threaded (``core.threads.reserve_cores_for_workers``,
+    CPU runs use every core the process has (``core.train.threads.worker_thread_count``):
+    the app's GUI thread computes single-threaded (``core.train.threads.reserve_cores_for_workers``,
     called by ``ui.app.main``), so the training thread's OpenMP pool is the only
     one and runs at main-thread speed. GPU runs keep torch's setting.
     """
