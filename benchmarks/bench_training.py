@@ -199,6 +199,8 @@ def run() -> dict[str, float]:
     from workbench.core.train.threads import reserve_cores_for_workers
 
     reserve_cores_for_workers()  # as ui.app.main does, before any computation on this thread
+    # the panel remembers the settings of each run started: keep the user's own settings untouched
+    os.environ.setdefault("WORKBENCH_SETTINGS_DIR", tempfile.mkdtemp(prefix="workbench-bench-settings-"))
 
     app = QApplication.instance() or QApplication([])
     win, panel = _make_host()

@@ -136,3 +136,13 @@ def test_a_resumed_run_folder_starts_with_the_epochs_it_continues(tmp_path):
         rows = list(csv.DictReader(f))
     assert [r["epoch"] for r in rows] == ["0", "1"]
     assert float(rows[0]["train_loss"]) == pytest.approx(first.history[0]["train_loss"])
+
+
+def test_resuming_with_another_optimizer_says_which_instead_of_a_keyerror(tmp_path):
+    from workbench.core.errors import TrainingError
+
+    first = Trainer(fresh_model(), make_config(tmp_path, "sgd", epochs=1, optimizer="sgd"))
+    assert first.fit() == "completed"
+    second = Trainer(fresh_model(), make_config(tmp_path, "adam", epochs=2, optimizer="adam"))
+    with pytest.raises(TrainingError, match="optimizer is SGD but the settings build Adam"):
+        second.resume_from(first.run_dir / "last.pt")

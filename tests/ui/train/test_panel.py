@@ -407,3 +407,47 @@ def test_live_probes_and_global_grad_norm_during_a_demo_run(main_window, qtbot):
     x, y = panel.plots.grad_norm.curve.getData()
     assert len(x) == len(norms) and np.allclose(y, np.log10(norms))
     assert "features.2" in probes.probed()
+
+
+def test_opening_a_training_checkpoint_fills_the_settings_and_resume_works(main_window, qtbot, tmp_path):
+    """The form reset to Adam on every open; Resume on an SGD checkpoint then failed with KeyError: 'step'."""
+    window, panel = main_window
+    s = panel.settings
+    s.optimizer_combo.setCurrentIndex(s.optimizer_combo.findData("sgd"))
+    s.lr_spin.setValue(0.05)
+    s.epochs_spin.setValue(1)
+    assert panel.start()
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=60_000)
+    saved = tmp_path / "sgd.pt"
+    assert window.save_checkpoint(saved)
+    panel.reset_settings()
+    assert s.optimizer_combo.currentData() == "adam"
+    assert window.open_path(saved)
+    assert s.optimizer_combo.currentData() == "sgd" and s.lr_spin.value() == pytest.approx(0.05)
+    panel.resume_check.setChecked(True)
+    window.prompts.answers["integer"] = 2  # the run did its 1 planned epoch: go on to 2
+    s.run_dir_edit.setText(str(tmp_path / "resumed"))
+    assert panel.start()
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=60_000)
+    assert panel.last_reason() == "completed" and window.prompts.errors == []
+
+
+def test_the_last_settings_are_remembered_and_can_be_reset(main_window, qtbot, tmp_path):
+    from tests.ui.helpers import RecordingPrompts
+    from workbench.ui.main_window import MainWindow
+
+    window, panel = main_window
+    panel.settings.lr_spin.setValue(0.02)
+    panel.settings.batch_spin.setValue(32)
+    panel.settings.epochs_spin.setValue(1)
+    assert panel.start()
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=60_000)
+    again = MainWindow(prompts=RecordingPrompts())
+    qtbot.addWidget(again)
+    s = again.training_panel.settings
+    assert s.lr_spin.value() == pytest.approx(0.02) and s.batch_spin.value() == 32 and s.epochs_spin.value() == 1
+    again.training_panel.reset_settings()
+    assert s.lr_spin.value() == pytest.approx(1e-3) and s.batch_spin.value() == 64
+    third = MainWindow(prompts=RecordingPrompts())
+    qtbot.addWidget(third)
+    assert third.training_panel.settings.lr_spin.value() == pytest.approx(1e-3)

@@ -168,6 +168,11 @@ class CheckpointConnector:
         names = payload.get("optimizer_param_names")
         roles = [g.get("wb_role", "all") for g in opt_state["param_groups"]] if opt_state else None
         tr.build_optimizer(names, roles)
+        saved_class, ours = payload.get("optimizer_class"), type(tr.optimizer).__name__
+        if opt_state is not None and isinstance(saved_class, str) and saved_class != ours:
+            raise TrainingError(f"the checkpoint's optimizer is {saved_class} but the settings build {ours}: "
+                                f"choose {saved_class} to resume, or untick Resume to train these weights "
+                                "with a fresh optimizer")
         if opt_state is not None:
             try:
                 tr.optimizer.load_state_dict(opt_state)

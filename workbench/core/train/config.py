@@ -333,3 +333,47 @@ def _build(cls, d: dict, where: str):
     if unknown:
         raise ValueError(f"unknown setting(s) in {where}: {', '.join(unknown)}")
     return cls(**d)
+
+
+#: torch optimizer class names -> the ``optimizer`` choices of :class:`TrainConfig`.
+OPTIMIZER_CLASSES = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw", "RMSprop": "rmsprop"}
+
+
+def settings_from_checkpoint(path: str | Path | None, raw: dict | None, optimizer_class: str | None = None,
+                             optimizer_hparams: dict | None = None) -> TrainConfig | None:
+    """The training settings a checkpoint records, for the settings form.
+
+    In order of preference: the ``run.toml`` beside the file (a Workbench run
+    folder), the ``config`` entry of a Workbench training checkpoint, or just the
+    optimizer class and hyper-parameters of any checkpoint that stores an
+    optimizer state (``optimizer_class`` as ``CheckpointMetadata`` reads it).
+
+    Returns
+    -------
+    TrainConfig or None
+        None when the file records no settings. ``run_dir`` is always None (a
+        new run gets a new folder).
+    """
+    cfg = None
+    run_toml = Path(path).with_name("run.toml") if path else None
+    if run_toml is not None and run_toml.is_file():
+        try:
+            cfg = TrainConfig.from_toml(run_toml)
+        except (ValueError, OSError, TypeError):
+            cfg = None
+    if cfg is None and isinstance(raw, dict) and isinstance(raw.get("config"), dict):
+        try:
+            cfg = TrainConfig.from_dict(raw["config"])
+        except (ValueError, TypeError):
+            cfg = None
+    if cfg is None and optimizer_class in OPTIMIZER_CLASSES:
+        cfg = TrainConfig(optimizer=OPTIMIZER_CLASSES[optimizer_class])
+        hp = optimizer_hparams or {}
+        for key in ("lr", "momentum", "weight_decay"):
+            if isinstance(hp.get(key), (int, float)) and not isinstance(hp.get(key), bool):
+                setattr(cfg, key, float(hp[key]))
+        if isinstance(hp.get("nesterov"), bool):
+            cfg.nesterov = hp["nesterov"]
+    if cfg is not None:
+        cfg.run_dir = None
+    return cfg

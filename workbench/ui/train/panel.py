@@ -34,13 +34,17 @@ from PySide6.QtWidgets import (
 
 from workbench.core.train.commands import SaveNow, SetLR, SetTrainable
 from workbench.core.train.control import NONFINITE_ACTIONS
+from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
 from workbench.core.train.devices import cuda_memory
+from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
 from workbench.ui.threading import start_in_thread, wait_for
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.settings_form import TrainingSettings
 from workbench.ui.train.worker import TrainingWorker
 
+#: QSettings key of the settings of the last run started (TOML text), restored at start.
+SETTINGS_KEY = "training/config"
 #: How long :meth:`TrainingPanel.shutdown` waits for the training thread, ms.
 SHUTDOWN_TIMEOUT_MS = 15000
 #: Plot redraw interval during a run, ms (metrics arrive ~every 40 ms and are only
@@ -109,6 +113,8 @@ class TrainingPanel(QWidget):
         session.commandRequested.connect(self._on_command_requested)
         session.probeReports.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
         session.set_data_config_source(lambda: self.settings.config().data)
+        self._qsettings = make_settings()
+        self._restore_settings()
         self.settings.lr_spin.editingFinished.connect(self._on_lr_edited)
         self.settings.lr_spin.outOfRange.connect(lambda text: self._status(f"Learning rate: {text}", 8000))
         self._update_buttons()
@@ -138,6 +144,10 @@ class TrainingPanel(QWidget):
         self.cache_button.setObjectName("emptyCacheButton")
         self.cache_button.setToolTip("torch.cuda.empty_cache(): give cached, unused GPU memory back")
         self.cache_button.clicked.connect(self.empty_cuda_cache)
+        self.reset_button = QPushButton("Reset settings")
+        self.reset_button.setObjectName("resetSettingsButton")
+        self.reset_button.setToolTip("Put every training setting back to its default (and forget the remembered ones)")
+        self.reset_button.clicked.connect(self.reset_settings)
         self.resume_check = QCheckBox("Resume from opened checkpoint")
         self.resume_check.setObjectName("resumeCheck")
         self.resume_check.setToolTip("Restore optimizer, scheduler, epoch, step and RNG from the file opened")
@@ -153,7 +163,8 @@ class TrainingPanel(QWidget):
         buttons.addWidget(self.pause_button, 0, 1)
         buttons.addWidget(self.stop_button, 0, 2)
         buttons.addWidget(self.save_button, 1, 0)
-        buttons.addWidget(self.cache_button, 1, 1, 1, 2)
+        buttons.addWidget(self.reset_button, 1, 1)
+        buttons.addWidget(self.cache_button, 1, 2)
         buttons.addWidget(self.resume_check, 2, 0, 1, 3)
 
         scroll = QScrollArea()
@@ -232,6 +243,7 @@ class TrainingPanel(QWidget):
         worker.finished.connect(self._on_worker_finished, queued)
         self._worker = worker
         self._config = config
+        self._remember_settings(config)
         self._last_reason = None
         self._last_error = None
         self._samples_per_s = float("nan")
@@ -318,9 +330,10 @@ class TrainingPanel(QWidget):
         return self._run_dir
 
     def on_model_changed(self) -> None:
-        """``session.model`` was replaced: forget the previous run's trainer."""
+        """``session.model`` was replaced: forget the previous run's trainer; show the file's settings."""
         if not self.is_running():
             self._last_trainer = None
+            self._fill_from_checkpoint()
         self._refresh_resume_check()
 
     def _refresh_resume_check(self) -> None:
@@ -364,6 +377,47 @@ class TrainingPanel(QWidget):
             self._on_thread_finished()
         self._save_last()
         return True
+
+    # ------------------------------------------------------------------ settings that follow the model / the user
+    def _remember_settings(self, config: TrainConfig) -> None:
+        """Keep the settings of the run just started for the next session (QSettings ``training/config``)."""
+        kept = TrainConfig.from_dict(config.to_dict())
+        kept.run_dir, kept.model = None, ModelConfig()
+        self._qsettings.setValue(SETTINGS_KEY, kept.to_toml())
+
+    def _restore_settings(self) -> None:
+        text = self._qsettings.value(SETTINGS_KEY, "")
+        if not text:
+            return
+        try:
+            self._show_settings(TrainConfig.from_toml(str(text)))
+        except (ValueError, TypeError):
+            self._qsettings.remove(SETTINGS_KEY)  # written by another version: start from the defaults
+
+    def _show_settings(self, cfg: TrainConfig) -> None:
+        """Put ``cfg`` in the form, keeping the device chosen here (the file's may not exist) and the run folder."""
+        cfg.device = self.settings.device_combo.currentData() or cfg.device
+        cfg.run_dir = self.settings.run_dir_edit.text().strip() or None
+        self.settings.set_config(cfg)
+
+    def reset_settings(self) -> None:
+        """Every training setting back to its default; the remembered settings are forgotten."""
+        self._qsettings.remove(SETTINGS_KEY)
+        self._show_settings(TrainConfig())
+        self._status("Training settings reset to their defaults.", 5000)
+
+    def _fill_from_checkpoint(self) -> None:
+        """A checkpoint was opened: show the settings it records (run.toml beside it, its config, its optimizer)."""
+        ckpt = self.session.checkpoint
+        if ckpt is None or self.is_running():
+            return
+        meta = ckpt.metadata
+        cfg = settings_from_checkpoint(ckpt.path, ckpt.raw, meta.optimizer_class, meta.optimizer_hparams)
+        if cfg is None:
+            return
+        self._show_settings(cfg)
+        done = f", {meta.epoch} epochs done" if meta.epoch else ""
+        self._status(f"Training settings from {Path(ckpt.path).name}: {cfg.optimizer}, lr {cfg.lr:.3g}{done}", 8000)
 
     def _extend_finished_run(self, config) -> bool:
         """Resuming a run that already did its planned epochs: ask until which epoch to go on; False = cancel."""
