@@ -150,8 +150,8 @@ def test_wrong_architecture_and_wrong_input_shape(capsys, tmp_path):
     assert doc["load_report"]["strict"] is False
     assert {m["name"] for m in doc["load_report"]["mismatched"]} == {"classifier.weight", "classifier.bias"}
     assert doc["arch_kwargs"] == {"num_classes": 5}
-    # an input shape the model cannot take
-    assert cli.main(["inspect", str(path), "--arch", "digits_cnn", "--input-shape", "1,3,8,8"]) == 1
+    # an input shape the model cannot take is a usage error (2), not a load failure (1)
+    assert cli.main(["inspect", str(path), "--arch", "digits_cnn", "--input-shape", "1,3,8,8"]) == 2
     err = capsys.readouterr().err
     assert "input shape (1,3,8,8) does not fit digits_cnn" in err and "Traceback" not in err
 
@@ -164,6 +164,14 @@ def test_pickled_module_needs_trust(capsys, tmp_path):
     assert "--trust" in err and "DigitsCNN" in err
     doc = _run_json(capsys, path, "--trust", "--input-shape", "1,1,8,8")
     assert doc["arch"] == "DigitsCNN" and doc["total_flops"] > 0
+
+
+def test_version(capsys):
+    import workbench
+
+    assert cli.main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"workbench {workbench.__version__} (torch {torch.__version__}")
 
 
 def test_dispatch_train_and_gui(monkeypatch):

@@ -300,7 +300,8 @@ def inspect_main(argv: Sequence[str]) -> int:
     -------
     int
         Exit code: 0 loaded, 1 could not load, 2 usage error (argparse exits
-        via SystemExit(2) and this returns 2).
+        via SystemExit(2) and this returns 2; an ``--input-shape`` the model
+        does not take is one too).
     """
     parser = build_inspect_parser()
     try:
@@ -311,7 +312,7 @@ def inspect_main(argv: Sequence[str]) -> int:
     from workbench.core.errors import WorkbenchError
 
     try:
-        from workbench.core.model.tree import annotate_shapes_and_flops, build_summary, summary_rows
+        from workbench.core.model.tree import InputShapeError, annotate_shapes_and_flops, build_summary, summary_rows
 
         loaded = _load(args)
         root = build_summary(loaded["model"])
@@ -323,12 +324,28 @@ def inspect_main(argv: Sequence[str]) -> int:
                 annotate_shapes_and_flops(root, args.input_shape, label=label)
         rows = summary_rows(root, args.max_depth)
         text = _to_json(args, loaded, root, rows) if args.json else _table(loaded, root, rows)
+    except InputShapeError as exc:  # a usage error, not a load failure: exit 2 as documented
+        print(f"workbench inspect: {exc}", file=sys.stderr)
+        return 2
     except WorkbenchError as exc:
         return _fail(str(exc), args.debug)
     except Exception as exc:  # a bug or an unforeseen torch error: still no traceback by default
         return _fail(f"{args.path}: unexpected error: {type(exc).__name__}: {exc}", args.debug)
     print(text)
     return 0
+
+
+def version_text() -> str:
+    """``workbench 0.1.0 (torch 2.x, torchvision 0.y, Python 3.z)``."""
+    import platform
+
+    import torch
+    import torchvision
+
+    import workbench
+
+    return (f"workbench {workbench.__version__} (torch {torch.__version__}, torchvision {torchvision.__version__}, "
+            f"Python {platform.python_version()})")
 
 
 def _fail(message: str, debug: bool) -> int:
@@ -354,6 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         The process exit code.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["--version"], ["-V"]):
+        print(version_text())
+        return 0
     if argv and argv[0] == "inspect":
         return inspect_main(argv[1:])
     if argv and argv[0] == "train":

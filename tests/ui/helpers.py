@@ -25,15 +25,15 @@ class RecordingPrompts:
         self.asked: list[tuple] = []
         self.answers = {"trust": False, "partial_load": False, "architecture": None, "new_architecture": None,
                         "confirm_stop": True, "nonfinite": "stop", "open_path": None, "save_path": None,
-                        "integer": None, "number": None, **answers}
+                        "integer": None, "number": None, "replace_head": False, **answers}
 
     def _answer(self, name, *args):
         self.asked.append((name, *args))
         answer = self.answers[name]
         return answer(*args) if callable(answer) else answer
 
-    def open_path(self):
-        return self._answer("open_path")
+    def open_path(self, start_dir=""):
+        return self._answer("open_path", start_dir)
 
     def save_path(self, title, filters, default):
         return self._answer("save_path", title, filters, default)
@@ -64,6 +64,10 @@ class RecordingPrompts:
 
     def confirm_stop(self):
         return self._answer("confirm_stop")
+
+    def replace_head(self, data_classes, outputs, message):
+        self.errors.append(message)
+        return self._answer("replace_head", data_classes, outputs)
 
     def nonfinite(self, step, loss, can_rollback=True):
         return self._answer("nonfinite", step, loss)

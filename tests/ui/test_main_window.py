@@ -310,3 +310,38 @@ def test_bad_input_shape_keeps_the_previous_shapes_and_flops(window):
     assert root.output_shape == (1, 10) and root.flops == flops
     assert window.tree_model.index_for_name("features.0", COL_SHAPE).data() == "[1, 16, 8, 8]"
     assert window.tree_model.index_for_name("", COL_FLOPS).data() == f"{flops:,}"
+
+
+def test_opening_keeps_the_window_painting(window, tmp_path):
+    """Reading the file and ranking the architectures froze the window for seconds."""
+    from PySide6.QtCore import QTimer
+
+    path = tmp_path / "r18.pt"
+    torch.save(torchvision.models.resnet18().state_dict(), path)
+    ticks = []
+    timer = QTimer()
+    timer.setInterval(0)
+    timer.timeout.connect(lambda: ticks.append(1))
+    timer.start()
+    window.prompts.answers["architecture"] = lambda candidates, name: candidates[0].spec
+    try:
+        assert window.open_path(path)
+    finally:
+        timer.stop()
+    assert ticks, "no event was processed while the file was opened"
+    assert window.tree_model.root.total_params == 11_689_512
+
+
+def test_a_class_count_mismatch_offers_to_replace_the_head(main_window, qtbot):
+    window, panel = main_window
+    assert window.replace_head("classifier", 2)
+    window.prompts.answers["replace_head"] = True
+    panel.settings.epochs_spin.setValue(1)
+    assert panel.start()
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=60_000)
+    assert panel.last_reason() == "error"
+    assert [a[1:] for a in window.prompts.asked if a[0] == "replace_head"] == [(10, 2)]
+    assert window.model.classifier.out_features == 10
+    assert panel.start()
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=60_000)
+    assert panel.last_reason() == "completed"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QSettings, Signal
+from PySide6.QtWidgets import QWidget
 
 from workbench.core.errors import TrustRequired, WorkbenchError
 from workbench.core.files import atomic_write_text
@@ -24,10 +25,13 @@ from workbench.core.train.commands import SaveNow
 from workbench.ui.dialogs import WEIGHTS_ONLY
 from workbench.ui.prompts import CHECKPOINT_FILTER
 from workbench.ui.session import Session
+from workbench.ui.threading import run_in_background
 
 __all__ = ["FileActions", "default_input_shape", "MAX_RECENT"]
 
 MAX_RECENT = 10
+#: QSettings key of the folder File > Open starts in (the last folder a file was opened from).
+LAST_FOLDER_KEY = "lastOpenFolder"
 #: Input shape filled in for image classifiers built from torchvision names.
 IMAGE_INPUT_SHAPE = (1, 3, 224, 224)
 
@@ -70,6 +74,10 @@ class FileActions(QObject):
         self.session = session
         self.prompts = prompts
         self.settings = settings
+
+    def _dialog_parent(self):
+        parent = self.parent()
+        return parent if isinstance(parent, QWidget) else None
 
     def _refuse_while_training(self, what: str) -> bool:
         if not self.session.running:
@@ -117,14 +125,18 @@ class FileActions(QObject):
         self.session.set_model(opened.model, opened.spec, opened.checkpoint, default_input_shape(opened.spec),
                                source=opened.source)
         self._add_recent(path)
+        self.settings.setValue(LAST_FOLDER_KEY, str(path.resolve().parent))
         return True
 
     def _open(self, path: Path, arch, trust: bool) -> Opened | None:
         """:func:`open_model`, answering its questions through the prompts; None when cancelled."""
         partial = weights_only = False
         while True:
-            try:
-                return open_model(path, arch, trust=trust, partial=partial, weights_only=weights_only)
+            try:  # reading a large file and ranking architectures take seconds: keep the window painting
+                return run_in_background(
+                    lambda a=arch, t=trust, p=partial, w=weights_only: open_model(
+                        path, a, trust=t, partial=p, weights_only=w),
+                    f"Opening {path.name}…", self._dialog_parent())
             except TrustRequired as err:
                 if trust or not self.prompts.trust(err):
                     return None
@@ -229,8 +241,8 @@ class FileActions(QObject):
 
     # -- menu handlers -------------------------------------------------------------
     def on_open_triggered(self) -> None:
-        """File > Open…"""
-        path = self.prompts.open_path()
+        """File > Open…, starting in the folder of the last file opened."""
+        path = self.prompts.open_path(str(self.settings.value(LAST_FOLDER_KEY, "") or ""))
         if path:
             self.open_path(path)
 

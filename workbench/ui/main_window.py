@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QWidget
 from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
 from workbench.core.model import tree as core_tree
+from workbench.core.model.edits import last_layer
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
 from workbench.ui.model.details_panel import DetailsPanel
@@ -279,6 +280,7 @@ class MainWindow(QMainWindow):
         session.badgesChanged.connect(self.tree_model.set_badges)
         session.probedChanged.connect(self.tree_model.set_probed)
         session.statusMessage.connect(self._on_status_message)
+        session.replaceHeadRequested.connect(self._on_replace_head_requested)
         session.keepBnStatsFixedChanged.connect(self.keep_bn_action.setChecked)
         session.keepBnStatsFixedChanged.connect(self.tree_model.set_bn_stats_fixed)
         self.tree_model.set_bn_stats_fixed(session.keep_bn_stats_fixed)
@@ -375,6 +377,12 @@ class MainWindow(QMainWindow):
     def _on_demo_triggered(self) -> None:
         if not self.edits.refuse_while_training("open the demo"):
             self.open_demo()
+
+    def _on_replace_head_requested(self, num_outputs: int) -> None:
+        path = last_layer(self.model)
+        if path is not None and self.replace_head(path, num_outputs):
+            self.statusBar().showMessage(f"Replaced {path} with {num_outputs} outputs: press Start again "
+                                         "(Ctrl+Z puts the old head back)", 10000)
 
     def _on_running_changed(self, running: bool) -> None:
         self.undo_action.setEnabled(not running and self.undo_stack.canUndo())

@@ -63,9 +63,9 @@ class Prompts:
         self.parent = parent
 
     # ------------------------------------------------------------------ files
-    def open_path(self) -> str | None:
-        """File > Open: a checkpoint path, or None (cancelled)."""
-        path, _ = QFileDialog.getOpenFileName(self.parent, "Open checkpoint", "", CHECKPOINT_FILTER)
+    def open_path(self, start_dir: str = "") -> str | None:
+        """File > Open, starting in ``start_dir`` (the last folder used): a checkpoint path, or None."""
+        path, _ = QFileDialog.getOpenFileName(self.parent, "Open checkpoint", start_dir, CHECKPOINT_FILTER)
         return path or None
 
     def save_path(self, title: str, filters: str, default: str) -> str | None:
@@ -141,6 +141,16 @@ class Prompts:
             QMessageBox.StandardButton.Cancel,
         )
         return answer == QMessageBox.StandardButton.Yes
+
+    def replace_head(self, data_classes: int, outputs: int, message: str) -> bool:
+        """The data has more classes than the model has outputs: True = replace the head with ``data_classes``."""
+        box = QMessageBox(QMessageBox.Icon.Warning, "Training", f"Nothing was trained: {message}.",
+                          QMessageBox.StandardButton.Cancel, self.parent)
+        box.setObjectName("classCountBox")
+        accept = box.addButton(f"Replace the head with {data_classes} outputs", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(accept)
+        box.exec()
+        return box.clickedButton() is accept
 
     def nonfinite(self, step: int, loss: float, can_rollback: bool = True) -> str:
         """The NaN/Inf dialog: ``"lower_lr"``, ``"rollback"`` or ``"stop"``."""

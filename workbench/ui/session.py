@@ -73,6 +73,8 @@ class Session(QObject):
         A core command (``SetTrainable``, ``SaveNow``...) for the active run.
     probeToggleRequested(str)
         Probe on/off for a module (from the tree's context menu).
+    replaceHeadRequested(int)
+        Replace the model's last layer by one with this many outputs (the answer to a class-count mismatch).
     keepBnStatsFixedChanged(bool)
     """
 
@@ -88,6 +90,7 @@ class Session(QObject):
     statusMessage = Signal(str, int)
     commandRequested = Signal(object)
     probeToggleRequested = Signal(str)
+    replaceHeadRequested = Signal(int)
     keepBnStatsFixedChanged = Signal(bool)
 
     def __init__(self, parent: QObject | None = None):

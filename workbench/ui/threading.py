@@ -1,4 +1,4 @@
-"""The one QThread helper: start a worker on a QThread, wait for it, list live threads.
+"""The one QThread helper: start a worker on a QThread, wait for it, list live threads, run a call off the GUI thread.
 
 The wiring is superqt's: ``worker.moveToThread(thread); thread.started.connect(worker.run);
 worker.finished.connect(thread.quit); worker.finished.connect(worker.deleteLater);
@@ -9,10 +9,12 @@ callers ask their worker to stop, then :func:`wait_for` it.
 from __future__ import annotations
 
 import time
+from typing import Any, Callable
 
-from PySide6.QtCore import QObject, Qt, QThread, Slot
+from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, Signal, Slot
+from PySide6.QtWidgets import QProgressDialog, QWidget
 
-__all__ = ["start_in_thread", "wait_for", "live_threads"]
+__all__ = ["start_in_thread", "wait_for", "live_threads", "run_in_background"]
 
 #: Threads and workers alive right now: Python keeps a reference until the thread
 #: has finished, so neither is ever garbage-collected while running (which would print
@@ -100,3 +102,58 @@ def wait_for(thread: QThread | None, timeout_ms: int) -> bool:
         return True
     except RuntimeError:  # the C++ QThread was already deleted: it had finished
         return True
+
+
+class _Call(QObject):
+    """Runs ``fn()`` on its thread; puts the result or the exception into ``box`` for the GUI thread."""
+
+    finished = Signal()
+
+    def __init__(self, fn: Callable[[], Any], box: dict):
+        super().__init__()
+        self._fn, self._box = fn, box
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            self._box["result"] = self._fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the GUI thread
+            self._box["error"] = exc
+        finally:
+            self.finished.emit()
+
+
+def run_in_background(fn: Callable[[], Any], label: str, parent: QWidget | None = None,
+                      show_after_ms: int = 400) -> Any:
+    """Run ``fn()`` on a worker thread while the window keeps repainting; return its result.
+
+    The GUI thread waits in a local event loop (so the window stays responsive
+    and the call stays synchronous for its caller) behind a busy
+    ``QProgressDialog`` that appears only if the work takes longer than
+    ``show_after_ms`` milliseconds. The dialog is window-modal, so no other
+    action starts meanwhile; it has no Cancel (the work cannot be interrupted).
+
+    Raises
+    ------
+    BaseException
+        Whatever ``fn`` raised, re-raised on the GUI thread.
+    """
+    box: dict = {}
+    call = _Call(fn, box)
+    loop = QEventLoop()
+    call.finished.connect(loop.quit, Qt.ConnectionType.QueuedConnection)
+    dialog = QProgressDialog(label, None, 0, 0, parent)
+    dialog.setObjectName("busyDialog")
+    dialog.setWindowModality(Qt.WindowModality.WindowModal)
+    dialog.setMinimumDuration(show_after_ms)
+    dialog.setCancelButton(None)
+    thread = start_in_thread(call, "backgroundCall")
+    try:
+        loop.exec()  # the queued quit arrives even if the call finished before exec() started
+    finally:
+        wait_for(thread, 60_000)
+        dialog.reset()
+        dialog.deleteLater()
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")

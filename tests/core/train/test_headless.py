@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
@@ -85,3 +86,32 @@ def test_subprocess_workbench_train(tmp_path):
     assert "epoch 1/1" in proc.stdout
     assert "PySide6" not in proc.stderr
     assert (tmp_path / "out" / "last.pt").exists()
+
+
+@pytest.mark.parametrize("line,expected", [
+    ('lr = "fast"', "lr = 'fast' in top level: expected a number"),
+    ("epochs = 2.5", "epochs = 2.5 in top level: expected a whole number"),
+    ('optimizer = "adamm"', "optimizer = 'adamm' is not one of sgd, adam, adamw, rmsprop"),
+])
+def test_a_bad_setting_names_the_file_the_key_and_what_it_takes(tmp_path, line, expected):
+    path = tmp_path / "run.toml"
+    path.write_text(line + "\n", encoding="utf-8")
+    lines: list[str] = []
+    assert train_from_toml(path, out=lines.append) == 1
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: {expected}")
+
+
+def test_a_toml_syntax_error_names_the_file_once(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text("lr = \n", encoding="utf-8")
+    lines: list[str] = []
+    assert train_from_toml(path, out=lines.append) == 1
+    assert len(lines) == 1 and lines[0].count(str(path)) == 1
+
+
+def test_an_unavailable_device_is_one_line(tmp_path):
+    path = write_config(tmp_path, device="cuda:99")
+    lines: list[str] = []
+    assert train_from_toml(path, out=lines.append) == 1
+    assert len(lines) == 1 and "device = 'cuda:99' is not available here; available: cpu" in lines[0].split(", cuda")[0]
+    assert not (tmp_path / "out").exists()

@@ -138,3 +138,24 @@ def test_best_epoch_label_names_the_runs_epoch_after_a_resume(plots):
     assert plots.best_epoch() == 1
     assert plots.best_epoch_number() == 4
     assert plots.best_line.label.textItem.toPlainText() == "best: epoch 4"
+
+
+def test_exports_ask_through_the_prompts_and_write_whole_files(qtbot, tmp_path):
+    """The files were written as "curves" / "plots" without an extension, directly (not atomically)."""
+    from tests.ui.helpers import RecordingPrompts
+
+    prompts = RecordingPrompts(save_path=lambda title, filters, default: str(tmp_path / default))
+    w = TrainingPlots(prompts=prompts)
+    qtbot.addWidget(w)
+    w.add_steps(np.arange(1.0, 6.0), np.linspace(2.0, 1.0, 5), lr=np.full(5, 1e-3))
+    w.refresh(force=True)
+    w._on_export_csv()
+    w._on_export_png()
+    assert [(a[2], a[3]) for a in prompts.asked] == [("CSV files (*.csv)", "curves.csv"),
+                                                     ("PNG images (*.png)", "plots.png")]
+    assert (tmp_path / "curves.csv").read_text().startswith("kind,step,epoch")
+    assert (tmp_path / "plots.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "a_file").write_text("not a folder")
+    prompts.answers["save_path"] = str(tmp_path / "a_file" / "curves.csv")
+    w._on_export_csv()
+    assert prompts.errors and "Could not write" in prompts.errors[-1]

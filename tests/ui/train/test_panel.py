@@ -217,6 +217,46 @@ def test_resuming_a_finished_run_offers_to_extend_it(host, qtbot, tmp_path):
     assert panel.plots.epochs["epoch"].tolist() == [1.0, 2.0, 3.0]  # the first epoch drawn from the checkpoint
 
 
+def test_the_progress_bar_reads_true_at_each_end(host, qtbot):
+    """It read "epoch 2/2 · step 2/4" at the end of epoch 1, "error · starting…", and never filled."""
+    from workbench.core.train.config import TrainConfig
+
+    panel = host.panel
+    panel._config, panel._run_info = TrainConfig(epochs=2), {"steps_per_epoch": 2}
+    panel._update_progress({"step": np.array([2.0]), "epoch_float": np.array([1.0]), "time": np.array([1.0]),
+                            "samples": np.array([64.0])})
+    assert panel.progress.format().startswith("epoch 1/2 · step 2/4")
+    _start(qtbot, panel, epochs=1)
+    _wait_end(qtbot, panel)
+    assert panel.progress.value() == panel.progress.maximum()
+    assert panel.progress.format().startswith("completed · epoch 1/1 · step ")
+
+    def boom(module, inputs, output):
+        raise RuntimeError("broken forward")
+
+    hook = host.model.classifier.register_forward_hook(boom)
+    try:
+        _start(qtbot, panel, epochs=1)
+        _wait_end(qtbot, panel)
+    finally:
+        hook.remove()
+    assert panel.progress.format() == "error" and "broken forward" in panel.errors[-1]
+
+
+def test_a_head_that_does_not_fit_the_data_is_named_before_any_step(qtbot, tmp_path):
+    """A 2-class head on the 10-class demo failed at the first step with "Target 9 is out of bounds"."""
+    host = panel_host(DigitsCNN(num_classes=2))
+    qtbot.addWidget(host)
+    panel = host.panel
+    panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
+    _start(qtbot, panel, epochs=1)
+    _wait_end(qtbot, panel)
+    assert panel.last_reason() == "error" and not _steps(panel)
+    assert "the data has 10 classes but the model has 2 outputs" in panel.errors[-1]
+    assert [a[1:] for a in host.prompts.asked if a[0] == "replace_head"] == [(10, 2)]  # the fix is offered
+    assert not (tmp_path / "run").exists()
+
+
 def test_dataset_exception_shows_error_and_app_stays_usable(host, qtbot, monkeypatch):
     from workbench.core.train import data
 

@@ -219,10 +219,12 @@ def apply_edits(model: nn.Module, edits: list[dict]) -> None:
         replace_head(model, str(edit["path"]), int(edit["num_outputs"]))
 
 
-def is_last_layer(model: nn.Module, path: str) -> bool:
-    """True when ``path`` is the last module (registration order) that holds parameters of its own.
-
-    A replaced head there changes the architecture's ``num_classes``.
-    """
+def last_layer(model: nn.Module) -> str | None:
+    """Qualified name of the last module (registration order) holding parameters of its own: the head."""
     last = [name for name, m in model.named_modules() if any(True for _ in m.parameters(recurse=False))]
-    return bool(last) and last[-1] == path
+    return last[-1] if last else None
+
+
+def is_last_layer(model: nn.Module, path: str) -> bool:
+    """True when ``path`` is :func:`last_layer`; a replaced head there changes the architecture's ``num_classes``."""
+    return last_layer(model) == path

@@ -290,10 +290,9 @@ class TrainConfig:
         p = None if is_text else Path(path_or_text)
         text = p.read_text(encoding="utf-8") if p is not None else str(path_or_text)
         try:
-            d = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
+            return cls.from_dict(tomllib.loads(text))
+        except (tomllib.TOMLDecodeError, ValueError) as e:
             raise ValueError(f"{p or 'TOML'}: {e}") from e
-        return cls.from_dict(d)
 
     def validate(self) -> None:
         """Check the choice fields.
@@ -328,11 +327,36 @@ def _drop_none(obj):
 
 
 def _build(cls, d: dict, where: str):
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - names)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - set(fields))
     if unknown:
-        raise ValueError(f"unknown setting(s) in {where}: {', '.join(unknown)}")
+        raise ValueError(f"unknown setting(s) in {where}: {', '.join(unknown)}; known: {', '.join(fields)}")
+    for key, value in d.items():
+        expected = _expected_kind(fields[key])
+        if expected is not None and not _is_kind(value, expected):
+            raise ValueError(f"{key} = {value!r} in {where}: expected {_KIND_TEXT[expected]}")
     return cls(**d)
+
+
+_KIND_TEXT = {float: "a number (e.g. 0.001 or 1e-3)", int: "a whole number", bool: "true or false",
+              str: "a quoted string", list: "a list [...]", dict: "a table {...}"}
+
+
+def _expected_kind(f: dataclasses.Field):
+    """The kind of value a field takes, from its default (None: any, e.g. optional fields)."""
+    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for kind in (bool, int, float, str, list, dict):
+        if isinstance(default, kind):
+            return kind
+    return None
+
+
+def _is_kind(value, kind) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
 
 
 #: torch optimizer class names -> the ``optimizer`` choices of :class:`TrainConfig`.

@@ -23,6 +23,7 @@ from workbench.core.model.freezing import apply_frozen
 from workbench.core.model.names import UnknownPathError
 from workbench.core.model.opening import NeedsArchitecture, as_spec, open_model
 from workbench.core.train.config import ModelConfig, TrainConfig
+from workbench.core.train.devices import available_devices
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loop import Trainer
 
@@ -134,8 +135,15 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
     except FileNotFoundError:
         out(f"error: {path}: file not found")
         return 1
-    except (ValueError, OSError, TypeError) as e:
+    except ValueError as e:  # names the file, the key and what it takes
+        out(f"error: {e}")
+        return 1
+    except (OSError, TypeError) as e:
         out(f"error: {path}: {e}")
+        return 1
+    available = [d for d, _ in available_devices()]
+    if cfg.device not in available and not (cfg.device == "cuda" and any(d.startswith("cuda") for d in available)):
+        out(f"error: {path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}")
         return 1
     try:
         model, arch = model_from_config(cfg.model, path.parent)

@@ -70,6 +70,7 @@ from workbench.core.train.control import RunControl
 from workbench.core.train.evaluation import validate
 from workbench.core.train.faults import FaultHandler, Restart, nonfinite_tensors
 from workbench.core.train.hooks import Callback
+from workbench.core.train.preflight import preflight
 from workbench.core.train.runs import MetricsCSV, new_run_dir
 
 __all__ = ["Trainer"]
@@ -287,7 +288,9 @@ class Trainer:
         Raises
         ------
         DataError
-            The dataset cannot be built.
+            The dataset cannot be built, an image cannot be read, a batch does
+            not go through the model, or the model has fewer outputs than the
+            data has classes (:mod:`workbench.core.train.preflight`).
         OSError
             The run folder cannot be created.
         """
@@ -305,6 +308,14 @@ class Trainer:
             for loader in (self.train_loader, self.val_loader):
                 if isinstance(loader, TensorBatchLoader) and self.device.type != "cpu":
                     loader.to(self.device)
+            # before any step and before the run folder exists: images readable, batches fit, enough outputs
+            note = preflight(self.model, self.train_loader, self.val_loader, self.device,
+                             num_classes=self.info.num_classes if self.info is not None else None,
+                             classification=cfg.loss == "cross_entropy",
+                             datasets=tuple(getattr(ld, "dataset", None) for ld in (self.train_loader,
+                                                                                    self.val_loader)))
+            if note:
+                self.data_note = f"{self.data_note}; {note}" if self.data_note else note
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
             self.scaler = torch.amp.GradScaler("cuda")

@@ -169,6 +169,7 @@ class ProbesPanel(QWidget):
         self.hist_plot.setObjectName("activationHistogram")
         self.hist_plot.setLabel("bottom", "value")
         self.hist_plot.setLabel("left", "count")
+        self.hist_plot.getAxis("left").enableAutoSIPrefix(False)  # counts are whole numbers: no "(x0.001)"
         self.hist_bars = pg.BarGraphItem(x0=[0], x1=[1], height=[0], brush="#1f77b4", pen=None)
         self.hist_plot.addItem(self.hist_bars)
 
@@ -442,12 +443,14 @@ class ProbesPanel(QWidget):
         s = self.current_stats()
         if s is None:
             self.hist_bars.setOpts(x0=[0], x1=[1], height=[0])
+            self.hist_plot.setYRange(0.0, 1.0)  # an empty histogram reads 0..1, not -400..400
             self.map_image.clear()
             self.stats_label.setText("Probe a module, then run a probe batch or start training.")
             return
         h = s.histogram
         edges = h.edges if math.isfinite(h.lo) else np.arange(len(h.counts) + 1, dtype=float)
         self.hist_bars.setOpts(x0=edges[:-1], x1=edges[1:], height=h.counts)
+        self.hist_plot.setYRange(0.0, float(max(np.max(h.counts, initial=0.0), 1.0)))
         self.hist_plot.setTitle(f"Activation histogram — {s.label}")
         self._show_image(s)
         self.stats_label.setText(stats_text(s))

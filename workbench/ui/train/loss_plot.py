@@ -20,15 +20,15 @@ skipped by the curves' finite check.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QBuffer, QIODevice, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 from scipy.signal import lfilter
 
+from workbench.core.files import atomic_write_bytes, atomic_write_text
 from workbench.ui.plot_buffer import PlotBuffer
 from workbench.ui.train.grad_norm_overlay import GradNormOverlay
 
@@ -124,6 +125,8 @@ class TrainingPlots(QWidget):
     Parameters
     ----------
     parent : QWidget, optional
+    prompts : Prompts, optional
+        Asks where CSV / PNG exports go (the file dialog adds the extension of the chosen type).
         Owner widget.
 
     Attributes
@@ -139,8 +142,9 @@ class TrainingPlots(QWidget):
 
     xModeChanged = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, parent: QWidget | None = None, prompts=None):
         super().__init__(parent)
+        self.prompts = prompts
         self.setObjectName("trainingPlots")
         self.steps = PlotBuffer(STEP_COLUMNS, capacity=4096)
         self.epochs = PlotBuffer(EPOCH_COLUMNS, capacity=64)
@@ -439,38 +443,41 @@ class TrainingPlots(QWidget):
         path = Path(path)
         header = ["kind", "step", "epoch", "time_s", "loss", "loss_ema", "lr", "val_loss", "val_acc"]
         s, e = self.steps, self.epochs
-        with path.open("w", newline="") as fh:
-            out = csv.writer(fh)
-            out.writerow(header)
-            for i in range(len(s)):
-                out.writerow(["step", *(_fmt(s[c][i]) for c in ("step", "epoch", "time", "loss", "ema", "lr")), "", ""])
-            for i in range(len(e)):
-                out.writerow(["epoch", *(_fmt(e[c][i]) for c in ("step", "epoch", "time", "train_loss")), "", "",
-                              _fmt(e["val_loss"][i]), _fmt(e["val_acc"][i])])
-        return path
+        buf = io.StringIO()
+        out = csv.writer(buf)
+        out.writerow(header)
+        for i in range(len(s)):
+            out.writerow(["step", *(_fmt(s[c][i]) for c in ("step", "epoch", "time", "loss", "ema", "lr")), "", ""])
+        for i in range(len(e)):
+            out.writerow(["epoch", *(_fmt(e[c][i]) for c in ("step", "epoch", "time", "train_loss")), "", "",
+                          _fmt(e["val_loss"][i]), _fmt(e["val_acc"][i])])
+        return atomic_write_text(path, buf.getvalue())
 
     def export_png(self, path) -> Path:
         """Save the three plots (as shown) to ``path`` as PNG; returns the path."""
         path = Path(path)
-        if not self.grab().save(str(path), "PNG"):
-            raise OSError(f"could not write {path}")
-        return path
+        buf = QBuffer()
+        buf.open(QIODevice.OpenModeFlag.WriteOnly)
+        if not self.grab().save(buf, "PNG"):
+            raise OSError(f"could not render the plots for {path}")
+        return atomic_write_bytes(path, bytes(buf.data()))
 
-
-    def ask_save_path(self, caption: str, name_filter: str) -> str:
-        """Ask for a file to write (overridable in tests); '' = cancelled."""
-        path, _ = QFileDialog.getSaveFileName(self, caption, "", name_filter)
-        return path
+    def _export(self, caption: str, name_filter: str, default: str, write) -> None:
+        if self.prompts is None:
+            return
+        path = self.prompts.save_path(caption, name_filter, default)
+        if not path:
+            return
+        try:
+            write(path)
+        except OSError as exc:
+            self.prompts.error(f"Could not write {path}: {exc}")
 
     def _on_export_csv(self) -> None:
-        path = self.ask_save_path("Export curves as CSV", "CSV files (*.csv)")
-        if path:
-            self.export_csv(path)
+        self._export("Export curves as CSV", "CSV files (*.csv)", "curves.csv", self.export_csv)
 
     def _on_export_png(self) -> None:
-        path = self.ask_save_path("Export plots as PNG", "PNG images (*.png)")
-        if path:
-            self.export_png(path)
+        self._export("Export plots as PNG", "PNG images (*.png)", "plots.png", self.export_png)
 
 
 def _fmt(v: float) -> str:

@@ -109,6 +109,7 @@ class TrainingPanel(QWidget):
         self._redraw_timer.setInterval(REDRAW_MS)
         self._redraw_timer.timeout.connect(self._on_redraw_tick)
         self._last_metrics = None
+        self._head_request: int | None = None
         session.modelChanged.connect(self.on_model_changed)
         session.commandRequested.connect(self._on_command_requested)
         session.probeReports.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
@@ -123,7 +124,7 @@ class TrainingPanel(QWidget):
     # ------------------------------------------------------------------ layout
     def _build(self) -> None:
         self.settings = TrainingSettings(self)
-        self.plots = TrainingPlots(self)
+        self.plots = TrainingPlots(self, prompts=self.prompts)
         self.start_button = QPushButton("Start (F5)")
         self.start_button.setObjectName("startButton")
         self.start_button.setShortcut(QKeySequence(Qt.Key.Key_F5))
@@ -238,6 +239,7 @@ class TrainingPanel(QWidget):
         worker.epochEnded.connect(self._on_epoch_ended, queued)
         worker.commandApplied.connect(self._on_command_applied, queued)
         worker.nonFinite.connect(self._on_nonfinite, queued)
+        worker.classCountMismatch.connect(self._on_class_count_mismatch, queued)
         worker.error.connect(self._on_error, queued)
         worker.extrasReady.connect(self._on_extras, queued)
         worker.finished.connect(self._on_worker_finished, queued)
@@ -571,7 +573,8 @@ class TrainingPanel(QWidget):
         if math.isfinite(total) and total > 0:
             self.progress.setRange(0, int(total))
             self.progress.setValue(min(step, int(total)))
-        epoch_shown = int(epoch_f) + 1 if math.isfinite(epoch_f) else 1
+        # epoch_float reaches 1.0 at the last step of the first epoch: that step is still in epoch 1
+        epoch_shown = max(1, math.ceil(epoch_f - 1e-9)) if math.isfinite(epoch_f) else 1
         elapsed = time.perf_counter() - self._t0
         eta = float("nan")
         if math.isfinite(total) and step > 0:
@@ -643,6 +646,13 @@ class TrainingPanel(QWidget):
         worker.resolve_nonfinite(action)
         self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
 
+    @Slot(int, int, str)
+    def _on_class_count_mismatch(self, data_classes: int, outputs: int, message: str) -> None:
+        """Caught before any step: offer the fix (one click replaces the head), else show the message."""
+        self._last_error = message
+        if self.prompts.replace_head(data_classes, outputs, message):
+            self._head_request = int(data_classes)  # made once the run has ended and the model is free
+
     @Slot(str)
     def _on_error(self, text: str) -> None:
         self._last_error = text
@@ -663,7 +673,15 @@ class TrainingPanel(QWidget):
         if m is not None:  # the metrics that arrived after the last redraw tick
             self._update_progress(m)
         fmt = self.progress.format().replace(" · stopping…", "")
-        self.progress.setFormat(f"{reason} · {fmt}")
+        if fmt.startswith("starting"):  # ended before its first step
+            fmt = ""
+        if reason == "completed":  # the bar fills; the text gives the steps done, not a planned total
+            self.progress.setValue(self.progress.maximum())
+            epochs = self._config.epochs if self._config is not None else 0
+            fmt = f"epoch {epochs}/{epochs} · step {int(self.plots.steps.last('step', 0.0))}"
+            if math.isfinite(self._samples_per_s):
+                fmt += f" · {self._samples_per_s:,.0f} samples/s"
+        self.progress.setFormat(f"{reason} · {fmt}" if fmt else reason)
 
     @Slot()
     def _on_thread_finished(self) -> None:
@@ -678,6 +696,9 @@ class TrainingPanel(QWidget):
         self._refresh_resume_check()
         self.session.set_running(False)  # the window re-reads requires_grad and weights on this
         self.runningChanged.emit(False)
+        request, self._head_request = self._head_request, None
+        if request is not None:
+            self.session.replaceHeadRequested.emit(request)
 
     def _on_status_tick(self) -> None:
         device = str(self._config.device) if self._config is not None else "cpu"

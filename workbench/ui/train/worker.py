@@ -32,6 +32,7 @@ from workbench.core.train.commands import SetTrainable
 from workbench.core.train.control import RunControl
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loop import Trainer
+from workbench.core.train.preflight import ClassCountMismatch
 from workbench.core.train.threads import lower_current_thread_priority, worker_thread_count
 
 
@@ -123,6 +124,10 @@ class QtBridge(Callback):
         self._worker.nonFinite.emit(int(step), float(loss))
 
     def on_exception(self, trainer, exc, tb) -> None:  # noqa: D102
+        if isinstance(exc, ClassCountMismatch):  # the window offers to replace the head instead
+            self._worker.classCountMismatch.emit(exc.data_classes, exc.model_outputs, str(exc))
+            self._worker.mark_error_reported()
+            return
         self._worker.report_error(exc, tb)
 
     def on_fit_end(self, trainer, reason) -> None:  # noqa: D102
@@ -177,7 +182,7 @@ class TrainingWorker(QObject):
     Signals
     -------
     fitStarted(dict), metrics(dict), epochEnded(dict), commandApplied(dict),
-    nonFinite(int, float), error(str), extrasReady(dict), finished(str)
+    nonFinite(int, float), classCountMismatch(int, int, str), error(str), extrasReady(dict), finished(str)
     """
 
     fitStarted = Signal(object)
@@ -185,6 +190,7 @@ class TrainingWorker(QObject):
     epochEnded = Signal(object)
     commandApplied = Signal(object)
     nonFinite = Signal(int, float)
+    classCountMismatch = Signal(int, int, str)
     error = Signal(str)
     extrasReady = Signal(object)
     finished = Signal(str)
@@ -250,6 +256,10 @@ class TrainingWorker(QObject):
             torch.set_num_threads(threads)
             self.reason = reason
             self.finished.emit(reason)
+
+    def mark_error_reported(self) -> None:
+        """The run's error went out another way (``classCountMismatch``): send no ``error`` for it."""
+        self._error_sent = True
 
     def report_error(self, exc: BaseException, tb: str) -> None:
         """Emit ``error`` once per run with the traceback text."""

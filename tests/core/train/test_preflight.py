@@ -1,0 +1,69 @@
+"""The pre-flight check: bad data and a head that does not fit are caught before any step."""
+
+from __future__ import annotations
+
+import numpy as np
+import torchvision
+from PIL import Image
+from torch import nn
+
+from workbench.core.errors import DataError
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.loop import Trainer
+from workbench.core.train.preflight import ClassCountMismatch
+
+
+def _jpeg_folder(root, per_class=4, corrupt=None):
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for cls in ("ants", "bees"):
+            folder = root / split / cls
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                pixels = rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(folder / f"{i}.jpg", quality=90)
+    if corrupt is not None:
+        (root / corrupt).write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG any more")
+
+
+def test_a_corrupt_image_in_val_is_found_before_the_first_epoch(tmp_path):
+    """It was found after a whole training epoch, and the epoch was lost."""
+    _jpeg_folder(tmp_path / "photos", corrupt="val/bees/2.jpg")
+    cfg = TrainConfig(data=DataConfig(dataset="imagefolder", root=str(tmp_path / "photos"), batch_size=4),
+                      epochs=1, run_dir=str(tmp_path / "run"), tensorboard=False)
+    trainer = Trainer(torchvision.models.resnet18(num_classes=2), cfg)
+    assert trainer.fit() == "error" and trainer.step == 0
+    assert isinstance(trainer.error, DataError)
+    assert "val/bees/2.jpg" in str(trainer.error) and "1 image file(s) cannot be read" in str(trainer.error)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_head_with_fewer_outputs_than_classes_is_named_before_any_step(tmp_path):
+    """It failed at the first step with "IndexError: Target 9 is out of bounds"."""
+    cfg = TrainConfig(data=DataConfig(dataset="digits"), epochs=1, run_dir=str(tmp_path / "run"), tensorboard=False)
+    trainer = Trainer(DigitsCNN(num_classes=2), cfg)
+    assert trainer.fit() == "error" and trainer.step == 0
+    assert isinstance(trainer.error, ClassCountMismatch)
+    assert (trainer.error.data_classes, trainer.error.model_outputs) == (10, 2)
+    assert "the data has 10 classes but the model has 2 outputs" in str(trainer.error)
+    assert not (tmp_path / "run").exists()
+
+
+def test_more_outputs_than_classes_trains_with_a_note(tmp_path):
+    _jpeg_folder(tmp_path / "photos")
+    cfg = TrainConfig(data=DataConfig(dataset="imagefolder", root=str(tmp_path / "photos"), batch_size=4),
+                      epochs=1, run_dir=str(tmp_path / "run"), tensorboard=False)
+    trainer = Trainer(torchvision.models.resnet18(), cfg)
+    assert trainer.fit() == "completed"
+    assert "1000 outputs for 2 classes" in trainer.data_note
+
+
+def test_a_batch_the_model_cannot_take_is_named_with_its_shape(tmp_path):
+    cfg = TrainConfig(data=DataConfig(dataset="fake", fake_shape=[3, 8, 8], fake_size=64, batch_size=16),
+                      epochs=1, run_dir=str(tmp_path / "run"), tensorboard=False)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(10, 2))  # takes 10 features; the images have 192
+    trainer = Trainer(model, cfg)
+    assert trainer.fit() == "error" and trainer.step == 0
+    assert "the first training batch (16, 3, 8, 8) does not go through the model" in str(trainer.error)
+    assert not (tmp_path / "run").exists()

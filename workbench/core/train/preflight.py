@@ -1,0 +1,131 @@
+"""The pre-flight check of a run: what Start verifies before any step, and before the run folder exists.
+
+A bad image in ``val/`` used to surface after a whole training epoch, and a
+head with fewer outputs than the data has classes as "IndexError: Target 9 is
+out of bounds" at the first step. :func:`preflight` finds both, and any batch
+the model cannot take, in about the time of two forward passes (plus a header
+read per image file of an ImageFolder). Qt-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import torch
+from torch import nn
+
+from workbench.core.errors import DataError
+
+__all__ = ["ClassCountMismatch", "preflight", "image_files", "unreadable_images"]
+
+
+class ClassCountMismatch(DataError):
+    """The data has more classes than the model has outputs: training would fail at the first step.
+
+    Attributes
+    ----------
+    data_classes : int
+    model_outputs : int
+    """
+
+    def __init__(self, data_classes: int, model_outputs: int):
+        self.data_classes, self.model_outputs = int(data_classes), int(model_outputs)
+        super().__init__(
+            f"the data has {data_classes} classes but the model has {model_outputs} outputs: replace the head "
+            f"with {data_classes} outputs (right-click the last layer in the tree, Replace head), or choose "
+            f"data with at most {model_outputs} classes")
+
+
+def image_files(dataset: Any) -> list[str]:
+    """The image paths of an ImageFolder (or a ``Subset`` of one), ``[]`` for other datasets."""
+    indices = None
+    if isinstance(dataset, torch.utils.data.Subset):
+        dataset, indices = dataset.dataset, list(dataset.indices)
+    samples = getattr(dataset, "samples", None)
+    if not isinstance(samples, list):
+        return []
+    rows = samples if indices is None else [samples[i] for i in indices]
+    return [str(path) for path, _ in rows]
+
+
+def unreadable_images(paths: Iterable[str], progress: Callable[[int, int], Any] | None = None) -> list[str]:
+    """``"name: reason"`` for each image file PIL cannot open and verify (headers, not a full decode).
+
+    Parameters
+    ----------
+    paths : iterable of str
+    progress : callable, optional
+        ``progress(done, total)`` every 200 files.
+    """
+    from PIL import Image
+
+    paths = list(paths)
+    bad = []
+    for i, path in enumerate(paths):
+        try:
+            with Image.open(path) as im:
+                im.verify()
+        except Exception as e:  # noqa: BLE001 - any failure is a file the loader would choke on
+            bad.append(f"{path}: {type(e).__name__}: {e}")
+        if progress is not None and (i + 1) % 200 == 0:
+            progress(i + 1, len(paths))
+    return bad
+
+
+def _first_batch(loader) -> tuple[torch.Tensor, torch.Tensor] | None:
+    batches = loader.iter_epoch(0) if hasattr(loader, "iter_epoch") else iter(loader)
+    for xb, yb in batches:
+        return xb, yb
+    return None
+
+
+def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, *, num_classes: int | None,
+              classification: bool, datasets: tuple = ()) -> str | None:
+    """Check a run before its first step; return a note for the user, or None.
+
+    1. Every image file of an ImageFolder opens (``datasets``: the train and
+       validation datasets).
+    2. One batch of each split goes through the model (``eval()``, no grad;
+       the train/eval mode of every module is put back).
+    3. For a classification loss, the model has at least as many outputs as the
+       data has classes (more outputs only give a note).
+
+    Raises
+    ------
+    DataError
+        Unreadable images (named), a batch the model cannot take (with the
+        split and the error), or a :class:`ClassCountMismatch`.
+    """
+    bad = [b for ds in datasets for b in unreadable_images(image_files(ds))]
+    if bad:
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+        raise DataError(f"{len(bad)} image file(s) cannot be read; remove or replace them before training:\n"
+                        + "\n".join(bad[:5]) + more)
+    modes = {m: m.training for m in model.modules()}
+    outputs = None
+    try:
+        model.eval()
+        with torch.no_grad():
+            for split, loader in (("training", train_loader), ("validation", val_loader)):
+                batch = _first_batch(loader) if loader is not None else None
+                if batch is None:
+                    continue
+                try:
+                    out = model(batch[0].to(device))
+                except torch.OutOfMemoryError:
+                    raise  # an out-of-memory error ends the run as one (with its batch-size hint)
+                except Exception as e:  # noqa: BLE001 - reported with the split it came from
+                    raise DataError(f"the first {split} batch {tuple(batch[0].shape)} does not go through the "
+                                    f"model: {type(e).__name__}: {e}") from e
+                if outputs is None and isinstance(out, torch.Tensor) and out.dim() == 2:
+                    outputs = int(out.shape[1])
+    finally:
+        for m, training in modes.items():
+            m.train(training)
+    if classification and num_classes and outputs is not None:
+        if outputs < num_classes:
+            raise ClassCountMismatch(num_classes, outputs)
+        if outputs > num_classes:
+            return (f"the model has {outputs} outputs for {num_classes} classes: replace the head with "
+                    f"{num_classes} outputs to train a {num_classes}-class classifier")
+    return None
