@@ -159,3 +159,16 @@ def test_exports_ask_through_the_prompts_and_write_whole_files(qtbot, tmp_path):
     prompts.answers["save_path"] = str(tmp_path / "a_file" / "curves.csv")
     w._on_export_csv()
     assert prompts.errors and "Could not write" in prompts.errors[-1]
+
+
+def test_the_legend_sits_above_the_data_and_marker_labels_step_down(qtbot):
+    """The legend and the freeze labels covered the curves and each other."""
+    w = TrainingPlots()
+    qtbot.addWidget(w)
+    w.resize(800, 500)
+    w.show()
+    qtbot.waitExposed(w)
+    item = w.loss_plot.getPlotItem()
+    assert not item.legend.sceneBoundingRect().intersects(item.getViewBox().sceneBoundingRect())
+    labels = [w.mark_freeze(10.0 + i, f"marker {i}").label.orthoPos for i in range(3)]
+    assert len(set(labels)) == 3

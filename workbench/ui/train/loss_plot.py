@@ -166,7 +166,7 @@ class TrainingPlots(QWidget):
     def _build_plots(self) -> None:
         self.loss_plot = _plot("lossPlot", "loss", "step")
         item = self.loss_plot.getPlotItem()
-        item.addLegend(offset=(-10, 10), labelTextSize="8pt")
+        _legend_above(item)  # in the plot's title row: it never covers a curve
         self.loss_curve = item.plot(name="train loss", pen=pg.mkPen((120, 160, 220), width=1))
         # 1-px pens: Qt's raster engine strokes wide polylines far slower, and the
         # step curves repaint during the run (wide EMA pen: 0.80-0.90x train
@@ -302,8 +302,9 @@ class TrainingPlots(QWidget):
         """Draw a labelled vertical line where a freeze change was applied (at ``step``)."""
         line = pg.InfiniteLine(
             angle=90, movable=False, pen=pg.mkPen((200, 40, 40), width=1, style=Qt.PenStyle.DashLine),
-            label=text, labelOpts={"position": 0.95, "color": (200, 40, 40), "anchors": [(0, 0), (0, 0)],
-                                   "fill": (255, 255, 255, 200)},
+            # labels of successive markers step down the plot, so two close markers never overlap
+            label=text, labelOpts={"position": 0.95 - 0.13 * (len(self._markers) % 4), "color": (200, 40, 40),
+                                   "anchors": [(0, 0), (0, 0)], "fill": (255, 255, 255, 200)},
         )
         line.setToolTip(text)
         nan = float("nan")
@@ -478,6 +479,17 @@ class TrainingPlots(QWidget):
 
     def _on_export_png(self) -> None:
         self._export("Export plots as PNG", "PNG images (*.png)", "plots.png", self.export_png)
+
+
+def _legend_above(item: pg.PlotItem) -> pg.LegendItem:
+    """A legend in ``item``'s title row (3 entries a row), above the data (``item.plot(name=...)`` adds to it)."""
+    legend = pg.LegendItem(colCount=3, labelTextSize="8pt", verSpacing=-8)
+    item.layout.removeItem(item.titleLabel)
+    item.titleLabel.setVisible(False)
+    item.layout.addItem(legend, 0, 1)
+    item.layout.setRowFixedHeight(0, 34)
+    item.legend = legend
+    return legend
 
 
 def _fmt(v: float) -> str:
