@@ -254,6 +254,7 @@ def test_a_head_that_does_not_fit_the_data_is_named_before_any_step(qtbot, tmp_p
     assert panel.last_reason() == "error" and not _steps(panel)
     assert "the data has 10 classes but the model has 2 outputs" in panel.errors[-1]
     assert [a[1:] for a in host.prompts.asked if a[0] == "replace_head"] == [(10, 2)]  # the fix is offered
+    assert host.statusBar().currentMessage() == "Training error - no run folder was created"
     assert not (tmp_path / "run").exists()
 
 

@@ -668,7 +668,9 @@ class TrainingPanel(QWidget):
         if self._worker is not None:
             self._last_trainer = self._worker.trainer
         self._worker = None
-        self._status(f"Training {reason}" + (f" - run folder {self._run_dir}" if self._run_dir else ""), 10000)
+        folder = self._run_dir if self._run_dir and Path(self._run_dir).is_dir() else None
+        self._status(f"Training {reason}" + (f" - run folder {folder}" if folder else " - no run folder was created"),
+                     10000)
         m, self._last_metrics = self._last_metrics, None
         if m is not None:  # the metrics that arrived after the last redraw tick
             self._update_progress(m)
