@@ -90,3 +90,23 @@ def test_recent_files_persist_and_reopen(window, qtbot, tmp_path):
     action.trigger()
     assert second.checkpoint is not None and second.checkpoint.path.name == "again.pt"
     assert all(p.requires_grad for p in second.model.parameters())
+
+
+def test_saving_a_diverged_model_says_so(window, tmp_path):
+    """A checkpoint is never written with NaN/Inf values without saying so."""
+    with torch.no_grad():
+        window.model.features[1].running_var.fill_(float("nan"))
+    assert window.save_checkpoint(tmp_path / "nan.pt")
+    assert window.errors and "features.1.running_var" in window.errors[-1]
+
+
+def test_file_open_starts_in_the_last_folder_used(window, tmp_path):
+    """The Open dialog started in the working directory every time."""
+    from workbench.core.model.demo import DigitsCNN
+    from workbench.core.model.saving import checkpoint_payload, save_checkpoint
+
+    folder = tmp_path / "models"
+    path = save_checkpoint(folder / "digits.pt", checkpoint_payload(DigitsCNN(), arch={"name": "digits_cnn"}))
+    assert window.open_path(path)
+    window.file_actions.on_open_triggered()  # the recording prompts answer None (cancel)
+    assert window.prompts.asked[-1] == ("open_path", str(folder.resolve()))

@@ -22,6 +22,7 @@ from workbench.core.model.architectures import ArchSpec
 from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
 from workbench.core.model.opening import NeedsArchitecture, Opened, PartialFit, open_model
 from workbench.core.train.commands import SaveNow
+from workbench.core.train.faults import nonfinite_tensors
 from workbench.ui.dialogs import WEIGHTS_ONLY
 from workbench.ui.prompts import CHECKPOINT_FILTER
 from workbench.ui.session import Session
@@ -200,6 +201,10 @@ class FileActions(QObject):
         except (WorkbenchError, ValueError, OSError) as exc:
             self.prompts.error(f"Could not save {path}: {exc}")
             return False
+        bad = nonfinite_tensors(session.model)
+        if bad:  # written as asked, never silently
+            self.prompts.error(f"Saved {path}, but it holds NaN/Inf values in {', '.join(bad[:5])}"
+                               f"{' and more' if len(bad) > 5 else ''}: the model diverged")
         session.show_status(f"Saved {path}", 5000)
         self._add_recent(Path(path))
         return True

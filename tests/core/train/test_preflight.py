@@ -67,3 +67,22 @@ def test_a_batch_the_model_cannot_take_is_named_with_its_shape(tmp_path):
     assert trainer.fit() == "error" and trainer.step == 0
     assert "the first training batch (16, 3, 8, 8) does not go through the model" in str(trainer.error)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_image_scan_reports_its_progress(tmp_path):
+    from workbench.core.train.hooks import Callback
+
+    class Heard(Callback):
+        def __init__(self):
+            self.texts = []
+
+        def on_progress(self, trainer, text):
+            self.texts.append(text)
+
+    _jpeg_folder(tmp_path / "photos", per_class=60)  # 240 files
+    cfg = TrainConfig(data=DataConfig(dataset="imagefolder", root=str(tmp_path / "photos"), batch_size=8),
+                      epochs=1, run_dir=str(tmp_path / "run"), tensorboard=False)
+    heard = Heard()
+    trainer = Trainer(torchvision.models.resnet18(num_classes=2), cfg, [heard])
+    trainer.prepare()
+    assert heard.texts == ["checking images 200 / 240"]

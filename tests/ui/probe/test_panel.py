@@ -185,3 +185,11 @@ def test_a_report_measured_while_frozen_stays_frozen_after_a_later_unfreeze(pane
     assert len(panel.grads.frozen_bars.opts["x"]) == 5 and len(panel.grads.bars.opts["x"]) == 1
     assert [r.state for r in panel.grads.layers].count("frozen") == 5
     assert not panel.grads.curve_plot.getAxis("left").autoSIPrefix  # no "(x0.001)" over log ticks
+
+
+def test_an_empty_histogram_reads_zero_to_one(panel):
+    """It read -400...400 "(x0.001)" before any probe."""
+    panel.show()
+    lo, hi = panel.hist_plot.getPlotItem().getViewBox().viewRange()[1]
+    assert -0.1 < lo <= 0.0 and 1.0 <= hi < 1.1
+    assert panel.hist_plot.getAxis("left").autoSIPrefix is False

@@ -17,6 +17,7 @@ from workbench.core.files import atomic_save
 from workbench.core.model import freezing
 from workbench.core.model.names import UnknownPathError
 from workbench.core.train import optim
+from workbench.core.train.faults import nonfinite_tensors
 
 if TYPE_CHECKING:
     from workbench.core.train.loop import Trainer
@@ -63,10 +64,14 @@ class SaveNow:
         Target file; None = ``run_dir / "last.pt"``.
     saved_to : str or None
         Filled in when applied.
+    nonfinite : list of str
+        Filled in when applied: parameters / buffers that held NaN or Inf in the
+        file written (the file is written all the same, and the user is told).
     """
 
     path: str | None = None
     saved_to: str | None = None
+    nonfinite: list = field(default_factory=list)
 
 
 @dataclass
@@ -96,6 +101,7 @@ def apply_command(trainer: Trainer, cmd: Any) -> None:
         trainer.prepare()
         trainer.checkpoints.wait_for_saves()  # the epoch-end write must not land after this one
         path = Path(cmd.path) if cmd.path else trainer.run_dir / "last.pt"
+        cmd.nonfinite = nonfinite_tensors(trainer.model)
         atomic_save(trainer.checkpoints.payload(), path)
         cmd.saved_to = str(path)
     elif isinstance(cmd, Call):

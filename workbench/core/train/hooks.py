@@ -58,6 +58,9 @@ class Callback:
         """The loss of step ``step`` is ``loss`` (NaN or +/-Inf); the run is paused until
         ``trainer.control.resolve_nonfinite(action)`` (may be called from any thread, or here)."""
 
+    def on_progress(self, trainer: Trainer, text: str) -> None:
+        """Work before the first step reports where it is, e.g. ``"checking images 2,000 / 10,000"``."""
+
     def on_command_applied(self, trainer: Trainer, command: Any) -> None:
         """A queued command was applied (its result fields are filled in)."""
 

@@ -313,7 +313,8 @@ class Trainer:
                              num_classes=self.info.num_classes if self.info is not None else None,
                              classification=cfg.loss == "cross_entropy",
                              datasets=tuple(getattr(ld, "dataset", None) for ld in (self.train_loader,
-                                                                                    self.val_loader)))
+                                                                                    self.val_loader)),
+                             progress=lambda text: self.call("on_progress", self, text))
             if note:
                 self.data_note = f"{self.data_note}; {note}" if self.data_note else note
         self.build_optimizer()

@@ -80,7 +80,7 @@ def _first_batch(loader) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 
 def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, *, num_classes: int | None,
-              classification: bool, datasets: tuple = ()) -> str | None:
+              classification: bool, datasets: tuple = (), progress: Callable[[str], Any] | None = None) -> str | None:
     """Check a run before its first step; return a note for the user, or None.
 
     1. Every image file of an ImageFolder opens (``datasets``: the train and
@@ -90,13 +90,17 @@ def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, 
     3. For a classification loss, the model has at least as many outputs as the
        data has classes (more outputs only give a note).
 
+    ``progress(text)`` hears how far the image scan is (every 200 files).
+
     Raises
     ------
     DataError
         Unreadable images (named), a batch the model cannot take (with the
         split and the error), or a :class:`ClassCountMismatch`.
     """
-    bad = [b for ds in datasets for b in unreadable_images(image_files(ds))]
+    files = [f for ds in datasets for f in image_files(ds)]
+    report = None if progress is None else (lambda done, total: progress(f"checking images {done:,} / {total:,}"))
+    bad = unreadable_images(files, report)
     if bad:
         more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
         raise DataError(f"{len(bad)} image file(s) cannot be read; remove or replace them before training:\n"

@@ -240,6 +240,7 @@ class TrainingPanel(QWidget):
         worker.commandApplied.connect(self._on_command_applied, queued)
         worker.nonFinite.connect(self._on_nonfinite, queued)
         worker.classCountMismatch.connect(self._on_class_count_mismatch, queued)
+        worker.progressText.connect(self._on_progress_text, queued)
         worker.error.connect(self._on_error, queued)
         worker.extrasReady.connect(self._on_extras, queued)
         worker.finished.connect(self._on_worker_finished, queued)
@@ -627,7 +628,10 @@ class TrainingPanel(QWidget):
             self.session.trainableChanged.emit()
             self._status(f"Step {int(step)}: {verb} {what} - {len(changed)} parameter tensors changed", 5000)
         elif kind == "SaveNow":
-            self._status(f"Saved {info.get('saved_to') or info.get('path') or 'checkpoint'}", 5000)
+            bad = list(info.get("nonfinite") or [])
+            warning = f" - it holds NaN/Inf in {', '.join(bad[:3])}{' and more' if len(bad) > 3 else ''}" if bad else ""
+            self._status(f"Saved {info.get('saved_to') or info.get('path') or 'checkpoint'}{warning}",
+                         15000 if bad else 5000)
         elif kind == "SetLR":
             step = float(info.get("applied_step", self.plots.steps.last("step", 0.0)))
             self.plots.mark_freeze(step, f"lr {float(info.get('lr')):.3g}",
@@ -645,6 +649,11 @@ class TrainingPanel(QWidget):
             action = "stop"
         worker.resolve_nonfinite(action)
         self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
+
+    @Slot(str)
+    def _on_progress_text(self, text: str) -> None:
+        """Before the first step (the pre-flight image scan): say where it is."""
+        self.progress.setFormat(f"starting… {text}")
 
     @Slot(int, int, str)
     def _on_class_count_mismatch(self, data_classes: int, outputs: int, message: str) -> None:

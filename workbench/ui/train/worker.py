@@ -109,6 +109,9 @@ class QtBridge(Callback):
         if batch:
             self._worker.metrics.emit(pack_metrics(batch))
 
+    def on_progress(self, trainer, text) -> None:  # noqa: D102
+        self._worker.progressText.emit(str(text))
+
     def on_epoch_end(self, trainer, metrics) -> None:  # noqa: D102
         self._worker.epochEnded.emit(_plain(dict(metrics)))
 
@@ -191,6 +194,7 @@ class TrainingWorker(QObject):
     commandApplied = Signal(object)
     nonFinite = Signal(int, float)
     classCountMismatch = Signal(int, int, str)
+    progressText = Signal(str)
     error = Signal(str)
     extrasReady = Signal(object)
     finished = Signal(str)
