@@ -154,6 +154,10 @@ def test_wrong_architecture_and_wrong_input_shape(capsys, tmp_path):
     assert cli.main(["inspect", str(path), "--arch", "digits_cnn", "--input-shape", "1,3,8,8"]) == 2
     err = capsys.readouterr().err
     assert "input shape (1,3,8,8) does not fit digits_cnn" in err and "Traceback" not in err
+    # three numbers for a 2-d convolution: said in the user's terms, not torch's [1, 1, 3, 224]
+    assert cli.main(["inspect", str(path), "--arch", "digits_cnn", "--input-shape", "1,3,224"]) == 2
+    err = capsys.readouterr().err
+    assert "its first layer (Conv2d) takes 4 numbers (N, C, H, W), got 3" in err
 
 
 def test_pickled_module_needs_trust(capsys, tmp_path):

@@ -70,6 +70,20 @@ __all__ = [
 TRAIN_ALL, TRAIN_PARTIAL, TRAIN_NONE = 2, 1, 0
 
 
+_RANKS = {nn.Conv1d: (3, "(N, C, L)"), nn.Conv2d: (4, "(N, C, H, W)"), nn.Conv3d: (5, "(N, C, D, H, W)")}
+
+
+def _expected_rank(model: nn.Module) -> tuple[int, str, str] | None:
+    """``(rank, first layer type, layout)`` when the model starts with a convolution, else None."""
+    for module in model.modules():
+        for kind, (rank, layout) in _RANKS.items():
+            if type(module) is kind:
+                return rank, f"its first layer ({kind.__name__})", layout
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            return None
+    return None
+
+
 class InputShapeError(WorkbenchError):
     """The example input shape does not fit the model (the forward pass failed).
 
@@ -589,6 +603,9 @@ def annotate_shapes_and_flops(
         name = label or root.type_name
         dims = ",".join(str(d) for d in shape)
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        expected = _expected_rank(model)
+        if expected is not None and len(shape) != expected[0]:  # say it in the user's terms, not torch's
+            first_line = f"{expected[1]} takes {expected[0]} numbers {expected[2]}, got {len(shape)}"
         raise InputShapeError(
             f"input shape ({dims}) does not fit {name}: {first_line}; "
             "set the input shape the model expects",
