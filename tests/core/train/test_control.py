@@ -10,6 +10,7 @@ from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.commands import SetLR
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.control import RunControl
+from workbench.core.train.hooks import Callback
 from workbench.core.train.loop import Trainer
 
 
@@ -33,16 +34,20 @@ def test_commands_and_a_stop_given_before_the_trainer_exists_are_honoured(tmp_pa
 def test_pause_blocks_at_a_step_boundary_and_commands_still_apply(tmp_path):
     control = RunControl()
     trainer = Trainer(DigitsCNN(), _config(tmp_path, epochs=3), control=control)
+    applied = threading.Event()
+
+    class Heard(Callback):
+        def on_command_applied(self, trainer, command):
+            applied.set()
+
+    trainer.callbacks.append(Heard())
     control.pause()
     done = threading.Event()
     threading.Thread(target=lambda: (trainer.fit(), done.set()), daemon=True).start()
-    deadline = threading.Event()
-    while not control.is_waiting and not deadline.wait(0.01):
-        pass
+    assert control.wait_until_blocked(30)
     assert trainer.step == 0 and control.is_paused
     control.queue(SetLR(0.25))
-    while trainer.config.lr != 0.25 and not deadline.wait(0.01):
-        pass
+    assert applied.wait(30) and trainer.config.lr == 0.25
     assert trainer.step == 0  # applied while paused, no step taken
     control.resume()
     assert done.wait(60) and trainer.end_reason == "completed"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -30,10 +29,19 @@ class Recorder(Callback):
         self.reasons: list[str] = []
         self.errors: list = []
         self.started = threading.Event()
+        self.command_applied = threading.Event()
+        self._progress = threading.Condition()
 
     def on_step_end(self, trainer, metrics):
-        self.steps.append(metrics)
+        with self._progress:
+            self.steps.append(metrics)
+            self._progress.notify_all()
         self.started.set()
+
+    def wait_for_steps(self, n: int, timeout: float = 20.0) -> bool:
+        """Block until at least ``n`` steps were recorded (False after ``timeout`` seconds)."""
+        with self._progress:
+            return self._progress.wait_for(lambda: len(self.steps) >= n, timeout)
 
     def on_metrics(self, trainer, batch):
         self.batches.append(batch)
@@ -43,6 +51,7 @@ class Recorder(Callback):
 
     def on_command_applied(self, trainer, command):
         self.commands.append(command)
+        self.command_applied.set()
 
     def on_exception(self, trainer, exc, tb):
         self.errors.append((exc, tb))
@@ -257,15 +266,6 @@ class NaNAtFourthStep(DigitsCNN):
         return out
 
 
-def wait_until(predicate, timeout=20.0):
-    deadline = time.time() + timeout
-    while not predicate():
-        if time.time() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def test_pause_resume_stop_from_another_thread(tmp_path):
     rec = Recorder()
     trainer = Trainer(DigitsCNN(), small(tmp_path, epochs=200), [rec])
@@ -276,14 +276,14 @@ def test_pause_resume_stop_from_another_thread(tmp_path):
         assert rec.started.wait(30)
         trainer.pause()
         assert trainer.is_paused
-        assert wait_until(lambda: trainer.is_waiting), "the loop did not reach a step boundary"
+        assert trainer.control.wait_until_blocked(20), "the loop did not reach a step boundary"
         n = len(rec.steps)
         trainer.queue(SetLR(1e-4))  # commands apply while paused
-        assert wait_until(lambda: bool(rec.commands)) and trainer.lr == pytest.approx(1e-4)
+        assert rec.command_applied.wait(20) and trainer.lr == pytest.approx(1e-4)
         assert trainer.is_waiting
         assert len(rec.steps) == n, "steps ran while paused"
         trainer.resume()
-        assert wait_until(lambda: len(rec.steps) > n + 3)
+        assert rec.wait_for_steps(n + 4)
         assert not trainer.is_paused
     finally:
         trainer.request_stop()
@@ -309,7 +309,7 @@ def test_stop_while_paused(tmp_path):
     trainer.pause()
     th.start()
     # paused before the first step: the loop blocks at its first step boundary
-    assert wait_until(lambda: trainer.is_waiting), "the paused loop did not block"
+    assert trainer.control.wait_until_blocked(20), "the paused loop did not block"
     assert rec.steps == []
     trainer.request_stop()
     th.join(30)

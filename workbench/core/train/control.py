@@ -93,6 +93,22 @@ class RunControl:
         """True while the training thread is blocked at a step boundary."""
         return self._waiting
 
+    def wait_until_blocked(self, timeout: float | None = None) -> bool:
+        """Block the caller until the training thread waits at a step boundary (paused / NaN decision).
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds; None waits for ever.
+
+        Returns
+        -------
+        bool
+            True when the training thread is blocked; False after ``timeout``.
+        """
+        with self._cond:
+            return self._cond.wait_for(lambda: self._waiting, timeout)
+
     # ------------------------------------------------------------ training thread
     def take_commands(self) -> list:
         """Every queued command, oldest first (empties the queue)."""
@@ -115,6 +131,7 @@ class RunControl:
             return False
         with self._cond:
             self._waiting = True
+            self._cond.notify_all()  # wakes wait_until_blocked()
             try:
                 while self._paused and not self._stop:
                     if not self._commands.empty():
@@ -140,6 +157,7 @@ class RunControl:
         """Block until :meth:`resolve_nonfinite` (or a stop, which counts as ``"stop"``)."""
         with self._cond:
             self._waiting = True
+            self._cond.notify_all()  # wakes wait_until_blocked()
             while self._decision is None and not self._stop:
                 self._cond.wait()
             self._waiting = False
