@@ -47,13 +47,6 @@ class ModelEdits:
         """Fully frozen BatchNorm layers keep their statistics while training."""
         return self.session.keep_bn_stats_fixed
 
-    def refuse_while_training(self, what: str) -> bool:
-        """True (and a status message) while a run owns the model."""
-        if not self.session.running:
-            return False
-        self.session.show_status(f"Stop the training run to {what}.", 8000)
-        return True
-
     def _push(self, command: undo.ModelCommand) -> bool:
         """Apply ``command`` (errors shown, nothing pushed) and push it on the undo stack."""
         try:
@@ -102,7 +95,7 @@ class ModelEdits:
 
     def freeze_before(self, path: str) -> None:
         """Freeze every parameter of the modules registered before ``path``."""
-        if self.refuse_while_training("freeze everything before a module"):
+        if self.session.refuse_while_running("freeze everything before a module"):
             return
         self._push(undo.FreezeStateCommand(self.session, f"Freeze everything before {path}",
                                            lambda m: freezing.freeze_before(m, path)))
@@ -124,7 +117,7 @@ class ModelEdits:
     # -- weights and structure --------------------------------------------------------
     def reinitialize(self, path: str, method: str = "reset_parameters", value: float | None = None) -> bool:
         """Re-initialize the parameters under ``path`` (``core.model.edits.reinitialize``); undoable."""
-        if self.refuse_while_training("re-initialize weights"):
+        if self.session.refuse_while_running("re-initialize weights"):
             return False
         if method == "constant_" and value is None:
             value = self.prompts.number("Re-initialize", "Constant value:", 0.0)
@@ -137,7 +130,7 @@ class ModelEdits:
 
         Asks for the number of outputs when it is None.
         """
-        if self.refuse_while_training("replace the head"):
+        if self.session.refuse_while_running("replace the head"):
             return False
         if num_outputs is None:
             num_outputs = self.prompts.integer("Replace head", f"Number of outputs of the new {path}:", 10)

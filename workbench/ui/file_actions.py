@@ -80,12 +80,6 @@ class FileActions(QObject):
         parent = self.parent()
         return parent if isinstance(parent, QWidget) else None
 
-    def _refuse_while_training(self, what: str) -> bool:
-        if not self.session.running:
-            return False
-        self.session.show_status(f"Stop the training run to {what}.", 8000)
-        return True
-
     # -- opening ---------------------------------------------------------------
     def open_demo(self) -> None:
         """Show the built-in demo model (``DigitsCNN``, input ``(1, 1, 8, 8)``)."""
@@ -111,7 +105,7 @@ class FileActions(QObject):
             True when a model is shown; False when cancelled or on an error
             (shown through the prompts; the previous model stays).
         """
-        if self._refuse_while_training("open another model"):
+        if self.session.refuse_while_running("open another model"):
             return False
         path = Path(path)
         if not path.exists():
@@ -157,7 +151,7 @@ class FileActions(QObject):
 
     def new_from_architecture(self, spec: ArchSpec | None = None) -> bool:
         """Build a freshly initialized model (File > New from architecture); asks when ``spec`` is None."""
-        if self._refuse_while_training("create another model"):
+        if self.session.refuse_while_running("create another model"):
             return False
         spec = spec if spec is not None else self.prompts.new_architecture()
         if spec is None:

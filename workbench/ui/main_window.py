@@ -375,7 +375,7 @@ class MainWindow(QMainWindow):
             self.tree_model.refresh_all()
 
     def _on_demo_triggered(self) -> None:
-        if not self.edits.refuse_while_training("open the demo"):
+        if not self.session.refuse_while_running("open the demo"):
             self.open_demo()
 
     def _on_replace_head_requested(self, num_outputs: int) -> None:

@@ -154,6 +154,12 @@ class Session(QObject):
             self.keep_bn_stats_fixed = bool(flag)
             self.keepBnStatsFixedChanged.emit(self.keep_bn_stats_fixed)
 
+    def refuse_while_running(self, what: str) -> bool:
+        """True (and a status-bar line "Stop the training run to <what>.") while a run owns the model."""
+        if self.running:
+            self.show_status(f"Stop the training run to {what}.", 8000)
+        return self.running
+
     def set_input_shape(self, shape: tuple[int, ...] | None) -> None:
         """The example input shape, e.g. ``(1, 3, 224, 224)`` (no signal: the tree re-annotates)."""
         self.input_shape = tuple(shape) if shape else None

@@ -125,7 +125,7 @@ def test_worker_error_in_construction_is_reported(qtbot, tmp_path):
 def test_stop_before_trainer_exists_is_honoured(qtbot, tmp_path):
     worker = TrainingWorker(nn.Linear(32, 2), _config(tmp_path, epochs=100),
                             trainer_factory=_factory(_tiny_data()))
-    worker.request_stop()
+    worker.control.request_stop()
     rec = _run(qtbot, worker)
     assert rec.finished == ["stopped"]
 
@@ -137,7 +137,7 @@ def test_wait_for_returns_while_gui_thread_blocks(qtbot, tmp_path):
     rec = Recorder(worker)
     thread = start_in_thread(worker)
     qtbot.waitUntil(lambda: bool(rec.metrics), timeout=30_000)
-    worker.request_stop()
+    worker.control.request_stop()
     assert wait_for(thread, 10_000)  # GUI thread blocked: quit() must still reach the thread
     assert live_threads() == []
     qtbot.waitUntil(lambda: rec.finished == ["stopped"], timeout=5000)

@@ -213,27 +213,6 @@ class TrainingWorker(QObject):
         self._error_sent = False
         self._extras_sent = False
 
-    # ------------------------------------------------------------------ GUI-thread API (thread-safe)
-    def request_stop(self) -> None:
-        """Ask the run to stop after the current step (works before the trainer exists)."""
-        self.control.request_stop()
-
-    def pause(self) -> None:
-        """Pause at the next step boundary."""
-        self.control.pause()
-
-    def resume_run(self) -> None:
-        """Resume a paused run."""
-        self.control.resume()
-
-    def queue(self, command) -> None:
-        """Queue a core command (SetTrainable / SetLR / SaveNow); applied at the next step boundary."""
-        self.control.queue(command)
-
-    def resolve_nonfinite(self, action: str) -> None:
-        """Hand the user's NaN/Inf decision to the waiting trainer."""
-        self.control.resolve_nonfinite(action)
-
     # ------------------------------------------------------------------ training thread
     @Slot()
     def run(self) -> None:
