@@ -241,6 +241,11 @@ def test_the_progress_bar_reads_true_at_each_end(host, qtbot):
     finally:
         hook.remove()
     assert panel.progress.format() == "error" and "broken forward" in panel.errors[-1]
+    _start(qtbot, panel, epochs=200)
+    qtbot.waitUntil(lambda: _steps(panel) >= 3, timeout=RUN_TIMEOUT_MS)
+    panel.stop()
+    _wait_end(qtbot, panel)
+    assert panel.progress.format().startswith("stopped · epoch 1/200") and "ETA" not in panel.progress.format()
 
 
 def test_a_head_that_does_not_fit_the_data_is_named_before_any_step(qtbot, tmp_path):

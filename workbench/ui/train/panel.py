@@ -272,20 +272,20 @@ class TrainingPanel(QWidget):
     def stop(self) -> None:
         """Ask the trainer to stop after the current step."""
         if self._worker is not None:
-            self._worker.request_stop()
+            self._worker.control.request_stop()
             self.progress.setFormat(self.progress.format() + " · stopping…")
 
     def pause(self) -> None:
         """Pause at the next step boundary."""
         if self._worker is not None and not self._paused:
-            self._worker.pause()
+            self._worker.control.pause()
             self._paused = True
             self._update_buttons()
 
     def resume(self) -> None:
         """Resume a paused run."""
         if self._worker is not None and self._paused:
-            self._worker.resume_run()
+            self._worker.control.resume()
             self._paused = False
             self._update_buttons()
 
@@ -302,19 +302,19 @@ class TrainingPanel(QWidget):
         if self._worker is None:
             raise RuntimeError("queue_trainable: no training run is active")
         names = [names] if isinstance(names, str) else list(names)
-        self._worker.queue(SetTrainable(names, bool(flag)))
+        self._worker.control.queue(SetTrainable(names, bool(flag)))
 
     def queue_save(self, path=None) -> None:
         """Save a checkpoint at the next step boundary (``None``: into the run folder)."""
         if self._worker is None:
             raise RuntimeError("queue_save: no training run is active")
-        self._worker.queue(SaveNow(None if path is None else str(path)))
+        self._worker.control.queue(SaveNow(None if path is None else str(path)))
 
     def queue_lr(self, lr: float) -> None:
         """Change the learning rate at the next step boundary."""
         if self._worker is None:
             raise RuntimeError("queue_lr: no training run is active")
-        self._worker.queue(SetLR(float(lr)))
+        self._worker.control.queue(SetLR(float(lr)))
 
     def checkpoint_extras(self) -> dict:
         """``optimizer_state_dict``, ``scheduler_state_dict``, ``epoch``, ``step``, ``loss`` of the last run.
@@ -364,10 +364,10 @@ class TrainingPanel(QWidget):
             return False
         worker = self._worker
         if worker is not None:
-            worker.request_stop()
-            worker.resolve_nonfinite("stop")
+            worker.control.request_stop()
+            worker.control.resolve_nonfinite("stop")
             if self._paused:
-                worker.resume_run()
+                worker.control.resume()
         if not wait_for(self._thread, timeout_ms):
             self.prompts.training_error("Training did not stop in time; try closing again in a moment.")
             return False
@@ -452,7 +452,7 @@ class TrainingPanel(QWidget):
         if self._worker is None:
             self.session.show_status("No training run is active: the command was not sent.", 5000)
             return
-        self._worker.queue(command)
+        self._worker.control.queue(command)
 
     @Slot(list)
     def _on_probe_reports(self, reports: list) -> None:
@@ -647,7 +647,7 @@ class TrainingPanel(QWidget):
         action = self.prompts.nonfinite(step, loss, can_rollback=True)
         if action not in NONFINITE_ACTIONS:
             action = "stop"
-        worker.resolve_nonfinite(action)
+        worker.control.resolve_nonfinite(action)
         self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
 
     @Slot(str)
@@ -686,6 +686,8 @@ class TrainingPanel(QWidget):
         fmt = self.progress.format().replace(" · stopping…", "")
         if fmt.startswith("starting"):  # ended before its first step
             fmt = ""
+        # an ended run has no ETA and is no longer paused
+        fmt = " · ".join(part for part in fmt.split(" · ") if not part.startswith(("ETA", "paused")))
         if reason == "completed":  # the bar fills; the text gives the steps done, not a planned total
             self.progress.setValue(self.progress.maximum())
             epochs = self._config.epochs if self._config is not None else 0
