@@ -761,3 +761,84 @@ def strip_prefixes(
     if best_prefix is not None:
         stripped += [p + "." for p in best_prefix[:-1].split(".")]
     return best_dict, stripped
+
+
+# --------------------------------------------------------------------------- in-memory transfer
+# The window and its training process exchange models and states as bytes (never as
+# tensors: multiprocessing would share those through file descriptors, which ties the
+# window's memory to a child that may die). Serialized with torch.save, read back here,
+# the one module that calls torch.load.
+
+
+def to_bytes(obj: Any) -> bytes:
+    """``torch.save(obj)`` into memory; ScriptModules through ``torch.jit.save``.
+
+    Parameters
+    ----------
+    obj : state_dict, nested containers of tensors, nn.Module or ScriptModule
+
+    Returns
+    -------
+    bytes
+        A zip archive (``torch.save``'s format); read it back with :func:`tensors_from_bytes`
+        (weights only) or :func:`module_from_bytes` (trusted code).
+
+    Raises
+    ------
+    pickle.PicklingError, AttributeError, TypeError
+        ``obj`` holds something that cannot be pickled (a lambda, a local class).
+    """
+    buf = io.BytesIO()
+    if isinstance(obj, torch.jit.ScriptModule):
+        torch.jit.save(obj, buf)
+    else:
+        torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def tensors_from_bytes(data: bytes) -> Any:
+    """Read :func:`to_bytes` output that holds only tensors and plain data (``weights_only=True``).
+
+    Raises
+    ------
+    CheckpointError
+        The bytes hold more than tensors and plain data, or are damaged.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for refused or damaged data
+        raise CheckpointError(f"could not be read ({type(exc).__name__}: {_short(exc)})",
+                              "state from the training process") from exc
+
+
+def module_from_bytes(data: bytes) -> nn.Module:
+    """Rebuild a module written by :func:`to_bytes` (pickled module or TorchScript archive).
+
+    Trusted: only for bytes this program wrote from a module the user already
+    opened (and trusted, for pickled or TorchScript files) in the window. The
+    classes the pickle names must be importable.
+
+    Raises
+    ------
+    CheckpointError
+        The module cannot be rebuilt (a class that is not importable here).
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if _is_torchscript_bytes(data):
+                return torch.jit.load(io.BytesIO(data), map_location="cpu")
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise CheckpointError(f"could not be rebuilt ({type(exc).__name__}: {_short(exc)})",
+                              "model sent to the training process") from exc
+
+
+def _is_torchscript_bytes(data: bytes) -> bool:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            return any(n.endswith(("/constants.pkl", "/code/")) or "/code/" in n for n in z.namelist())
+    except zipfile.BadZipFile:
+        return False

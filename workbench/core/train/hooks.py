@@ -54,6 +54,10 @@ class Callback:
     def on_epoch_end(self, trainer: Trainer, metrics: dict) -> None:
         """After validation and checkpointing; ``metrics`` keys: :data:`EPOCH_KEYS`."""
 
+    def on_pause(self, trainer: Trainer) -> None:
+        """The run pauses at this step boundary (the metrics so far were emitted); the
+        training thread blocks right after, so the model is consistent here."""
+
     def on_nonfinite(self, trainer: Trainer, step: int, loss: float) -> None:
         """The loss of step ``step`` is ``loss`` (NaN or +/-Inf); the run is paused until
         ``trainer.control.resolve_nonfinite(action)`` (may be called from any thread, or here)."""

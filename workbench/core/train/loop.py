@@ -238,6 +238,7 @@ class Trainer:
         if not self.control.is_paused:
             return
         self.emit()
+        self.call("on_pause", self)
         if self.control.wait_while_paused(self.apply_commands):
             self._window = (time.perf_counter(), self.samples)  # pause time is not throughput
         self.apply_commands()

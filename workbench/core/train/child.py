@@ -1,0 +1,214 @@
+"""The training process: what runs on the other side of the window's process boundary.
+
+:func:`serve` is the ``multiprocessing`` target (spawn context) of a training
+process (:class:`workbench.core.train.process.TrainingProcess`). It imports torch
+and the trainer, says ``("ready", pid)`` and waits idle for one job, so that a
+process started ahead makes Start quick. A job is a dict (:func:`run_job`):
+the model as bytes, the config as a dict, the architecture, the checkpoint to
+resume and the probe settings. The run is the same as everywhere:
+:func:`workbench.core.train.entry.make_trainer` then ``fit()``, with one
+:class:`~workbench.core.train.events.EventBridge` whose events go back over the
+connection as ``("event", name, args)``. A reader thread turns the window's
+messages into calls on the run's :class:`~workbench.core.train.control.RunControl`:
+
+* ``("control", method, args)``: ``request_stop``, ``pause``, ``resume``,
+  ``queue`` (a command of :mod:`workbench.core.train.commands`), ``resolve_nonfinite``;
+* ``("probes", {"probed": [...], "weight_hist": [...]})``: what the live probes follow;
+* ``("stop_and_save",)``: stop at the next step boundary and write ``last.pt`` (the window closes);
+* ``("quit",)``: an idle process ends.
+
+When the window's end of the connection closes (the window died), the run stops
+at the next step boundary and the process ends. One process trains one job.
+Qt-free; the process computes with every core at a lower scheduling priority.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib.util
+import os
+import sys
+import threading
+import traceback
+from typing import Any
+
+__all__ = ["serve", "run_job", "NICE_INCREMENT"]
+
+#: Nice value added to the training process, so the window's process wins a contended core.
+NICE_INCREMENT = 10
+
+
+class _Sender:
+    """``send(name, *args)`` as ``("event", name, args)``; thread-safe; a closed connection is ignored."""
+
+    def __init__(self, conn):
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str, *args: Any) -> None:
+        with self._lock:
+            try:
+                self._conn.send(("event", name, args))
+            except (OSError, EOFError, BrokenPipeError):
+                pass  # the window is gone; the reader thread stops the run
+
+
+def serve(conn, log_path: str | None = None) -> None:
+    """Entry point of a training process: get ready, wait for one job, run it, end.
+
+    Parameters
+    ----------
+    conn : multiprocessing.connection.Connection
+        Duplex connection to the window's process.
+    log_path : str, optional
+        File that receives this process's stdout and stderr (the window shows its
+        last lines when the process dies); faulthandler writes native crash
+        tracebacks there too.
+    """
+    _redirect_output(log_path)
+    faulthandler.enable(all_threads=True)
+    try:
+        os.nice(NICE_INCREMENT)
+    except (AttributeError, OSError):
+        pass  # Windows, or not permitted: same priority as the window
+    _warm_up()
+    try:
+        conn.send(("ready", os.getpid()))
+        msg = conn.recv()
+    except (EOFError, OSError):
+        return
+    if not msg or msg[0] != "job":
+        return
+    try:
+        run_job(conn, msg[1])
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.close()
+
+
+def _warm_up() -> None:
+    """What the first step of any run pays once, paid while the process waits idle.
+
+    Importing torch, torchvision and the trainer, the first optimizer (it imports
+    torch._dynamo, ~2 s on the 2-core reference machine) and the first convolution
+    forward/backward; a process started ahead then shows a run's first step in
+    well under a second.
+    """
+    import torch
+    import torchvision  # noqa: F401 - architectures and datasets
+    from torch import nn
+
+    from workbench.core.train import data, loop  # noqa: F401
+
+    net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 6 * 6, 2))
+    opt = torch.optim.AdamW(net.parameters())
+    loss = nn.functional.cross_entropy(net(torch.zeros(2, 1, 8, 8)), torch.zeros(2, dtype=torch.long))
+    loss.backward()
+    opt.step()
+
+
+def run_job(conn, job: dict) -> str:
+    """Train one job and send its events; the last one is ``finished(reason)``.
+
+    Parameters
+    ----------
+    conn : Connection
+    job : dict
+        ``model`` (bytes of :func:`workbench.core.train.process.encode_model`),
+        ``factories`` (``{module name: file}`` to import before unpickling),
+        ``config`` (``TrainConfig.to_dict()``), ``arch`` (dict or None),
+        ``resume`` (path or None), ``probes`` (``ProbeCallback.settings()`` or None),
+        ``threads`` (intra-op threads, or None for every core).
+
+    Returns
+    -------
+    str
+        The end reason.
+    """
+    import torch
+
+    from workbench.core.model.architectures import ArchSpec
+    from workbench.core.model.checkpoint import module_from_bytes
+    from workbench.core.train.config import TrainConfig
+    from workbench.core.train.control import RunControl
+    from workbench.core.train.entry import make_trainer, save_last
+    from workbench.core.train.events import EventBridge
+
+    send = _Sender(conn)
+    control = RunControl()
+    bridge = EventBridge(send, sync_state=True)
+    flags = {"save_last": False}
+    probes = None
+    reason = "error"
+    trainer = None
+    if job.get("threads"):
+        torch.set_num_threads(int(job["threads"]))
+    try:
+        if job.get("probes") is not None:
+            from workbench.core.probe.callback import ProbeCallback
+
+            probes = ProbeCallback(lambda reports: send("probeReports", reports), **job["probes"])
+        reader = threading.Thread(target=_read, args=(conn, control, probes, flags), name="commands", daemon=True)
+        reader.start()
+        for name, path in (job.get("factories") or {}).items():
+            _import_file(name, path)
+        model = module_from_bytes(job["model"])
+        config = TrainConfig.from_dict(job["config"])
+        callbacks = [bridge] + ([probes] if probes is not None else [])
+        arch = ArchSpec.from_dict(job["arch"]) if job.get("arch") else None
+        trainer = make_trainer(model, config, callbacks, arch, control=control, resume=job.get("resume"))
+        reason = trainer.fit()
+        if reason == "stopped" and flags["save_last"]:
+            path = save_last(trainer)
+            if path is not None:
+                print(f"saved {path}")
+    except BaseException:  # noqa: BLE001 - the process's top: report, end cleanly
+        bridge.report_error(traceback.format_exc())
+        reason = "error"
+    send("finished", reason)
+    return reason
+
+
+def _read(conn, control, probes, flags: dict) -> None:
+    """Reader thread: the window's messages to the run's control; EOF (window gone) stops the run."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            control.request_stop()
+            return
+        kind = msg[0]
+        if kind == "control":
+            _, method, args = msg
+            getattr(control, method)(*args)
+        elif kind == "probes" and probes is not None:
+            probes.set_probed(msg[1].get("probed", ()))
+            probes.set_weight_histograms(msg[1].get("weight_hist", ()))
+        elif kind == "stop_and_save":
+            flags["save_last"] = True
+            control.request_stop()
+            control.resolve_nonfinite("stop")
+            control.resume()
+
+
+def _import_file(name: str, path: str) -> None:
+    """Import ``path`` as module ``name`` (a ``file.py:callable`` architecture the pickle refers to)."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+
+
+def _redirect_output(log_path: str | None) -> None:
+    """Send fd 1 and 2 (Python's and native code's output) to ``log_path``."""
+    if not log_path:
+        return
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives as long as the process
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115

@@ -1,0 +1,67 @@
+"""The one way a run is started: :func:`make_trainer` (window thread, training process, ``workbench train``).
+
+The window's in-process worker, the training process
+(:mod:`workbench.core.train.child`) and the headless ``workbench train RUN.toml``
+(:mod:`workbench.core.train.headless`) all build their
+:class:`~workbench.core.train.loop.Trainer` here and then call ``fit()``, so a
+run from the window and its headless replay run the same code. Qt-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from torch import nn
+
+from workbench.core.train.config import TrainConfig
+from workbench.core.train.control import RunControl
+from workbench.core.train.hooks import Callback
+from workbench.core.train.loop import Trainer
+
+__all__ = ["make_trainer", "save_last"]
+
+
+def make_trainer(model: nn.Module, config: TrainConfig, callbacks: Iterable[Callback] = (), arch: Any = None, *,
+                 control: RunControl | None = None, resume: Any = None,
+                 factory: Callable[..., Trainer] | None = None) -> Trainer:
+    """Build the trainer of a run, restored from ``resume`` when given; ``fit()`` is the caller's.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Trained in place; its ``requires_grad`` flags are the frozen set.
+    config : TrainConfig
+    callbacks : iterable of Callback
+    arch : ArchSpec, optional
+        Recorded in checkpoints and run.toml.
+    control : RunControl, optional
+        Shared with whoever steers the run.
+    resume : str, Path or Checkpoint, optional
+        A training checkpoint whose optimizer, scheduler, epoch, step and RNG state the run continues.
+    factory : callable, optional
+        ``factory(model, config, callbacks, arch, control=control) -> Trainer`` (tests inject faults).
+
+    Raises
+    ------
+    TrainingError
+        ``resume`` is not a training checkpoint or does not fit the model.
+    """
+    factory = factory or Trainer
+    trainer = factory(model, config, list(callbacks), arch, control=control)
+    if resume is not None:
+        trainer.resume_from(resume)
+    return trainer
+
+
+def save_last(trainer: Trainer) -> Path | None:
+    """After a stop: write the final state (weights, optimizer, RNG...) as ``run_dir/last.pt``.
+
+    Returns
+    -------
+    Path or None
+        The file written; None when the run made no run folder.
+    """
+    if trainer.run_dir is None:
+        return None
+    return trainer.save_checkpoint(Path(trainer.run_dir) / "last.pt")

@@ -1,0 +1,331 @@
+"""The window's side of the training process boundary (Qt-free).
+
+A run from the window trains in a separate process by default (one GIL and one
+set of OpenMP pools per process: a repaint never competes with a step, and a
+segfault, ``abort()`` or a hung step in training cannot take the window down).
+The process is started with the standard library's ``multiprocessing`` (spawn
+context) and talks over a ``multiprocessing`` duplex ``Pipe``; only small
+picklable data and bytes cross (:mod:`workbench.core.train.events`). This is how
+SLEAP's GUI runs ``sleap-train`` and how TensorBoard / W&B stay out of the
+training script's process, minus their loss of live control.
+
+* :class:`TrainingProcess`: start (ahead, idle), send, receive, end; the exit
+  described in words and the last lines of its output;
+* :class:`RemoteControl`: the run's steering with :class:`RunControl`'s method
+  names, sent as messages;
+* :func:`encode_model` / :func:`make_job`: what a job carries; a model that
+  cannot cross raises :class:`ModelNotPortable` (the window then trains on a thread).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.model.checkpoint import to_bytes
+from workbench.core.train.child import serve
+
+__all__ = ["TrainingProcess", "RemoteControl", "ModelNotPortable", "encode_model", "make_job", "end_all"]
+
+#: Seconds a cold process may take to import torch and say it is ready.
+READY_TIMEOUT_S = 120.0
+#: Lines of the process's output shown when it dies.
+LOG_TAIL_LINES = 15
+
+_live: weakref.WeakSet = weakref.WeakSet()
+
+
+class ModelNotPortable(WorkbenchError):
+    """The model cannot be sent to a training process (the message says why, in one line)."""
+
+
+def encode_model(model: nn.Module) -> tuple[bytes, dict[str, str]]:
+    """The model as bytes for the training process, and the files its classes come from.
+
+    Pickled whole (weights, ``requires_grad`` flags, tied parameters, edits such
+    as a replaced head travel as they are); a TorchScript module as its archive.
+    Classes defined in a ``file.py:callable`` architecture are named with the
+    file, which the training process imports under the same module name first.
+
+    Returns
+    -------
+    (bytes, dict)
+        The model and ``{module name: file path}``.
+
+    Raises
+    ------
+    ModelNotPortable
+        Something in the model cannot be pickled (a lambda, a class defined in a
+        function or typed in a console).
+    """
+    factories: dict[str, str] = {}
+    for module in model.modules():
+        name = type(module).__module__
+        if name.startswith("_workbench_factory_"):
+            path = getattr(sys.modules.get(name), "__file__", None)
+            if path:
+                factories[name] = str(path)
+        elif name == "__main__":
+            raise ModelNotPortable(f"{type(module).__name__} is defined in the main script, "
+                                   "which a training process cannot import")
+    try:
+        data = to_bytes(model)
+    except Exception as exc:  # pickle raises PicklingError, AttributeError, TypeError...
+        raise ModelNotPortable(f"the model cannot be pickled ({type(exc).__name__}: {exc})") from exc
+    return data, factories
+
+
+def make_job(model: nn.Module, config, arch=None, resume=None, probes: dict | None = None,
+             threads: int | None = None) -> dict:
+    """The job dict :func:`workbench.core.train.child.run_job` trains.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The window's model (its current weights and frozen set).
+    config : TrainConfig
+    arch : ArchSpec or dict, optional
+    resume : str, Path or Checkpoint, optional
+        A checkpoint file to continue (its path crosses).
+    probes : dict, optional
+        ``ProbeCallback.settings()``.
+    threads : int, optional
+        Intra-op threads of the training process (None: every core).
+
+    Raises
+    ------
+    ModelNotPortable
+        The model, or a resume source without a file, cannot cross.
+    """
+    data, factories = encode_model(model)
+    if resume is not None and not isinstance(resume, (str, Path)):
+        path = getattr(resume, "path", None)
+        if path is None or not Path(path).is_file():
+            raise ModelNotPortable("the checkpoint to resume from is not a file")
+        resume = path
+    arch_dict = arch.to_dict() if hasattr(arch, "to_dict") else arch
+    return {"model": data, "factories": factories, "config": config.to_dict(), "arch": arch_dict,
+            "resume": None if resume is None else str(resume), "probes": probes, "threads": threads}
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """``"signal 6"`` for a process killed by a signal (``SIGABRT``), ``"exit code 3"`` otherwise."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = ""
+        return f"signal {-exitcode}" + (f", {name}" if name else "")
+    return f"exit code {exitcode}"
+
+
+class TrainingProcess:
+    """One training process (spawn context), started at once and idle until it gets a job.
+
+    Attributes
+    ----------
+    process : multiprocessing.Process
+    log_path : Path
+        Its stdout and stderr.
+    pid : int or None
+        Set once the process said it is ready.
+    """
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe(duplex=True)
+        fd, log = tempfile.mkstemp(prefix="workbench-training-", suffix=".log")
+        os.close(fd)
+        self.log_path = Path(log)
+        # not daemonic: a daemonic process may not start DataLoader workers
+        self.process = ctx.Process(target=serve, args=(child, str(self.log_path)), name="workbench-training")
+        self.process.start()
+        child.close()
+        self.pid: int | None = None
+        self.started_at = time.monotonic()
+        self.job_sent = False
+        self._send_lock = threading.Lock()
+        self._pending: list = []
+        _live.add(self)
+
+    # ------------------------------------------------------------ state
+    @property
+    def ready(self) -> bool:
+        """True once the process has imported torch and waits for a job (polls, never blocks)."""
+        if self.pid is None:
+            try:
+                while self._conn.poll(0):
+                    msg = self._conn.recv()
+                    if msg and msg[0] == "ready":
+                        self.pid = int(msg[1])
+                    else:
+                        self._pending.append(msg)
+            except (EOFError, OSError):
+                return False
+        return self.pid is not None
+
+    def is_alive(self) -> bool:
+        """The process runs."""
+        return self.process.is_alive()
+
+    @property
+    def exitcode(self) -> int | None:
+        """Its exit code (negative: killed by that signal), None while it runs."""
+        return self.process.exitcode
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> bool:
+        """Block until :attr:`ready` (True), the process died or ``timeout`` seconds passed (False)."""
+        end = time.monotonic() + timeout
+        while not self.ready:
+            if not self.is_alive() or time.monotonic() > end:
+                return False
+            with contextlib.suppress(Exception):
+                self._conn.poll(0.05)
+        return True
+
+    # ------------------------------------------------------------ messages
+    def send(self, msg: tuple) -> bool:
+        """Send one message (thread-safe); False when the process is gone."""
+        with self._send_lock:
+            try:
+                self._conn.send(msg)
+            except (OSError, EOFError, BrokenPipeError, ValueError):
+                return False
+        return True
+
+    def start_job(self, job: dict) -> bool:
+        """Hand the idle process its job; False when it is gone."""
+        self.job_sent = True
+        return self.send(("job", job))
+
+    def recv(self, timeout: float) -> Any:
+        """The next message, or None after ``timeout`` seconds.
+
+        Raises
+        ------
+        EOFError
+            The process closed its end (it ended or died).
+        """
+        if self._pending:
+            return self._pending.pop(0)
+        try:
+            if not self._conn.poll(timeout):
+                return None
+            return self._conn.recv()
+        except OSError as exc:
+            raise EOFError(str(exc)) from exc
+
+    # ------------------------------------------------------------ ending
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines the process printed (stdout and stderr)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+    def end(self, timeout: float = 5.0) -> None:
+        """End the process: ``quit`` when idle, else SIGTERM, then SIGKILL; join it; never raises."""
+        if self.process.is_alive() and not self.job_sent:
+            self.send(("quit",))
+            self.process.join(min(timeout, 2.0))
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout)
+        self.close()
+
+    def kill(self) -> None:
+        """SIGKILL at once (a step that never returns); joins the process."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(10)
+
+    def close(self) -> None:
+        """Join an ended process and free its connection and log (call after it ended)."""
+        if self.process.is_alive():
+            return
+        self.process.join(0)
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        with contextlib.suppress(Exception):
+            self.process.close()
+        with contextlib.suppress(Exception):
+            self.log_path.unlink()
+        _live.discard(self)
+
+
+def end_all() -> None:
+    """End every training process this process started (at exit: no orphan, no hang in multiprocessing's join)."""
+    for proc in list(_live):
+        proc.end(timeout=2.0)
+
+
+atexit.register(end_all)
+
+
+class RemoteControl:
+    """A run's steering in a training process: :class:`~workbench.core.train.control.RunControl`'s method names.
+
+    Each call is one message, applied by the process's reader thread; the
+    effects (paused, stopped, commands applied) come back as events.
+    """
+
+    def __init__(self, process: TrainingProcess):
+        self._process = process
+        self._paused = False
+
+    def request_stop(self) -> None:
+        """Stop at the next step boundary."""
+        self._send("request_stop")
+
+    def pause(self) -> None:
+        """Pause at the next step boundary (the process then sends ``stateSynced``)."""
+        self._paused = True
+        self._send("pause")
+
+    def resume(self) -> None:
+        """Continue after :meth:`pause`."""
+        self._paused = False
+        self._send("resume")
+
+    def queue(self, command: Any) -> None:
+        """A command of :mod:`workbench.core.train.commands` for the next step boundary (must pickle)."""
+        self._send("queue", command)
+
+    def resolve_nonfinite(self, action: str) -> None:
+        """Answer a NaN/Inf pause (``lower_lr``, ``rollback`` or ``stop``)."""
+        self._send("resolve_nonfinite", action)
+
+    def stop_and_save(self) -> None:
+        """Stop at the next step boundary and write ``last.pt`` into the run folder (the window closes)."""
+        self._process.send(("stop_and_save",))
+
+    def set_probes(self, probed, weight_hist) -> None:
+        """What the live probes in the process follow from the next measured step on."""
+        self._process.send(("probes", {"probed": list(probed), "weight_hist": list(weight_hist)}))
+
+    @property
+    def is_paused(self) -> bool:
+        """Paused by this control (the process blocks at its next step boundary)."""
+        return self._paused
+
+    def _send(self, method: str, *args) -> None:
+        self._process.send(("control", method, args))
