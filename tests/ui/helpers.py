@@ -25,7 +25,8 @@ class RecordingPrompts:
         self.asked: list[tuple] = []
         self.answers = {"trust": False, "partial_load": False, "architecture": None, "new_architecture": None,
                         "confirm_stop": True, "nonfinite": "stop", "open_path": None, "save_path": None,
-                        "integer": None, "number": None, "replace_head": False, **answers}
+                        "integer": None, "number": None, "replace_head": False,
+                        "end_training_process": True, **answers}
 
     def _answer(self, name, *args):
         self.asked.append((name, *args))
@@ -64,6 +65,9 @@ class RecordingPrompts:
 
     def confirm_stop(self):
         return self._answer("confirm_stop")
+
+    def end_training_process(self, seconds):
+        return self._answer("end_training_process", seconds)
 
     def replace_head(self, data_classes, outputs, message):
         self.errors.append(message)

@@ -142,6 +142,18 @@ class Prompts:
         )
         return answer == QMessageBox.StandardButton.Yes
 
+    def end_training_process(self, seconds: int) -> bool:
+        """Stop was asked ``seconds`` ago and the step has not returned: True = end the training process."""
+        answer = QMessageBox.question(
+            self.parent, "Training does not stop",
+            f"The current training step has not returned in {seconds} s (a forward that hangs?).\n\n"
+            "End the training process? The window keeps the weights of the last pause or save, and the "
+            "run folder keeps its last checkpoint.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
     def replace_head(self, data_classes: int, outputs: int, message: str) -> bool:
         """The data has more classes than the model has outputs: True = replace the head with ``data_classes``."""
         box = QMessageBox(QMessageBox.Icon.Warning, "Training", f"Nothing was trained: {message}.",

@@ -25,10 +25,13 @@ RUN_TIMEOUT_MS = 60_000
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
 
-@pytest.fixture
-def host(qtbot, tmp_path):
+@pytest.fixture(params=["process", "thread"])
+def host(qtbot, tmp_path, request):
+    """The panel on the demo, training in a training process (the default) or on a thread of this process."""
     win = panel_host(DigitsCNN(), input_shape=(1, 1, 8, 8))
     panel = win.panel
+    panel.set_in_process(request.param == "thread")
+    assert panel.in_process() == (request.param == "thread")
     panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
     qtbot.addWidget(win)
     win.resize(1100, 750)
@@ -131,9 +134,9 @@ def test_pause_resume_stop(host, qtbot):
     qtbot.waitUntil(lambda: _steps(panel) >= 3, timeout=RUN_TIMEOUT_MS)
     qtbot.mouseClick(panel.pause_button, Qt.MouseButton.LeftButton)
     assert panel.is_paused() and panel.pause_button.text() == "Resume"
-    # the trainer reaches the step boundary, emits what it has, then blocks
-    qtbot.waitUntil(lambda: panel._worker.trainer is not None and panel._worker.trainer.is_waiting,
-                    timeout=RUN_TIMEOUT_MS)
+    # the trainer reaches the step boundary, emits what it has, says "paused", then blocks
+    with qtbot.waitSignal(panel.runPaused, timeout=RUN_TIMEOUT_MS):
+        pass
     qtbot.wait(200)  # the last queued metrics batch reaches the GUI thread
     paused_at = _steps(panel)
     qtbot.wait(400)
@@ -157,13 +160,20 @@ def test_midrun_freeze_is_bit_identical_and_marked(host, qtbot):
     panel = host.panel
     _start(qtbot, panel, epochs=200)
     qtbot.waitUntil(lambda: _steps(panel) >= 5, timeout=RUN_TIMEOUT_MS)
-    with qtbot.waitSignal(panel.trainableChanged, timeout=RUN_TIMEOUT_MS) as blocker:
+    # freeze and pause at the same step boundary; the window's model has the weights once paused
+    synced = [] if panel.in_process() else [panel.weightsSynced]
+    with qtbot.waitSignal(panel.trainableChanged, timeout=RUN_TIMEOUT_MS) as blocker, \
+            qtbot.waitSignals([panel.runPaused, *synced], timeout=RUN_TIMEOUT_MS):
         panel.queue_trainable(["features"], False)
+        panel.pause()
     changed = blocker.args[0]
     assert changed and all(n.startswith("features.") for n in changed)
+    # the window's copy follows the acknowledged freeze (the tree shows it)
+    assert all(not p.requires_grad for n, p in host.model.named_parameters() if n.startswith("features."))
     frozen = {n: p.detach().clone() for n, p in host.model.named_parameters() if n.startswith("features.")}
     head = host.model.classifier.weight.detach().clone()
     steps_at_freeze = _steps(panel)
+    panel.resume()
     qtbot.waitUntil(lambda: _steps(panel) > steps_at_freeze + 10, timeout=RUN_TIMEOUT_MS)
     with qtbot.waitSignal(panel.runningChanged, timeout=RUN_TIMEOUT_MS):
         panel.stop()

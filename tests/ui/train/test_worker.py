@@ -10,7 +10,8 @@ from torch import nn
 
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.ui.threading import live_threads, start_in_thread, wait_for
-from workbench.ui.train.worker import TrainingWorker, pack_metrics, to_cpu_copy
+from workbench.core.train.events import pack_metrics, to_cpu_copy
+from workbench.ui.train.worker import TrainingWorker
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 

@@ -144,6 +144,7 @@ class ProbeCallback(Callback):
         self._lock = threading.Lock()
         self._wanted: tuple[str, ...] = tuple(dict.fromkeys(probed))
         self._weight_hist: tuple[str, ...] = tuple(weight_hist)
+        self._listeners: list[Callable[[list[str], list[str]], None]] = []
         self._reset()
 
     def _reset(self) -> None:
@@ -166,6 +167,7 @@ class ProbeCallback(Callback):
         """Probe exactly ``names`` from the next measured step on (thread-safe; applied on the training thread)."""
         with self._lock:
             self._wanted = tuple(dict.fromkeys(names))
+        self._changed()
 
     def probed(self) -> list[str]:
         """The module names that are (or will be, at the next step boundary) probed."""
@@ -176,6 +178,35 @@ class ProbeCallback(Callback):
         """Parameters whose weight histograms are sent (thread-safe)."""
         with self._lock:
             self._weight_hist = tuple(names)
+        self._changed()
+
+    def settings(self) -> dict:
+        """The keyword arguments that build this callback again elsewhere (a training process), sink aside.
+
+        Plain, picklable data: cadence, budget, probed modules, weight histograms,
+        thresholds and the activation-probe options.
+        """
+        with self._lock:
+            probed, hist = list(self._wanted), list(self._weight_hist)
+        return {"every": None if self.auto else self._fixed_every, "grad_every": self.grad_every,
+                "budget": self.budget, "probed": probed, "track_updates": self.track_updates,
+                "weight_hist": hist, "thresholds": self.thresholds, "flush_ms": self.flush_ms,
+                **self._probe_kwargs}
+
+    def add_listener(self, fn: Callable[[list[str], list[str]], None]) -> None:
+        """Call ``fn(probed, weight_hist)`` after each :meth:`set_probed` / :meth:`set_weight_histograms`."""
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn) -> None:
+        """Stop calling ``fn`` (no error when it was not added)."""
+        if fn in self._listeners:
+            self._listeners.remove(fn)
+
+    def _changed(self) -> None:
+        if self._listeners:
+            probed, hist = self.probed(), list(self._weight_hist)
+            for fn in list(self._listeners):
+                fn(probed, hist)
 
     # -- trainer hooks ---------------------------------------------------------------------
     def on_fit_start(self, trainer) -> None:  # noqa: D102

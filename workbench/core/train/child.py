@@ -66,7 +66,7 @@ def serve(conn, log_path: str | None = None) -> None:
         tracebacks there too.
     """
     _redirect_output(log_path)
-    faulthandler.enable(all_threads=True)
+    faulthandler.enable(all_threads=False)  # the thread that crashed
     try:
         os.nice(NICE_INCREMENT)
     except (AttributeError, OSError):

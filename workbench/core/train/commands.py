@@ -22,7 +22,7 @@ from workbench.core.train.faults import nonfinite_tensors
 if TYPE_CHECKING:
     from workbench.core.train.loop import Trainer
 
-__all__ = ["SetTrainable", "SetLR", "SaveNow", "Call", "apply_command"]
+__all__ = ["SetTrainable", "SetLR", "SaveNow", "EmptyCudaCache", "Call", "apply_command"]
 
 
 @dataclass
@@ -75,6 +75,11 @@ class SaveNow:
 
 
 @dataclass
+class EmptyCudaCache:
+    """``torch.cuda.empty_cache()`` on the training side (give cached, unused GPU memory back)."""
+
+
+@dataclass
 class Call:
     """Run ``fn(trainer)`` on the training thread at the next step boundary (e.g. probes on/off)."""
 
@@ -104,6 +109,11 @@ def apply_command(trainer: Trainer, cmd: Any) -> None:
         cmd.nonfinite = nonfinite_tensors(trainer.model)
         atomic_save(trainer.checkpoints.payload(), path)
         cmd.saved_to = str(path)
+    elif isinstance(cmd, EmptyCudaCache):
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
     elif isinstance(cmd, Call):
         cmd.result = cmd.fn(trainer)
     else:

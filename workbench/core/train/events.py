@@ -16,6 +16,7 @@ it over its connection (:mod:`workbench.core.train.child`). The names are
 * ``extrasReady(dict)``: optimizer / scheduler state (CPU copies), epoch, step, loss;
 * ``stateSynced(bytes)``: the model's state_dict and trainable names (:func:`state_blob`),
   when a process run pauses, saves or ends (``sync_state=True`` only);
+* ``paused(int)``: the run blocks at this step (sent before its ``stateSynced``);
 * ``probeReports(list)``, ``cudaMemory(int, int)``: sent by the training process;
 * ``finished(str)``: the end reason, sent by whoever ran ``fit()``.
 
@@ -39,10 +40,10 @@ from workbench.core.train.hooks import Callback
 from workbench.core.train.preflight import ClassCountMismatch
 
 __all__ = ["EventBridge", "EVENTS", "pack_metrics", "to_cpu_copy", "describe_command", "run_extras",
-           "state_blob", "apply_state_blob"]
+           "state_blob", "read_state_blob", "apply_state", "extras_from_bytes"]
 
 EVENTS = ("fitStarted", "metrics", "progressText", "epochEnded", "commandApplied", "nonFinite",
-          "classCountMismatch", "error", "extrasReady", "stateSynced", "probeReports", "cudaMemory", "finished")
+          "classCountMismatch", "error", "extrasReady", "paused", "stateSynced", "probeReports", "cudaMemory", "finished")
 
 #: Seconds between two ``cudaMemory`` events of a CUDA run.
 CUDA_MEMORY_EVERY_S = 0.5
@@ -138,17 +139,25 @@ def state_blob(model: nn.Module) -> bytes:
     return to_bytes({"state_dict": state, "trainable": trainable})
 
 
-def apply_state_blob(model: nn.Module, blob: bytes) -> None:
-    """Load a :func:`state_blob` into ``model`` (the window's copy): values in place, then ``requires_grad``.
+def read_state_blob(blob: bytes) -> dict:
+    """The ``{"state_dict", "trainable"}`` of a :func:`state_blob` (weights only).
 
     Raises
     ------
     CheckpointError
         The bytes are damaged.
+    """
+    return dict(tensors_from_bytes(blob))
+
+
+def apply_state(model: nn.Module, data: dict) -> None:
+    """Load a :func:`read_state_blob` result into ``model`` (the window's copy): values, then ``requires_grad``.
+
+    Raises
+    ------
     RuntimeError
         The state_dict does not fit ``model`` (``load_state_dict(strict=True)``).
     """
-    data = tensors_from_bytes(blob)
     with torch.no_grad():
         model.load_state_dict(data["state_dict"], strict=True)
     trainable = set(data["trainable"])
@@ -188,7 +197,7 @@ class EventBridge(Callback):
                 self._cuda_t = now
                 mem = cuda_memory(str(trainer.device))
                 if mem:
-                    self.emit("cudaMemory", int(mem[0]), int(mem[1]))
+                    self.emit("cudaMemory", float(mem[0]), float(mem[1]))
 
     def on_progress(self, trainer, text) -> None:  # noqa: D102
         self.emit("progressText", str(text))
@@ -197,6 +206,7 @@ class EventBridge(Callback):
         self.emit("epochEnded", plain(dict(metrics)))
 
     def on_pause(self, trainer) -> None:  # noqa: D102
+        self.emit("paused", int(trainer.step))
         if self.sync_state:
             self.emit("stateSynced", state_blob(trainer.model))
 

@@ -159,6 +159,8 @@ class TrainingProcess:
         self.pid: int | None = None
         self.started_at = time.monotonic()
         self.job_sent = False
+        self._closed = False
+        self._exitcode: int | None = None
         self._send_lock = threading.Lock()
         self._pending: list = []
         _live.add(self)
@@ -181,12 +183,12 @@ class TrainingProcess:
 
     def is_alive(self) -> bool:
         """The process runs."""
-        return self.process.is_alive()
+        return not self._closed and self.process.is_alive()
 
     @property
     def exitcode(self) -> int | None:
         """Its exit code (negative: killed by that signal), None while it runs."""
-        return self.process.exitcode
+        return self._exitcode if self._closed else self.process.exitcode
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> bool:
         """Block until :attr:`ready` (True), the process died or ``timeout`` seconds passed (False)."""
@@ -232,18 +234,30 @@ class TrainingProcess:
 
     # ------------------------------------------------------------ ending
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        """The last ``lines`` lines the process printed (stdout and stderr)."""
+        """The last ``lines`` lines the process printed (stdout and stderr).
+
+        After a native crash, from faulthandler's ``Fatal Python error`` line on
+        (the crashing thread's Python stack), without its list of extension modules.
+        """
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        return "\n".join(text.rstrip().splitlines()[-lines:])
+        rows = [r for r in text.rstrip().splitlines() if not r.startswith("Extension modules:")]
+        fatal = [i for i, r in enumerate(rows) if r.startswith("Fatal Python error")]
+        if fatal:
+            return "\n".join(rows[fatal[-1]:fatal[-1] + 2 * lines])
+        return "\n".join(rows[-lines:])
 
     def end(self, timeout: float = 5.0) -> None:
-        """End the process: ``quit`` when idle, else SIGTERM, then SIGKILL; join it; never raises."""
+        """End the process: ``quit`` when idle, else wait ``timeout`` s for it to end, then SIGTERM, SIGKILL; never raises."""
+        if self._closed:
+            return
         if self.process.is_alive() and not self.job_sent:
             self.send(("quit",))
             self.process.join(min(timeout, 2.0))
+        elif self.process.is_alive():  # a job that sent "finished" ends by itself
+            self.process.join(timeout)
         if self.process.is_alive():
             self.process.terminate()
             self.process.join(timeout)
@@ -252,17 +266,26 @@ class TrainingProcess:
             self.process.join(timeout)
         self.close()
 
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the process to end."""
+        if not self._closed:
+            self.process.join(timeout)
+
     def kill(self) -> None:
         """SIGKILL at once (a step that never returns); joins the process."""
+        if self._closed:
+            return
         if self.process.is_alive():
             self.process.kill()
         self.process.join(10)
 
     def close(self) -> None:
         """Join an ended process and free its connection and log (call after it ended)."""
-        if self.process.is_alive():
+        if self._closed or self.process.is_alive():
             return
+        self._closed = True
         self.process.join(0)
+        self._exitcode = self.process.exitcode
         with contextlib.suppress(Exception):
             self._conn.close()
         with contextlib.suppress(Exception):

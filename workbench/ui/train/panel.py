@@ -1,10 +1,17 @@
 """The Training dock: settings, Start / Pause / Stop, progress and the live plots.
 
 ``TrainingPanel(session, prompts)`` trains ``session.model`` with the settings of
-its form on a QThread (:mod:`workbench.ui.train.worker`). While a run is active
-the training thread owns the model: the panel only queues commands (freeze /
-unfreeze, save now, pause, stop) on the run's ``RunControl``, and draws what
-arrives through signals. Commands from elsewhere in the window reach it as
+its form. By default the run trains in a training process
+(:mod:`workbench.core.train.process`, one started ahead when the window opens
+and again after each run) owned by a QThread
+(:class:`~workbench.ui.train.process_worker.ProcessTrainingWorker`); the window
+stays a client. A model that cannot cross into a process, or the setting
+"Train in this window's process", trains on a QThread here instead
+(:class:`~workbench.ui.train.worker.TrainingWorker`); both speak one protocol.
+While a run is active the panel only queues commands (freeze / unfreeze, save
+now, pause, stop) on ``worker.control`` and draws what arrives through signals;
+the window's model gets the trained weights whenever the run pauses, saves or
+ends (``stateSynced``). Commands from elsewhere in the window reach it as
 ``session.commandRequested``.
 
 Dialogs go through the prompts (``confirm_stop``, ``training_error``,
@@ -14,6 +21,7 @@ Dialogs go through the prompts (``confirm_stop``, ``training_error``,
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections import deque
 from pathlib import Path
@@ -32,21 +40,30 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.train.commands import SaveNow, SetLR, SetTrainable
+from workbench.core.train.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
 from workbench.core.train.control import NONFINITE_ACTIONS
 from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
 from workbench.core.train.devices import cuda_memory
+from workbench.core.train.events import apply_state
+from workbench.core.train.process import ModelNotPortable, TrainingProcess, make_job
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
 from workbench.ui.threading import start_in_thread, wait_for
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.settings_form import TrainingSettings
+from workbench.ui.train.process_worker import ProcessTrainingWorker
 from workbench.ui.train.worker import TrainingWorker
 
 #: QSettings key of the settings of the last run started (TOML text), restored at start.
 SETTINGS_KEY = "training/config"
-#: How long :meth:`TrainingPanel.shutdown` waits for the training thread, ms.
+#: QSettings key: train on a QThread in the window's process instead of a training process.
+IN_PROCESS_KEY = "training/in_process"
+#: Environment variable: "0" starts no training process ahead (tests; a process then starts at Start).
+START_AHEAD_ENV = "WORKBENCH_START_AHEAD"
+#: How long :meth:`TrainingPanel.shutdown` waits for the run to stop, ms.
 SHUTDOWN_TIMEOUT_MS = 15000
+#: After Stop, how long a step may take to return before the panel offers to end the training process, ms.
+STOP_TIMEOUT_MS = 10000
 #: Plot redraw interval during a run, ms (metrics arrive ~every 40 ms and are only
 #: appended to the buffers; the curves are redrawn at most this often).
 REDRAW_MS = 200
@@ -83,6 +100,8 @@ class TrainingPanel(QWidget):
 
     runningChanged = Signal(bool)
     trainableChanged = Signal(list)
+    runPaused = Signal(int)
+    weightsSynced = Signal()
 
     def __init__(self, session: Session, prompts, parent: QWidget | None = None):
         super().__init__(parent)
@@ -95,7 +114,9 @@ class TrainingPanel(QWidget):
         self._last_error: str | None = None
         self._run_dir: str | None = None
         self._run_info: dict = {}
-        self._last_trainer = None
+        self._trained = False  # a run changed the weights since the model was opened
+        self._spare: TrainingProcess | None = None
+        self._cuda_mem: tuple[float, float] | None = None
         self._paused = False
         self._config = None
         self._rate_window: deque = deque()
@@ -108,6 +129,10 @@ class TrainingPanel(QWidget):
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setInterval(REDRAW_MS)
         self._redraw_timer.timeout.connect(self._on_redraw_tick)
+        self._stop_timer = QTimer(self)
+        self._stop_timer.setSingleShot(True)
+        self._stop_timer.setInterval(STOP_TIMEOUT_MS)
+        self._stop_timer.timeout.connect(self._on_stop_timeout)
         self._last_metrics = None
         self._head_request: int | None = None
         session.modelChanged.connect(self.on_model_changed)
@@ -118,8 +143,11 @@ class TrainingPanel(QWidget):
         self._restore_settings()
         self.settings.lr_spin.editingFinished.connect(self._on_lr_edited)
         self.settings.lr_spin.outOfRange.connect(lambda text: self._status(f"Learning rate: {text}", 8000))
+        self.in_process_check.setChecked(_as_bool(self._qsettings.value(IN_PROCESS_KEY, False)))
+        self.in_process_check.toggled.connect(self.set_in_process)
         self._update_buttons()
         self.on_model_changed()
+        self.start_ahead()
 
     # ------------------------------------------------------------------ layout
     def _build(self) -> None:
@@ -152,6 +180,11 @@ class TrainingPanel(QWidget):
         self.resume_check = QCheckBox("Resume from opened checkpoint")
         self.resume_check.setObjectName("resumeCheck")
         self.resume_check.setToolTip("Restore optimizer, scheduler, epoch, step and RNG from the file opened")
+        self.in_process_check = QCheckBox("Train in this window's process")
+        self.in_process_check.setObjectName("inProcessCheck")
+        self.in_process_check.setToolTip(
+            "Off (default): training runs in its own process at full speed, and a crash there never "
+            "closes the window.\nOn: training runs on a thread of the window (slower; a crash takes the window down).")
         self.progress = QProgressBar()
         self.progress.setObjectName("progressBar")
         self.progress.setRange(0, 1)
@@ -167,6 +200,7 @@ class TrainingPanel(QWidget):
         buttons.addWidget(self.reset_button, 1, 1)
         buttons.addWidget(self.cache_button, 1, 2)
         buttons.addWidget(self.resume_check, 2, 0, 1, 3)
+        buttons.addWidget(self.in_process_check, 3, 0, 1, 3)
 
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -231,8 +265,7 @@ class TrainingPanel(QWidget):
         resume = self._resume_source()
         if resume is not None and not self._extend_finished_run(config):
             return False
-        worker = TrainingWorker(model, config, arch=self.session.arch_spec,
-                                resume=resume, callbacks=self.session.training_callbacks())
+        worker = self._make_worker(model, config, resume)
         queued = Qt.ConnectionType.QueuedConnection  # always run these slots on the GUI thread
         worker.fitStarted.connect(self._on_fit_started, queued)
         worker.metrics.connect(self._on_metrics, queued)
@@ -243,6 +276,9 @@ class TrainingPanel(QWidget):
         worker.progressText.connect(self._on_progress_text, queued)
         worker.error.connect(self._on_error, queued)
         worker.extrasReady.connect(self._on_extras, queued)
+        worker.paused.connect(self._on_paused, queued)
+        worker.stateSynced.connect(self._on_state_synced, queued)
+        worker.cudaMemory.connect(self._on_cuda_memory, queued)
         worker.finished.connect(self._on_worker_finished, queued)
         self._worker = worker
         self._config = config
@@ -270,10 +306,86 @@ class TrainingPanel(QWidget):
         return True
 
     def stop(self) -> None:
-        """Ask the trainer to stop after the current step."""
+        """Ask the trainer to stop after the current step.
+
+        A step that has not returned after ``STOP_TIMEOUT_MS`` (a hung forward)
+        makes the panel offer to end the training process (``prompts.end_training_process``).
+        """
         if self._worker is not None:
             self._worker.control.request_stop()
-            self.progress.setFormat(self.progress.format() + " · stopping…")
+            if " · stopping…" not in self.progress.format():
+                self.progress.setFormat(self.progress.format() + " · stopping…")
+            self._stop_timer.start()
+
+    def end_training_process(self) -> bool:
+        """End the run's training process now (a step that never returns); False for a run in this process."""
+        if self._worker is None or not self._worker.end_process():
+            return False
+        self._status("Ending the training process…", 5000)
+        return True
+
+    def set_in_process(self, flag: bool) -> None:
+        """Train the next runs on a thread in the window's process (True) or in a training process (False).
+
+        Remembered (QSettings ``training/in_process``); a started-ahead process is ended when turned on.
+        """
+        flag = bool(flag)
+        if self.in_process_check.isChecked() != flag:
+            self.in_process_check.setChecked(flag)  # comes back here through toggled
+            return
+        self._qsettings.setValue(IN_PROCESS_KEY, flag)
+        if flag:
+            self._end_spare()
+        else:
+            self.start_ahead()
+
+    def in_process(self) -> bool:
+        """The next run trains on a thread in the window's process."""
+        return self.in_process_check.isChecked()
+
+    def start_ahead(self) -> None:
+        """Start an idle training process now, so the next Start shows its first step within a second.
+
+        Does nothing in in-process mode, when one is already waiting, or when the
+        environment sets ``WORKBENCH_START_AHEAD=0``.
+        """
+        if self.in_process() or os.environ.get(START_AHEAD_ENV, "1") == "0":
+            return
+        if self._spare is not None and self._spare.is_alive():
+            return
+        self._end_spare()
+        self._spare = TrainingProcess()
+
+    def _take_process(self) -> TrainingProcess:
+        """The process started ahead when it lives, else a new one (a cold start, said in the status bar)."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.is_alive():
+            return spare
+        if spare is not None:
+            spare.end()
+        self._status("Starting training process…", 5000)
+        return TrainingProcess()
+
+    def _end_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.end()
+
+    def _make_worker(self, model, config, resume):
+        """A process worker, or a thread worker (in-process mode, or a model that cannot cross: said in one line)."""
+        callbacks = self.session.training_callbacks()
+        if not self.in_process():
+            try:
+                probes = [cb for cb in callbacks if hasattr(cb, "settings")]
+                if len(probes) != len(callbacks):
+                    raise ModelNotPortable("a training callback cannot be sent to a training process")
+                job = make_job(model, config, self.session.arch_spec, resume,
+                               probes=probes[0].settings() if probes else None)
+            except ModelNotPortable as exc:
+                self._status(f"Training in the window's process: {exc}", 15000)
+            else:
+                return ProcessTrainingWorker(self._take_process(), job, probes)
+        return TrainingWorker(model, config, arch=self.session.arch_spec, resume=resume, callbacks=callbacks)
 
     def pause(self) -> None:
         """Pause at the next step boundary."""
@@ -333,9 +445,9 @@ class TrainingPanel(QWidget):
         return self._run_dir
 
     def on_model_changed(self) -> None:
-        """``session.model`` was replaced: forget the previous run's trainer; show the file's settings."""
+        """``session.model`` was replaced: its weights are the file's; show the file's settings."""
         if not self.is_running():
-            self._last_trainer = None
+            self._trained = False
             self._fill_from_checkpoint()
         self._refresh_resume_check()
 
@@ -352,25 +464,29 @@ class TrainingPanel(QWidget):
         """The window's closeEvent path; True = the window may close.
 
         While a run is active: ask (``prompts.confirm_stop``; False = cancel the close),
-        request stop (a pending NaN decision becomes "stop"), wait for the thread
-        (``timeout_ms``), let the trainer's end reach the panel, and save
-        ``last.pt`` into the run folder. Returns False if the thread did not finish
-        in time (closing then would destroy a running QThread).
+        stop at the next step boundary (a pause or a pending NaN decision ends
+        with "stop") and write ``last.pt`` into the run folder, wait for the
+        thread (``timeout_ms``), and let the run's end reach the panel. A training
+        process that has not stopped by then is ended (SIGKILL; the run folder
+        keeps its last checkpoint). The process started ahead is ended too.
+        Returns False if a run in the window's process did not finish in time
+        (closing then would destroy a running QThread).
         """
         self._status_timer.stop()
+        self._stop_timer.stop()
         if not self.is_running():
+            self._end_spare()
             return True
         if ask and not self.prompts.confirm_stop():
             return False
+        self._end_spare()
         worker = self._worker
         if worker is not None:
-            worker.control.request_stop()
-            worker.control.resolve_nonfinite("stop")
-            if self._paused:
-                worker.control.resume()
+            worker.stop_and_save()
         if not wait_for(self._thread, timeout_ms):
-            self.prompts.training_error("Training did not stop in time; try closing again in a moment.")
-            return False
+            if worker is None or not worker.end_process() or not wait_for(self._thread, 15000):
+                self.prompts.training_error("Training did not stop in time; try closing again in a moment.")
+                return False
         # deliver the run's last queued signals (extras, finished) and the thread's end
         for _ in range(20):
             QCoreApplication.processEvents()
@@ -378,7 +494,7 @@ class TrainingPanel(QWidget):
                 break
         if self.is_running():  # the queued thread-finished call did not arrive: finish by hand
             self._on_thread_finished()
-        self._save_last()
+        self._end_spare()  # _on_thread_finished started the next one
         return True
 
     # ------------------------------------------------------------------ settings that follow the model / the user
@@ -478,7 +594,7 @@ class TrainingPanel(QWidget):
         path = getattr(session.checkpoint, "path", None)
         if path is not None and Path(path).is_file():
             config.model.source = str(Path(path).resolve())
-            if self._resume_source() is not None and self._last_trainer is None:
+            if self._resume_source() is not None and not self._trained:
                 config.model.checkpoint = config.model.source
                 config.model.resume = True
         config.keep_frozen_bn_eval = bool(session.keep_bn_stats_fixed)
@@ -499,17 +615,6 @@ class TrainingPanel(QWidget):
         self.pause_button.setText("Resume" if running and self._paused else "Pause")
         self.cache_button.setVisible(_cuda_available())
         self.resume_check.setEnabled(not running and self.resume_check.isEnabled())
-
-    def _save_last(self) -> None:
-        """After a shutdown stop: write the final state (weights, optimizer, RNG...) as run_dir/last.pt."""
-        trainer = self._last_trainer
-        if trainer is None or trainer.run_dir is None:
-            return
-        path = Path(trainer.run_dir) / "last.pt"
-        try:
-            trainer.save_checkpoint(path)  # the run has ended: the GUI thread owns the model again
-        except Exception as exc:  # noqa: BLE001 - closing must not fail on a save problem
-            self._status(f"Could not save {path}: {exc}", 10000)
 
     def _status(self, text: str, ms: int = 0) -> None:
         self.session.show_status(text, ms)
@@ -616,6 +721,7 @@ class TrainingPanel(QWidget):
         kind = info.get("type", "")
         if kind == "SetTrainable":
             changed = list(info.get("changed") or [])
+            self._follow_trainable(changed, bool(info.get("flag")))
             names = info.get("names") or info.get("path") or []
             names = [names] if isinstance(names, str) else list(names)
             what = ", ".join(n or "all" for n in names[:2]) + ("…" if len(names) > 2 else "")
@@ -671,11 +777,60 @@ class TrainingPanel(QWidget):
     def _on_extras(self, extras: dict) -> None:
         self.session.run_extras = extras
 
+    def _follow_trainable(self, changed: list[str], flag: bool) -> None:
+        """A run in a training process changed ``requires_grad``: the window's copy follows (its tree shows it)."""
+        if self._worker is None or self._worker.mode != "process" or self.session.model is None:
+            return
+        params = dict(self.session.model.named_parameters(remove_duplicate=False))
+        for name in changed:
+            if name in params:
+                params[name].requires_grad_(flag)
+
+    @Slot(int)
+    def _on_paused(self, step: int) -> None:
+        self.runPaused.emit(step)
+
+    @Slot(object)
+    def _on_state_synced(self, data: dict) -> None:
+        """A training process sent its weights and frozen set (paused, saved or ended): the window's model shows them."""
+        model = self.session.model
+        if model is None:
+            return
+        try:
+            apply_state(model, data)
+        except RuntimeError as exc:  # the window's model changed shape meanwhile: keep it, say so
+            self._status(f"The trained weights do not fit the model shown: {exc}", 10000)
+            return
+        self._trained = True
+        self.session.weightsChanged.emit()
+        self.session.trainableChanged.emit()
+        self.weightsSynced.emit()
+
+    @Slot(float, float)
+    def _on_cuda_memory(self, allocated: float, reserved: float) -> None:
+        self._cuda_mem = (allocated, reserved)
+
+    def _on_stop_timeout(self) -> None:
+        """Stop was asked ``STOP_TIMEOUT_MS`` ago and the step has not returned."""
+        worker = self._worker
+        if worker is None or not self.is_running():
+            return
+        seconds = STOP_TIMEOUT_MS // 1000
+        if worker.mode != "process":
+            self._status(f"The step has not returned in {seconds} s; a run in this window's process cannot be "
+                         "ended by force.", 15000)
+            return
+        if self.prompts.end_training_process(seconds):
+            self.end_training_process()
+        else:
+            self._stop_timer.start()  # ask again later
+
     @Slot(str)
     def _on_worker_finished(self, reason: str) -> None:
         self._last_reason = reason
-        if self._worker is not None:
-            self._last_trainer = self._worker.trainer
+        self._stop_timer.stop()
+        if self._worker is not None and getattr(self._worker, "trainer", None) is not None:
+            self._trained = True  # trained in place on the thread (a process run syncs its weights instead)
         self._worker = None
         folder = self._run_dir if self._run_dir and Path(self._run_dir).is_dir() else None
         self._status(f"Training {reason}" + (f" - run folder {folder}" if folder else " - no run folder was created"),
@@ -712,18 +867,24 @@ class TrainingPanel(QWidget):
         request, self._head_request = self._head_request, None
         if request is not None:
             self.session.replaceHeadRequested.emit(request)
+        self.start_ahead()  # the next run starts quickly too
 
     def _on_status_tick(self) -> None:
         device = str(self._config.device) if self._config is not None else "cpu"
         if not device.startswith("cuda"):
             return
-        mem = cuda_memory(device)
+        # a process run reports its memory; this process never initializes CUDA for it
+        mem = self._cuda_mem if self._cuda_mem is not None else (
+            cuda_memory(device) if self._worker is not None and self._worker.mode == "thread" else None)
         if mem:
             alloc, reserved = _mem_pair(mem)
             self._status(f"{device}: {alloc / 2**20:,.0f} MiB allocated / {reserved / 2**20:,.0f} MiB reserved")
 
     def empty_cuda_cache(self) -> None:
-        """``torch.cuda.empty_cache()`` and show the memory after."""
+        """``torch.cuda.empty_cache()`` where the run trains (its process at the next step), and show the memory."""
+        if self._worker is not None and self._worker.mode == "process":
+            self._worker.control.queue(EmptyCudaCache())
+            return
         import torch
 
         if torch.cuda.is_available():
@@ -743,3 +904,10 @@ def _cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def _as_bool(value) -> bool:
+    """A QSettings value as bool (the INI backend gives back ``"true"`` / ``"false"`` strings)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)

@@ -1,0 +1,142 @@
+"""The QThread that owns a run in a training process: :class:`ProcessTrainingWorker`.
+
+It hands the job to a :class:`~workbench.core.train.process.TrainingProcess`
+(started ahead, or now), then reads the process's events and emits the
+:class:`~workbench.ui.train.worker.RunWorker` signal of each; bytes are decoded
+here, off the GUI thread (``stateSynced``, ``extrasReady``). Steering goes
+through ``worker.control`` (a :class:`~workbench.core.train.process.RemoteControl`).
+
+When the process dies (``abort()``, a segfault, ``os._exit``, a kill) the
+worker emits ``error("training process ended unexpectedly (signal 6, SIGABRT)"``
+plus the process's last output lines) and ``finished("crashed")``; after
+:meth:`ProcessTrainingWorker.end_process` (a step that never returned, ended
+by the user) it finishes with ``"ended"``. Either way the process is joined:
+no orphan.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Slot
+
+from workbench.core.train.events import extras_from_bytes, read_state_blob
+from workbench.core.train.process import RemoteControl, TrainingProcess, describe_exit
+from workbench.ui.train.worker import RunWorker
+
+#: Seconds between two checks that the process still lives while no event arrives.
+POLL_S = 0.1
+
+
+class ProcessTrainingWorker(RunWorker):
+    """Runs one job in a training process and relays its events as signals.
+
+    Parameters
+    ----------
+    process : TrainingProcess
+        Idle (ready or still starting); it trains this one job and ends.
+    job : dict
+        :func:`workbench.core.train.process.make_job`.
+    probes : sequence of ProbeCallback
+        The window's live-probe callbacks: their settings went into the job; the
+        reports computed in the process go to their ``sink``, and changes of what
+        they follow (``set_probed``) are sent to the process during the run.
+
+    Attributes
+    ----------
+    control : RemoteControl
+    reason : str or None
+        The end reason once finished (``"crashed"`` / ``"ended"`` besides the trainer's).
+    """
+
+    mode = "process"
+
+    def __init__(self, process: TrainingProcess, job: dict, probes=()):
+        super().__init__()
+        self.process = process
+        self.job = job
+        self.probes = list(probes)
+        self.control = RemoteControl(process)
+        self.reason: str | None = None
+        self._ended_by_user = False
+        for cb in self.probes:
+            cb.add_listener(self._on_probes_changed)
+
+    @Slot()
+    def run(self) -> None:
+        """Start the job, relay events until ``finished``; always ends by emitting ``finished(reason)``."""
+        reason = "error"
+        proc = self.process
+        try:
+            if not proc.ready:
+                self.progressText.emit("starting training process…")
+            if not proc.wait_ready() or not proc.start_job(self.job):
+                reason = self._died("did not start")
+                return
+            self.job = None  # the model's bytes are the process's now
+            while True:
+                try:
+                    msg = proc.recv(POLL_S)
+                except EOFError:
+                    reason = self._died("ended unexpectedly")
+                    return
+                if msg is None:
+                    if not proc.is_alive():
+                        reason = self._died("ended unexpectedly")
+                        return
+                    continue
+                _, name, args = msg
+                if name == "finished":
+                    reason = str(args[0])
+                    return
+                self._relay(name, args)
+        except Exception as exc:  # noqa: BLE001 - the worker's top: report, end cleanly
+            self.error.emit(f"Training process: {type(exc).__name__}: {exc}")
+            reason = "error"
+        finally:
+            for cb in self.probes:
+                cb.remove_listener(self._on_probes_changed)
+            proc.end()
+            self.reason = reason
+            self.finished.emit(reason)
+
+    def _relay(self, name: str, args: tuple) -> None:
+        if name == "stateSynced":
+            args = (read_state_blob(args[0]),)
+        elif name == "extrasReady":
+            args = (extras_from_bytes(args[0]),)
+        elif name == "probeReports":
+            for cb in self.probes:
+                cb.sink(args[0])
+            return
+        self.emit_event(name, *args)
+
+    def _died(self, what: str) -> str:
+        """The process ended without ``finished``: say how, with its last output; the end reason."""
+        self.process.join(5)
+        if self._ended_by_user:
+            self.progressText.emit("training process ended")
+            return "ended"
+        tail = self.process.log_tail()
+        text = f"training process {what} ({describe_exit(self.process.exitcode)})"
+        if tail:
+            text += f"\n\nLast output:\n{tail}"
+        self.error.emit(text)
+        return "crashed"
+
+    def stop_and_save(self) -> None:
+        """Stop at the next step boundary (ending a pause or a NaN question) and write ``last.pt``."""
+        self.control.stop_and_save()
+
+    def end_process(self) -> bool:
+        """End the training process now (SIGKILL): for a step that never returns. True when it was running.
+
+        Safe: the window's model keeps the weights of the last sync, the run
+        folder keeps its last checkpoint; the worker finishes with ``"ended"``.
+        """
+        if not self.process.is_alive():
+            return False
+        self._ended_by_user = True
+        self.process.kill()
+        return True
+
+    def _on_probes_changed(self, probed, weight_hist) -> None:
+        self.control.set_probes(probed, weight_hist)
