@@ -30,10 +30,12 @@ def _isolated_settings(tmp_path, monkeypatch):
 
 @pytest.fixture
 def no_dangling_qthreads(qtbot):
-    """Fail a test that leaves a worker QThread running (waits up to 10 s for it to end).
+    """Fail a test that leaves a worker QThread or a child process running (waits up to 10 s for each to end).
 
     Use it with ``pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")``.
     """
+    import multiprocessing
+
     from workbench.ui.threading import live_threads
 
     yield
@@ -43,6 +45,14 @@ def no_dangling_qthreads(qtbot):
         for thread in live_threads():  # never terminate(): ask, then wait
             thread.quit()
         pytest.fail(f"test left {len(live_threads())} worker QThread(s) running")
+    try:
+        qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
+    except AssertionError:
+        from workbench.core.train.process import end_all
+
+        left = multiprocessing.active_children()
+        end_all()
+        pytest.fail(f"test left {len(left)} child process(es) running: {left}")
 
 
 @pytest.fixture

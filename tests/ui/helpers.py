@@ -108,3 +108,14 @@ def panel_host(model, arch_spec=None, checkpoint=None, input_shape=None):
     host.model = model
     host.setCentralWidget(host.panel)
     return host
+
+
+def pause_and_sync(qtbot, panel, timeout=60_000) -> None:
+    """Pause the panel's run and wait until it is blocked and the window's model has its weights.
+
+    A run in a training process sends ``stateSynced`` right after ``paused``; a run
+    on a thread of this process trains the window's model itself.
+    """
+    signals = [panel.runPaused] + ([] if panel.in_process() else [panel.weightsSynced])
+    with qtbot.waitSignals(signals, timeout=timeout):
+        panel.pause()

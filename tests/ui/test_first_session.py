@@ -56,9 +56,9 @@ def test_freeze_train_save_reopen_resume(main_window, qtbot, tmp_path):
     assert panel.resume_check.isEnabled()
     panel.resume_check.setChecked(True)
     _train(qtbot, panel, epochs=3)
-    trainer = panel._last_trainer
-    assert len(trainer.history) == 1 and trainer.epoch == 3  # only the third epoch ran
-    assert trainer.step == 3 * trainer.steps_per_epoch
-    assert trainer.step > step_after_first_run
+    extras = panel.checkpoint_extras()
+    assert extras["epoch"] == 3 and extras["step"] == 3 * 23  # 23 steps per epoch
+    assert len(panel.plots.steps) == 23  # only the third epoch ran
+    assert extras["step"] > step_after_first_run
     for n, p in win.model.features.named_parameters():
         assert torch.equal(p.detach(), frozen_before[n]), n

@@ -12,6 +12,7 @@ import torch
 from PySide6.QtCore import Qt
 
 from tests.core.model.checkpoint_files import TIED_SPEC, TiedDigits
+from tests.ui.helpers import pause_and_sync
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.ui.model.tree_model import COL_TRAIN, COL_TYPE
 
@@ -58,8 +59,7 @@ def test_unticking_the_decoder_freezes_the_shared_weight_idle_and_mid_run(tied_w
         window.set_trainable("decoder", False)
     assert applied.args[0] == ["embedding.weight", "decoder.bias"]
     assert window.status_trainable.text() == "trainable 110 / 814"
-    panel.pause()
-    qtbot.waitUntil(lambda: window.training_panel._worker.control.is_waiting, timeout=30_000)
+    pause_and_sync(qtbot, panel)
     frozen = window.model.embedding.weight.detach().clone()
     panel.resume()
     qtbot.waitUntil(lambda: len(panel.plots.steps["step"]) >= 20, timeout=60_000)

@@ -1,4 +1,4 @@
-"""The GUI entry point: ``workbench [PATH] [--arch NAME|SPEC] [--num-classes N] [--trust] [--screenshot OUT.png]``."""
+"""The GUI entry point: ``workbench [PATH] [--arch NAME|SPEC] [--num-classes N] [--trust] [--in-process] [--screenshot OUT.png]``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-classes", type=int, help="num_classes for --arch")
     parser.add_argument("--trust", action="store_true", help="load pickled code in PATH without asking")
     parser.add_argument("--screenshot", metavar="OUT.png", help="render the window to a PNG and exit")
+    parser.add_argument("--in-process", action="store_true",
+                        help="train on a thread of the window's process instead of a training process "
+                             "(this session only; the Training panel has the same setting)")
     parser.add_argument("--freeze", metavar="PATH", action="append", default=[],
                         help="freeze a module before the screenshot ('' = everything); repeatable")
     parser.add_argument("--select", metavar="NAME", help="select a module in the tree (shows it in Details)")
@@ -113,7 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_application_names()
     from workbench.ui.main_window import MainWindow
 
+    if args.screenshot:
+        os.environ.setdefault("WORKBENCH_START_AHEAD", "0")  # a screenshot trains nothing
     window = MainWindow(prompts=unattended_prompts() if args.screenshot else None)
+    if args.in_process:
+        window.training_panel.set_in_process(True, remember=False)
     if args.path and not window.open_path(args.path, arch=_arch_spec(args), trust=args.trust) and args.screenshot:
         return 1
     for path in args.freeze:

@@ -15,7 +15,7 @@ import pytest
 import torch
 from PySide6.QtCore import Qt
 
-from tests.ui.helpers import panel_host
+from tests.ui.helpers import panel_host, pause_and_sync
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train import devices as training
 from workbench.ui.threading import live_threads
@@ -273,8 +273,15 @@ def test_a_head_that_does_not_fit_the_data_is_named_before_any_step(qtbot, tmp_p
     assert not (tmp_path / "run").exists()
 
 
-def test_dataset_exception_shows_error_and_app_stays_usable(host, qtbot, monkeypatch):
+def test_dataset_exception_on_the_thread_shows_error_and_app_stays_usable(qtbot, tmp_path, monkeypatch):
+    """A mid-run dataset error, injected by patching this process's loader (so: a run on a thread here;
+    the same in a training process is tests/ui/train/test_process_faults.py)."""
     from workbench.core.train import data
+
+    host = panel_host(DigitsCNN(), input_shape=(1, 1, 8, 8))
+    qtbot.addWidget(host)
+    host.panel.set_in_process(True)
+    host.panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
 
     original = data.TensorBatchLoader.iter_epoch
 
@@ -420,8 +427,10 @@ def test_main_window_demo_trains_freezes_from_tree_and_closes_mid_run(main_windo
     before = {n: p.detach().clone() for n, p in win.model.named_parameters() if n.startswith("features.")}
     with qtbot.waitSignal(panel.trainableChanged, timeout=RUN_TIMEOUT_MS):
         win.set_trainable("features", False)  # what the tree checkbox calls during a run
+    pause_and_sync(qtbot, panel)
     frozen = {n: p.detach().clone() for n, p in win.model.named_parameters() if n.startswith("features.")}
     assert any(not torch.equal(before[n], frozen[n]) for n in before)  # they trained before the freeze
+    panel.resume()
     at = _steps(panel)
     qtbot.waitUntil(lambda: _steps(panel) > at + 5, timeout=RUN_TIMEOUT_MS)
     assert len(panel.plots.freeze_markers()) == 1

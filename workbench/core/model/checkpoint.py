@@ -813,18 +813,22 @@ def tensors_from_bytes(data: bytes) -> Any:
                               "state from the training process") from exc
 
 
-def module_from_bytes(data: bytes) -> nn.Module:
+def module_from_bytes(data: bytes, *, trust: bool) -> nn.Module:
     """Rebuild a module written by :func:`to_bytes` (pickled module or TorchScript archive).
 
-    Trusted: only for bytes this program wrote from a module the user already
-    opened (and trusted, for pickled or TorchScript files) in the window. The
-    classes the pickle names must be importable.
+    Runs the pickle's code: pass ``trust=True`` only for bytes this program wrote
+    from a module the user already opened (and trusted, for pickled or
+    TorchScript files) in the window. The classes the pickle names must be importable.
 
     Raises
     ------
+    TrustRequired
+        ``trust`` is False.
     CheckpointError
         The module cannot be rebuilt (a class that is not importable here).
     """
+    if not trust:
+        raise TrustRequired("model sent to the training process", [], kind="pickle")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

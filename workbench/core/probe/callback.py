@@ -144,7 +144,7 @@ class ProbeCallback(Callback):
         self._lock = threading.Lock()
         self._wanted: tuple[str, ...] = tuple(dict.fromkeys(probed))
         self._weight_hist: tuple[str, ...] = tuple(weight_hist)
-        self._listeners: list[Callable[[list[str], list[str]], None]] = []
+        self._listeners: list[Callable[[str, tuple], None]] = []
         self._reset()
 
     def _reset(self) -> None:
@@ -167,7 +167,7 @@ class ProbeCallback(Callback):
         """Probe exactly ``names`` from the next measured step on (thread-safe; applied on the training thread)."""
         with self._lock:
             self._wanted = tuple(dict.fromkeys(names))
-        self._changed()
+        self._changed("set_probed", (self.probed(),))
 
     def probed(self) -> list[str]:
         """The module names that are (or will be, at the next step boundary) probed."""
@@ -178,10 +178,11 @@ class ProbeCallback(Callback):
         """Parameters whose weight histograms are sent (thread-safe)."""
         with self._lock:
             self._weight_hist = tuple(names)
-        self._changed()
+        self._changed("set_weight_histograms", (list(self._weight_hist),))
 
     def settings(self) -> dict:
-        """The keyword arguments that build this callback again elsewhere (a training process), sink aside.
+        """The keyword arguments that build this callback again elsewhere (a training process), sink aside:
+        ``ProbeCallback(sink, **settings())``.
 
         Plain, picklable data: cadence, budget, probed modules, weight histograms,
         thresholds and the activation-probe options.
@@ -193,8 +194,9 @@ class ProbeCallback(Callback):
                 "weight_hist": hist, "thresholds": self.thresholds, "flush_ms": self.flush_ms,
                 **self._probe_kwargs}
 
-    def add_listener(self, fn: Callable[[list[str], list[str]], None]) -> None:
-        """Call ``fn(probed, weight_hist)`` after each :meth:`set_probed` / :meth:`set_weight_histograms`."""
+    def add_listener(self, fn: Callable[[str, tuple], None]) -> None:
+        """Call ``fn(method, args)`` after each :meth:`set_probed` / :meth:`set_weight_histograms`
+        (``fn("set_probed", (names,))``): a copy in a training process makes the same call."""
         self._listeners.append(fn)
 
     def remove_listener(self, fn) -> None:
@@ -202,11 +204,9 @@ class ProbeCallback(Callback):
         if fn in self._listeners:
             self._listeners.remove(fn)
 
-    def _changed(self) -> None:
-        if self._listeners:
-            probed, hist = self.probed(), list(self._weight_hist)
-            for fn in list(self._listeners):
-                fn(probed, hist)
+    def _changed(self, method: str, args: tuple) -> None:
+        for fn in list(self._listeners):
+            fn(method, args)
 
     # -- trainer hooks ---------------------------------------------------------------------
     def on_fit_start(self, trainer) -> None:  # noqa: D102

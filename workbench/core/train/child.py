@@ -5,7 +5,9 @@ process (:class:`workbench.core.train.process.TrainingProcess`). It imports torc
 and the trainer, says ``("ready", pid)`` and waits idle for one job, so that a
 process started ahead makes Start quick. A job is a dict (:func:`run_job`):
 the model as bytes, the config as a dict, the architecture, the checkpoint to
-resume and the probe settings. The run is the same as everywhere:
+resume and the callbacks to build there (``{"factory": "pkg.mod:Class", "kwargs": {...}}``,
+built as ``Class(sink, **kwargs)``: what ``sink`` gets goes back as the event
+``("sink", index, data)``; the live probes travel this way). The run is the same as everywhere:
 :func:`workbench.core.train.entry.make_trainer` then ``fit()``, with one
 :class:`~workbench.core.train.events.EventBridge` whose events go back over the
 connection as ``("event", name, args)``. A reader thread turns the window's
@@ -13,7 +15,8 @@ messages into calls on the run's :class:`~workbench.core.train.control.RunContro
 
 * ``("control", method, args)``: ``request_stop``, ``pause``, ``resume``,
   ``queue`` (a command of :mod:`workbench.core.train.commands`), ``resolve_nonfinite``;
-* ``("probes", {"probed": [...], "weight_hist": [...]})``: what the live probes follow;
+* ``("callback", index, method, args)``: ``callbacks[index].method(*args)`` on a callback
+  the job built (e.g. ``set_probed`` of the live probes), from the reader thread;
 * ``("stop_and_save",)``: stop at the next step boundary and write ``last.pt`` (the window closes);
 * ``("quit",)``: an idle process ends.
 
@@ -118,7 +121,7 @@ def run_job(conn, job: dict) -> str:
         ``model`` (bytes of :func:`workbench.core.train.process.encode_model`),
         ``factories`` (``{module name: file}`` to import before unpickling),
         ``config`` (``TrainConfig.to_dict()``), ``arch`` (dict or None),
-        ``resume`` (path or None), ``probes`` (``ProbeCallback.settings()`` or None),
+        ``resume`` (path or None), ``callbacks`` (list of ``{"factory", "kwargs"}``),
         ``threads`` (intra-op threads, or None for every core).
 
     Returns
@@ -139,23 +142,21 @@ def run_job(conn, job: dict) -> str:
     control = RunControl()
     bridge = EventBridge(send, sync_state=True)
     flags = {"save_last": False}
-    probes = None
+    extra: list = []
     reason = "error"
     trainer = None
     if job.get("threads"):
         torch.set_num_threads(int(job["threads"]))
     try:
-        if job.get("probes") is not None:
-            from workbench.core.probe.callback import ProbeCallback
-
-            probes = ProbeCallback(lambda reports: send("probeReports", reports), **job["probes"])
-        reader = threading.Thread(target=_read, args=(conn, control, probes, flags), name="commands", daemon=True)
-        reader.start()
         for name, path in (job.get("factories") or {}).items():
             _import_file(name, path)
-        model = module_from_bytes(job["model"])
+        for index, spec in enumerate(job.get("callbacks") or []):
+            extra.append(_build_callback(spec, index, send))
+        reader = threading.Thread(target=_read, args=(conn, control, extra, flags), name="commands", daemon=True)
+        reader.start()
+        model = module_from_bytes(job["model"], trust=True)  # the window pickled its own model
         config = TrainConfig.from_dict(job["config"])
-        callbacks = [bridge] + ([probes] if probes is not None else [])
+        callbacks = [bridge, *extra]
         arch = ArchSpec.from_dict(job["arch"]) if job.get("arch") else None
         trainer = make_trainer(model, config, callbacks, arch, control=control, resume=job.get("resume"))
         reason = trainer.fit()
@@ -170,7 +171,16 @@ def run_job(conn, job: dict) -> str:
     return reason
 
 
-def _read(conn, control, probes, flags: dict) -> None:
+def _build_callback(spec: dict, index: int, send):
+    """``Class(sink, **kwargs)`` for ``{"factory": "pkg.mod:Class", "kwargs": ...}``; sink data goes back as events."""
+    module, _, name = spec["factory"].partition(":")
+    cls = importlib.import_module(module)
+    for part in name.split("."):
+        cls = getattr(cls, part)
+    return cls(lambda data: send("sink", index, data), **spec.get("kwargs", {}))
+
+
+def _read(conn, control, callbacks: list, flags: dict) -> None:
     """Reader thread: the window's messages to the run's control; EOF (window gone) stops the run."""
     while True:
         try:
@@ -182,9 +192,9 @@ def _read(conn, control, probes, flags: dict) -> None:
         if kind == "control":
             _, method, args = msg
             getattr(control, method)(*args)
-        elif kind == "probes" and probes is not None:
-            probes.set_probed(msg[1].get("probed", ()))
-            probes.set_weight_histograms(msg[1].get("weight_hist", ()))
+        elif kind == "callback":
+            _, index, method, args = msg
+            getattr(callbacks[index], method)(*args)
         elif kind == "stop_and_save":
             flags["save_last"] = True
             control.request_stop()

@@ -17,7 +17,8 @@ it over its connection (:mod:`workbench.core.train.child`). The names are
 * ``stateSynced(bytes)``: the model's state_dict and trainable names (:func:`state_blob`),
   when a process run pauses, saves or ends (``sync_state=True`` only);
 * ``paused(int)``: the run blocks at this step (sent before its ``stateSynced``);
-* ``probeReports(list)``, ``cudaMemory(int, int)``: sent by the training process;
+* ``sink(int, object)``: what callback ``index`` built in the training process handed its
+  sink (the live probes' reports); ``cudaMemory(float, float)``: bytes allocated, reserved;
 * ``finished(str)``: the end reason, sent by whoever ran ``fit()``.
 
 Qt-free.
@@ -43,7 +44,7 @@ __all__ = ["EventBridge", "EVENTS", "pack_metrics", "to_cpu_copy", "describe_com
            "state_blob", "read_state_blob", "apply_state", "extras_from_bytes"]
 
 EVENTS = ("fitStarted", "metrics", "progressText", "epochEnded", "commandApplied", "nonFinite",
-          "classCountMismatch", "error", "extrasReady", "paused", "stateSynced", "probeReports", "cudaMemory", "finished")
+          "classCountMismatch", "error", "extrasReady", "paused", "stateSynced", "sink", "cudaMemory", "finished")
 
 #: Seconds between two ``cudaMemory`` events of a CUDA run.
 CUDA_MEMORY_EVERY_S = 0.5

@@ -1,8 +1,9 @@
 """Headless training: ``workbench train RUN.toml`` (:func:`train_from_toml`) and its printing.
 
 Builds the model of a run file's ``[model]`` section
-(:func:`model_from_config`), trains it with a
-:class:`~workbench.core.train.loop.Trainer` and prints one line per epoch. Qt-free.
+(:func:`model_from_config`), trains it with the
+trainer :func:`workbench.core.train.entry.make_trainer` builds (the window's
+training process builds it there too) and prints one line per epoch. Qt-free.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from workbench.core.model.names import UnknownPathError
 from workbench.core.model.opening import NeedsArchitecture, as_spec, open_model
 from workbench.core.train.config import ModelConfig, TrainConfig
 from workbench.core.train.devices import available_devices
+from workbench.core.train.entry import make_trainer, save_last
 from workbench.core.train.hooks import Callback
-from workbench.core.train.loop import Trainer
 
 __all__ = ["train_from_toml", "model_from_config", "PrintProgress"]
 
@@ -147,9 +148,9 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
         return 1
     try:
         model, arch = model_from_config(cfg.model, path.parent)
-        trainer = Trainer(model, cfg, [PrintProgress(out)], arch=arch)
-        if cfg.model.resume and cfg.model.checkpoint:
-            trainer.resume_from(cfg.model.checkpoint)
+        resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
+        # the same entry point as the window's training process (core.train.child.run_job)
+        trainer = make_trainer(model, cfg, [PrintProgress(out)], arch, resume=resume)
     except WorkbenchError as e:
         out(f"error: {e}")
         return 1
@@ -172,9 +173,9 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
     if reason == "completed":
         return 0
     if reason == "stopped":
-        if trainer.run_dir is not None:
-            with contextlib.suppress(Exception):
-                trainer.save_checkpoint(trainer.run_dir / "last.pt")
-                out(f"saved {trainer.run_dir / 'last.pt'}")
+        with contextlib.suppress(Exception):
+            saved = save_last(trainer)
+            if saved is not None:
+                out(f"saved {saved}")
         return 130
     return 1

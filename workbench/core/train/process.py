@@ -38,7 +38,8 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.model.checkpoint import to_bytes
 from workbench.core.train.child import serve
 
-__all__ = ["TrainingProcess", "RemoteControl", "ModelNotPortable", "encode_model", "make_job", "end_all"]
+__all__ = ["TrainingProcess", "RemoteControl", "ModelNotPortable", "encode_model", "callback_spec", "make_job",
+           "end_all"]
 
 #: Seconds a cold process may take to import torch and say it is ready.
 READY_TIMEOUT_S = 120.0
@@ -88,8 +89,24 @@ def encode_model(model: nn.Module) -> tuple[bytes, dict[str, str]]:
     return data, factories
 
 
-def make_job(model: nn.Module, config, arch=None, resume=None, probes: dict | None = None,
-             threads: int | None = None) -> dict:
+def callback_spec(callback) -> dict:
+    """How a training process builds ``callback`` again: ``{"factory": "pkg.mod:Class", "kwargs": settings()}``.
+
+    A callback crosses when it has ``settings()`` (the keyword arguments of
+    ``Class(sink, **settings)``) and a ``sink``.
+
+    Raises
+    ------
+    ModelNotPortable
+        ``callback`` has no ``settings()``.
+    """
+    if not callable(getattr(callback, "settings", None)) or not hasattr(callback, "sink"):
+        raise ModelNotPortable(f"the training callback {type(callback).__name__} cannot be sent to a training process")
+    cls = type(callback)
+    return {"factory": f"{cls.__module__}:{cls.__qualname__}", "kwargs": callback.settings()}
+
+
+def make_job(model: nn.Module, config, arch=None, resume=None, callbacks=(), threads: int | None = None) -> dict:
     """The job dict :func:`workbench.core.train.child.run_job` trains.
 
     Parameters
@@ -100,16 +117,17 @@ def make_job(model: nn.Module, config, arch=None, resume=None, probes: dict | No
     arch : ArchSpec or dict, optional
     resume : str, Path or Checkpoint, optional
         A checkpoint file to continue (its path crosses).
-    probes : dict, optional
-        ``ProbeCallback.settings()``.
+    callbacks : sequence of Callback
+        Built again in the process (:func:`callback_spec`), e.g. the live probes.
     threads : int, optional
         Intra-op threads of the training process (None: every core).
 
     Raises
     ------
     ModelNotPortable
-        The model, or a resume source without a file, cannot cross.
+        The model, a callback, or a resume source without a file, cannot cross.
     """
+    specs = [callback_spec(cb) for cb in callbacks]
     data, factories = encode_model(model)
     if resume is not None and not isinstance(resume, (str, Path)):
         path = getattr(resume, "path", None)
@@ -118,7 +136,7 @@ def make_job(model: nn.Module, config, arch=None, resume=None, probes: dict | No
         resume = path
     arch_dict = arch.to_dict() if hasattr(arch, "to_dict") else arch
     return {"model": data, "factories": factories, "config": config.to_dict(), "arch": arch_dict,
-            "resume": None if resume is None else str(resume), "probes": probes, "threads": threads}
+            "resume": None if resume is None else str(resume), "callbacks": specs, "threads": threads}
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -341,9 +359,9 @@ class RemoteControl:
         """Stop at the next step boundary and write ``last.pt`` into the run folder (the window closes)."""
         self._process.send(("stop_and_save",))
 
-    def set_probes(self, probed, weight_hist) -> None:
-        """What the live probes in the process follow from the next measured step on."""
-        self._process.send(("probes", {"probed": list(probed), "weight_hist": list(weight_hist)}))
+    def call_callback(self, index: int, method: str, *args) -> None:
+        """``callbacks[index].method(*args)`` in the process (``set_probed`` of the live probes: thread-safe there)."""
+        self._process.send(("callback", index, method, args))
 
     @property
     def is_paused(self) -> bool:

@@ -114,6 +114,7 @@ class TrainingPanel(QWidget):
         self._last_error: str | None = None
         self._run_dir: str | None = None
         self._run_info: dict = {}
+        self._remember_mode = True
         self._trained = False  # a run changed the weights since the model was opened
         self._spare: TrainingProcess | None = None
         self._cuda_mem: tuple[float, float] | None = None
@@ -144,7 +145,7 @@ class TrainingPanel(QWidget):
         self.settings.lr_spin.editingFinished.connect(self._on_lr_edited)
         self.settings.lr_spin.outOfRange.connect(lambda text: self._status(f"Learning rate: {text}", 8000))
         self.in_process_check.setChecked(_as_bool(self._qsettings.value(IN_PROCESS_KEY, False)))
-        self.in_process_check.toggled.connect(self.set_in_process)
+        self.in_process_check.toggled.connect(self._on_in_process_toggled)
         self._update_buttons()
         self.on_model_changed()
         self.start_ahead()
@@ -324,16 +325,24 @@ class TrainingPanel(QWidget):
         self._status("Ending the training process…", 5000)
         return True
 
-    def set_in_process(self, flag: bool) -> None:
+    def set_in_process(self, flag: bool, remember: bool = True) -> None:
         """Train the next runs on a thread in the window's process (True) or in a training process (False).
 
-        Remembered (QSettings ``training/in_process``); a started-ahead process is ended when turned on.
+        Remembered (QSettings ``training/in_process``) unless ``remember`` is False
+        (``workbench --in-process``); a started-ahead process is ended when turned on.
         """
-        flag = bool(flag)
-        if self.in_process_check.isChecked() != flag:
-            self.in_process_check.setChecked(flag)  # comes back here through toggled
-            return
-        self._qsettings.setValue(IN_PROCESS_KEY, flag)
+        self._remember_mode = remember
+        try:
+            if self.in_process_check.isChecked() != bool(flag):
+                self.in_process_check.setChecked(bool(flag))  # -> _on_in_process_toggled
+            else:
+                self._on_in_process_toggled(bool(flag))
+        finally:
+            self._remember_mode = True
+
+    def _on_in_process_toggled(self, flag: bool) -> None:
+        if self._remember_mode:
+            self._qsettings.setValue(IN_PROCESS_KEY, bool(flag))
         if flag:
             self._end_spare()
         else:
@@ -376,15 +385,11 @@ class TrainingPanel(QWidget):
         callbacks = self.session.training_callbacks()
         if not self.in_process():
             try:
-                probes = [cb for cb in callbacks if hasattr(cb, "settings")]
-                if len(probes) != len(callbacks):
-                    raise ModelNotPortable("a training callback cannot be sent to a training process")
-                job = make_job(model, config, self.session.arch_spec, resume,
-                               probes=probes[0].settings() if probes else None)
+                job = make_job(model, config, self.session.arch_spec, resume, callbacks=callbacks)
             except ModelNotPortable as exc:
                 self._status(f"Training in the window's process: {exc}", 15000)
             else:
-                return ProcessTrainingWorker(self._take_process(), job, probes)
+                return ProcessTrainingWorker(self._take_process(), job, callbacks)
         return TrainingWorker(model, config, arch=self.session.arch_spec, resume=resume, callbacks=callbacks)
 
     def pause(self) -> None:

@@ -35,10 +35,11 @@ class ProcessTrainingWorker(RunWorker):
         Idle (ready or still starting); it trains this one job and ends.
     job : dict
         :func:`workbench.core.train.process.make_job`.
-    probes : sequence of ProbeCallback
-        The window's live-probe callbacks: their settings went into the job; the
-        reports computed in the process go to their ``sink``, and changes of what
-        they follow (``set_probed``) are sent to the process during the run.
+    callbacks : sequence of Callback
+        The window's callbacks whose copies the job builds in the process (the
+        live probes), in the job's order: what a copy hands its sink comes back
+        to the window's ``callback.sink``, and the changes a callback announces
+        (``add_listener``: ``set_probed``...) are made on its copy during the run.
 
     Attributes
     ----------
@@ -49,16 +50,20 @@ class ProcessTrainingWorker(RunWorker):
 
     mode = "process"
 
-    def __init__(self, process: TrainingProcess, job: dict, probes=()):
+    def __init__(self, process: TrainingProcess, job: dict, callbacks=()):
         super().__init__()
         self.process = process
         self.job = job
-        self.probes = list(probes)
+        self.callbacks = list(callbacks)
         self.control = RemoteControl(process)
         self.reason: str | None = None
         self._ended_by_user = False
-        for cb in self.probes:
-            cb.add_listener(self._on_probes_changed)
+        self._listeners = []
+        for index, cb in enumerate(self.callbacks):
+            if hasattr(cb, "add_listener"):
+                listener = self._forward_to(index)
+                cb.add_listener(listener)
+                self._listeners.append((cb, listener))
 
     @Slot()
     def run(self) -> None:
@@ -92,8 +97,8 @@ class ProcessTrainingWorker(RunWorker):
             self.error.emit(f"Training process: {type(exc).__name__}: {exc}")
             reason = "error"
         finally:
-            for cb in self.probes:
-                cb.remove_listener(self._on_probes_changed)
+            for cb, listener in self._listeners:
+                cb.remove_listener(listener)
             proc.end()
             self.reason = reason
             self.finished.emit(reason)
@@ -103,9 +108,9 @@ class ProcessTrainingWorker(RunWorker):
             args = (read_state_blob(args[0]),)
         elif name == "extrasReady":
             args = (extras_from_bytes(args[0]),)
-        elif name == "probeReports":
-            for cb in self.probes:
-                cb.sink(args[0])
+        elif name == "sink":
+            index, data = args
+            self.callbacks[index].sink(data)
             return
         self.emit_event(name, *args)
 
@@ -138,5 +143,7 @@ class ProcessTrainingWorker(RunWorker):
         self.process.kill()
         return True
 
-    def _on_probes_changed(self, probed, weight_hist) -> None:
-        self.control.set_probes(probed, weight_hist)
+    def _forward_to(self, index: int):
+        def forward(method: str, args: tuple) -> None:
+            self.control.call_callback(index, method, *args)
+        return forward

@@ -38,7 +38,7 @@ class RunWorker(QObject):
     fitStarted(dict), metrics(dict), epochEnded(dict), commandApplied(dict),
     nonFinite(int, float), classCountMismatch(int, int, str), progressText(str),
     error(str), extrasReady(dict), paused(int), stateSynced(dict) (process runs:
-    ``{"state_dict", "trainable"}``), probeReports(list), cudaMemory(float, float)
+    ``{"state_dict", "trainable"}``), cudaMemory(float, float)
     (bytes allocated, reserved), finished(str)
     """
 
@@ -53,7 +53,6 @@ class RunWorker(QObject):
     extrasReady = Signal(object)
     paused = Signal(int)
     stateSynced = Signal(object)
-    probeReports = Signal(list)
     cudaMemory = Signal(float, float)
     finished = Signal(str)
 
