@@ -41,6 +41,7 @@ from scipy.signal import lfilter
 
 from workbench.core.files import atomic_write_bytes, atomic_write_text
 from workbench.ui.plot_buffer import PlotBuffer
+from workbench.ui.train.follow_range import FollowRange
 from workbench.ui.train.grad_norm_overlay import GradNormOverlay
 
 #: x-axis modes: combo text -> buffer column.
@@ -156,7 +157,6 @@ class TrainingPlots(QWidget):
         self._lr_dirty = False
         #: the learning-rate curve is redrawn every this many refreshes (1 = each time)
         self.lr_every = 5
-        self._lr_fixed = False
         self._x = "step"
         self._build_plots()
         self._build_controls()
@@ -203,6 +203,12 @@ class TrainingPlots(QWidget):
         self.lr_plot = _plot("lrPlot", "learning rate", "step")
         self.lr_curve = self.lr_plot.getPlotItem().plot(name="lr", pen=pg.mkPen((150, 60, 160), width=1))
         self.lr_curve.setSkipFiniteCheck(False)
+        # the step plots' views move in steps, not at every refresh (see follow_range.py)
+        self.loss_range = FollowRange(self.loss_plot)
+        self.lr_range = FollowRange(self.lr_plot)
+        self.accuracy_range = FollowRange(self.accuracy_plot, follow_y=False)  # its y is 0..1
+        self._y_bounds = (math.inf, -math.inf)
+        self._lr_max = 0.0
 
     def _build_controls(self) -> None:
         self.x_combo = QComboBox()
@@ -261,6 +267,10 @@ class TrainingPlots(QWidget):
         self._markers.clear()
         self.best_line.setVisible(False)
         self.grad_norm.clear()
+        self._y_bounds = (math.inf, -math.inf)
+        self._lr_max = 0.0
+        for follower in (self.loss_range, self.lr_range, self.accuracy_range):
+            follower.reset()
         self.refresh(force=True)
 
     def add_steps(self, step, loss, lr=None, epoch=None, time=None) -> None:
@@ -281,6 +291,12 @@ class TrainingPlots(QWidget):
         """
         loss = np.atleast_1d(np.asarray(loss, dtype=np.float64))
         cols = {"step": step, "loss": loss, "ema": self._ema(loss)}
+        self._grow_y(loss)
+        if lr is not None:
+            lr_arr = np.atleast_1d(np.asarray(lr, dtype=np.float64))
+            lr_arr = lr_arr[np.isfinite(lr_arr)]
+            if lr_arr.size:
+                self._lr_max = max(self._lr_max, float(lr_arr.max()))
         for name, value in (("lr", lr), ("epoch", epoch), ("time", time)):
             if value is not None:
                 cols[name] = value
@@ -296,7 +312,23 @@ class TrainingPlots(QWidget):
             val_acc=nan if val_acc is None else val_acc,
             train_loss=nan if train_loss is None else train_loss,
         )
+        if val_loss is not None:
+            self._grow_y(np.array([val_loss], dtype=np.float64))
         self._epochs_dirty = True
+
+    def expect_extent(self, steps: float, epochs: float) -> None:
+        """The run's planned end (``total_steps``, ``epochs``): the step and epoch views span it from the start,
+        so they need not move while the curves fill them (wall time still grows in 1-2-5 steps)."""
+        end = {"step": steps, "epoch": epochs}.get(self._x, math.nan)
+        for follower in (self.loss_range, self.lr_range, self.accuracy_range):
+            follower.expect_x(0.0, float(end))
+
+    def _grow_y(self, values: np.ndarray) -> None:
+        """Widen the finite y bounds of the loss plot's data (what its view follows)."""
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            lo, hi = self._y_bounds
+            self._y_bounds = (min(lo, float(finite.min())), max(hi, float(finite.max())))
 
     def mark_freeze(self, step: float, text: str, epoch: float | None = None, time: float | None = None) -> pg.InfiniteLine:
         """Draw a labelled vertical line where a freeze change was applied (at ``step``)."""
@@ -362,7 +394,8 @@ class TrainingPlots(QWidget):
             self._lr_skip = 0
             self._lr_dirty = False
             self.lr_curve.setData(xs, self.steps["lr"])
-            self._fit_constant_lr()
+        if steps_dirty or epochs_dirty:
+            self._follow()
         if epochs_dirty:
             self._epochs_dirty = False
             xe = self.epochs[self._x]
@@ -378,19 +411,22 @@ class TrainingPlots(QWidget):
                 self.best_line.label.setText(f"best: epoch {self.best_epoch_number()}")
                 self.best_line.setVisible(bool(np.isfinite(xe[best])))
 
-    def _fit_constant_lr(self) -> None:
-        # pyqtgraph gives a constant curve a meaningless +-range; show [0, 1.5 lr] instead.
-        lr = self.steps["lr"][-64:]
-        lr = lr[np.isfinite(lr)]
-        vb = self.lr_plot.getPlotItem().getViewBox()
-        if lr.size and lr.min() == lr.max() and lr[0] > 0:
-            if vb.autoRangeEnabled()[1] or self._lr_fixed:
-                vb.enableAutoRange(axis="y", enable=False)
-                vb.setYRange(0.0, 1.5 * lr[0], padding=0)
-                self._lr_fixed = True
-        elif self._lr_fixed:
-            self._lr_fixed = False
-            vb.enableAutoRange(axis="y", enable=True)
+    def _follow(self) -> None:
+        """Move the loss and lr views only when the data leave them (:class:`FollowRange`)."""
+        xs = [a[np.isfinite(a)] for a in (self.steps[self._x][-1:], self.epochs[self._x][-1:])]
+        xs = [a for a in xs if a.size]
+        if not xs:
+            return
+        first = [a[np.isfinite(a)][:1] for a in (self.steps[self._x][:1], self.epochs[self._x][:1])]
+        first = [a for a in first if a.size]
+        x_lo = min(0.0, min(float(a[0]) for a in first)) if first else 0.0
+        x_hi = max(float(a[-1]) for a in xs)
+        lo, hi = self._y_bounds
+        self.loss_range.update(x_lo, x_hi, lo if math.isfinite(lo) else math.nan, hi if math.isfinite(hi) else math.nan)
+        # the lr plot starts at 0 and tops at 1.5x the largest lr so far (a constant lr sits at 2/3 height)
+        lr_top = 1.5 * self._lr_max / 1.08 if self._lr_max > 0 else math.nan
+        self.lr_range.update(x_lo, x_hi, 0.0, lr_top)
+        self.accuracy_range.update(x_lo, x_hi)
 
     def _place_marker(self, entry) -> None:
         step, epoch, time, _, line = entry
@@ -417,9 +453,9 @@ class TrainingPlots(QWidget):
             plot.getPlotItem().setLabel("bottom", text.lower())
         for entry in self._markers:
             self._place_marker(entry)
+        for follower in (self.loss_range, self.lr_range, self.accuracy_range):
+            follower.reset()  # a new x unit: the views follow the data again
         self.refresh(force=True)
-        for plot in (self.loss_plot, self.accuracy_plot, self.lr_plot):
-            plot.getPlotItem().enableAutoRange()
         self.xModeChanged.emit(self._x)
 
     def set_smoothing(self, alpha: float) -> None:
