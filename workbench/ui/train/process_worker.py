@@ -99,6 +99,7 @@ class ProcessTrainingWorker(RunWorker):
         finally:
             for cb, listener in self._listeners:
                 cb.remove_listener(listener)
+            self._listeners = []  # the listeners hold this worker: no cycle left for the GC to free off-thread
             proc.end()
             self.reason = reason
             self.finished.emit(reason)

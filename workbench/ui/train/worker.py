@@ -126,6 +126,9 @@ class TrainingWorker(RunWorker):
             reason = "error"
         finally:
             torch.set_num_threads(threads)
+            # break worker -> trainer -> bridge -> worker: a cycle is freed by the cyclic GC on
+            # whichever thread runs it, and a QObject freed off the GUI thread can deadlock PySide
+            bridge.emit = _ignore
             self.reason = reason
             self.finished.emit(reason)
 
@@ -139,6 +142,10 @@ class TrainingWorker(RunWorker):
     def end_process(self) -> bool:
         """A run in the window's process cannot be ended by force (False)."""
         return False
+
+
+def _ignore(*args) -> None:
+    """The bridge's emit once the run has ended."""
 
 
 def training_thread_count(config) -> int:
