@@ -226,6 +226,9 @@ def run() -> dict[str, float]:
     os.environ["WORKBENCH_START_AHEAD"] = "0"  # the first run below is the cold start
 
     app = QApplication.instance() or QApplication([])
+    from workbench.ui.threading import collect_garbage_on_gui_thread
+
+    collect_garbage_on_gui_thread()  # as ui.app.main does
     probes: list = []
     win, panel = _make_host(probes)
     app.processEvents()

@@ -114,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "workbench"])
     set_application_names()
+    from workbench.ui.threading import collect_garbage_on_gui_thread
+
+    collect_garbage_on_gui_thread()  # a QObject must never be freed by a collection on a worker thread
     from workbench.ui.main_window import MainWindow
 
     if args.screenshot:

@@ -14,12 +14,34 @@ from typing import Any, Callable
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import QProgressDialog, QWidget
 
-__all__ = ["start_in_thread", "wait_for", "live_threads", "run_in_background"]
+__all__ = ["start_in_thread", "wait_for", "live_threads", "run_in_background", "collect_garbage_on_gui_thread"]
 
 #: Threads and workers alive right now: Python keeps a reference until the thread
 #: has finished, so neither is ever garbage-collected while running (which would print
 #: "QThread: Destroyed while thread is still running").
 _LIVE: set[QObject] = set()
+
+
+_collector = None
+
+
+def collect_garbage_on_gui_thread(interval_s: float = 1.0):
+    """From now on Python's cyclic garbage collector runs only on the GUI thread, every ``interval_s``.
+
+    pyqtgraph's ``GarbageCollector`` (automatic collection off, ``gc.collect`` from
+    a QTimer). Why: a collection is run by whichever thread allocates when the
+    counters trip; when it frees a QObject caught in a reference cycle on a worker
+    thread (the training QThread, the checkpoint writer), PySide deadlocks — the GUI
+    thread holds a Qt lock and waits for the GIL, the worker holds the GIL and
+    waits for the lock. Both were seen in this test suite. Call once, on the GUI
+    thread, after the QApplication exists; later calls return the same collector.
+    """
+    global _collector
+    if _collector is None:
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
+        _collector = GarbageCollector(interval=interval_s)
+    return _collector
 
 
 def live_threads() -> list[QThread]:
