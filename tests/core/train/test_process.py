@@ -131,3 +131,51 @@ def test_a_model_that_cannot_be_pickled_is_named():
     model.scale = lambda x: x  # a lambda does not pickle
     with pytest.raises(ModelNotPortable, match="cannot be pickled"):
         encode_model(model)
+
+
+def _train_in_process(model, tmp_path, name):
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=32), epochs=1, seed=7,
+                      run_dir=str(tmp_path / name), tensorboard=False)
+    return _run(make_job(model, cfg))
+
+
+def test_a_model_from_a_factory_file_trains_in_a_training_process(tmp_path):
+    """A ``path/file.py:callable`` architecture: its classes live in a module only the file defines."""
+    from workbench.core.model.architectures import build_module
+
+    source = tmp_path / "my_models.py"
+    source.write_text(
+        "from torch import nn\n\n"
+        "class Tiny(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())\n"
+        "        self.head = nn.Linear(32, 10)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.head(self.body(x))\n\n"
+        "def make():\n"
+        "    return Tiny()\n")
+    model = build_module(f"{source}:make")
+    model.body.requires_grad_(False)
+    data, factories = encode_model(model)
+    assert list(factories.values()) == [str(source)]
+    reason, events = _train_in_process(model, tmp_path, "factory")
+    assert reason == "completed", events.get("error")
+    state = _final_state(events)
+    assert torch.equal(state["state_dict"]["body.1.weight"], model.body[1].weight)  # frozen: unchanged
+    assert not torch.equal(state["state_dict"]["head.weight"], model.head.weight)
+    assert state["trainable"] == ["head.weight", "head.bias"]
+
+
+def test_a_torchscript_model_trains_in_a_training_process(tmp_path):
+    """A trusted TorchScript module crosses as its archive (``torch.jit.save``) and trains there."""
+    import warnings
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.script is deprecated; people still have such files
+        scripted = torch.jit.script(DigitsCNN())
+    reason, events = _train_in_process(scripted, tmp_path, "script")
+    assert reason == "completed", events.get("error")
+    state = _final_state(events)["state_dict"]
+    assert not torch.equal(state["classifier.weight"], scripted.classifier.weight)  # it trained there

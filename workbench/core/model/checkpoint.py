@@ -790,7 +790,9 @@ def to_bytes(obj: Any) -> bytes:
     """
     buf = io.BytesIO()
     if isinstance(obj, torch.jit.ScriptModule):
-        torch.jit.save(obj, buf)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.jit.save's deprecation notice: the user's model is TorchScript
+            torch.jit.save(obj, buf)
     else:
         torch.save(obj, buf)
     return buf.getvalue()
