@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import time
+import threading
 
 import torch
 
@@ -20,7 +20,7 @@ class FaultyDigitsCNN(DigitsCNN):
 
     ``fault``: ``"raise"`` (RuntimeError), ``"abort"`` (``os.abort()``, SIGABRT),
     ``"exit"`` (``os._exit(3)``), ``"segfault"`` (reads address 0), ``"hang"``
-    (sleeps for an hour). Forwards without gradients (pre-flight, validation) do not count.
+    (waits on an Event nobody sets: a forward that never returns). Forwards without gradients (pre-flight, validation) do not count.
     """
 
     def __init__(self, fault: str, after: int = 5):
@@ -47,4 +47,4 @@ class FaultyDigitsCNN(DigitsCNN):
         if self.fault == "segfault":
             ctypes.string_at(0)
         if self.fault == "hang":
-            time.sleep(3600)
+            threading.Event().wait()  # never returns; only ending the process ends it

@@ -101,8 +101,8 @@ def test_a_step_that_never_returns_is_ended_after_stop(qtbot, tmp_path):
     panel.settings.epochs_spin.setValue(50)
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
-    qtbot.waitUntil(lambda: len(panel.plots.steps) >= 23, timeout=RUN_TIMEOUT_MS)  # the first epoch
-    qtbot.wait(300)  # the 30th forward sleeps
+    # the 30th forward hangs (it says so in the process's output first)
+    qtbot.waitUntil(lambda: "forward 30: hang" in panel._worker.process.log_tail(), timeout=RUN_TIMEOUT_MS)
     panel.stop()
     assert host.prompts.count("end_training_process") == 0  # not before the timeout
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
@@ -118,7 +118,7 @@ def test_closing_during_a_step_that_never_returns_ends_the_process(qtbot, tmp_pa
     panel.settings.epochs_spin.setValue(50)
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
-    qtbot.waitUntil(lambda: len(panel.plots.steps) >= 23, timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: "forward 30: hang" in panel._worker.process.log_tail(), timeout=RUN_TIMEOUT_MS)
     assert panel.shutdown(ask=True, timeout_ms=1500)
     assert host.prompts.count("confirm_stop") == 1
     assert not panel.is_running() and multiprocessing.active_children() == []

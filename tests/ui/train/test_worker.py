@@ -142,3 +142,13 @@ def test_wait_for_returns_while_gui_thread_blocks(qtbot, tmp_path):
     assert wait_for(thread, 10_000)  # GUI thread blocked: quit() must still reach the thread
     assert live_threads() == []
     qtbot.waitUntil(lambda: rec.finished == ["stopped"], timeout=5000)
+
+
+def test_every_event_of_the_protocol_has_its_signal():
+    """Both workers relay events by name (``emit_event``): a new event without a signal would raise there.
+    ``sink`` is the one the process worker hands to the window's callbacks instead."""
+    from workbench.core.train.events import EVENTS
+    from workbench.ui.train.worker import RunWorker
+
+    missing = [name for name in EVENTS if not hasattr(RunWorker, name)]
+    assert missing == ["sink"]

@@ -175,7 +175,6 @@ class TrainingProcess:
         self.process.start()
         child.close()
         self.pid: int | None = None
-        self.started_at = time.monotonic()
         self.job_sent = False
         self._closed = False
         self._exitcode: int | None = None
@@ -331,20 +330,17 @@ class RemoteControl:
 
     def __init__(self, process: TrainingProcess):
         self._process = process
-        self._paused = False
 
     def request_stop(self) -> None:
         """Stop at the next step boundary."""
         self._send("request_stop")
 
     def pause(self) -> None:
-        """Pause at the next step boundary (the process then sends ``stateSynced``)."""
-        self._paused = True
+        """Pause at the next step boundary (the process then sends ``paused`` and ``stateSynced``)."""
         self._send("pause")
 
     def resume(self) -> None:
         """Continue after :meth:`pause`."""
-        self._paused = False
         self._send("resume")
 
     def queue(self, command: Any) -> None:
@@ -362,11 +358,6 @@ class RemoteControl:
     def call_callback(self, index: int, method: str, *args) -> None:
         """``callbacks[index].method(*args)`` in the process (``set_probed`` of the live probes: thread-safe there)."""
         self._process.send(("callback", index, method, args))
-
-    @property
-    def is_paused(self) -> bool:
-        """Paused by this control (the process blocks at its next step boundary)."""
-        return self._paused
 
     def _send(self, method: str, *args) -> None:
         self._process.send(("control", method, args))
