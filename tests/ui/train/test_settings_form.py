@@ -37,8 +37,9 @@ def panel(qtbot, tmp_path):
 
 def test_transform_and_loader_widgets_reach_the_config(settings):
     for name in ("imageSizeSpin", "centerCropSpin", "channelsCombo", "normalizeCombo", "randomFlipCheck",
-                 "randomCropSpin", "shuffleCheck", "pinMemoryCheck", "dropLastCheck", "fakeShapeEdit",
-                 "fakeSizeSpin", "numClassesSpin", "tensorboardCheck"):
+                 "randomCropSpin", "shuffleCheck", "pinMemoryCombo", "dropLastCheck", "fakeShapeEdit",
+                 "fakeSizeSpin", "numClassesSpin", "tensorboardCheck", "persistentWorkersCombo",
+                 "decodeOnGpuCombo", "channelsLastCombo", "skipUnreadableCheck"):
         assert settings.findChild(object, name) is not None, name
     settings.image_size_spin.setValue(32)
     settings.center_crop_spin.setValue(28)
@@ -57,16 +58,37 @@ def test_transform_and_loader_widgets_reach_the_config(settings):
     assert (d.fake_shape, d.fake_size, d.num_classes) == ([1, 12, 10], 100, 3)
 
 
+def test_loader_settings_start_on_auto_and_can_be_set_by_hand(settings):
+    from workbench.core.train.loaders import usable_cores
+
+    d = settings.config()
+    assert (d.data.num_workers, d.data.pin_memory, d.data.persistent_workers, d.data.decode_on_gpu,
+            d.channels_last, d.data.skip_unreadable) == ("auto", "auto", "auto", "auto", "auto", False)
+    assert settings.workers_spin.text() == f"auto ({max(0, min(8, usable_cores() - 1))})"
+    settings.workers_spin.setValue(3)
+    for combo in (settings.pin_combo, settings.persistent_combo, settings.decode_gpu_combo,
+                  settings.channels_last_combo):
+        combo.setCurrentIndex(combo.findText("off"))
+    settings.skip_check.setChecked(True)
+    d = settings.config()
+    assert (d.data.num_workers, d.data.pin_memory, d.data.persistent_workers, d.data.decode_on_gpu,
+            d.channels_last, d.data.skip_unreadable) == (3, False, False, False, False, True)
+    settings.set_config(TrainConfig())
+    assert settings.config().data.num_workers == "auto" and settings.pin_combo.currentData() == "auto"
+
+
 def test_set_config_round_trips_and_keeps_fields_without_widgets(settings):
     cfg = TrainConfig(data=DataConfig(dataset="fake", image_size=20, center_crop=16, channels="grayscale",
                                       normalize="none", random_flip=True, random_crop=2, shuffle=False,
                                       pin_memory=True, drop_last=True, fake_shape=[1, 9, 9], fake_size=64,
+                                      num_workers=2, persistent_workers=False, skip_unreadable=True,
                                       num_classes=4, split_seed=7),
-                      min_lr=1e-4, amp_dtype="float16", emit_every_ms=80.0, tensorboard=True)
+                      min_lr=1e-4, amp_dtype="float16", emit_every_ms=80.0, tensorboard=True, channels_last=True)
     settings.set_config(cfg)
     back = settings.config()
     assert back.data == cfg.data
     assert (back.min_lr, back.amp_dtype, back.emit_every_ms) == (1e-4, "float16", 80.0)
+    assert back.channels_last is True
 
 
 def test_bad_fake_shape_is_a_setting_error_not_a_crash(panel):

@@ -66,10 +66,23 @@ class DataConfig:
     random_crop : int
         Random crop with this much zero padding on each side, back to the input
         size (training split only); 0 = off.
-    batch_size, shuffle, num_workers, pin_memory, drop_last
+    batch_size, shuffle, drop_last
         Passed to the :class:`torch.utils.data.DataLoader` (the in-memory
-        datasets honour ``batch_size``, ``shuffle`` and ``drop_last`` and ignore
-        the rest).
+        datasets honour them too).
+    num_workers : int or "auto"
+        DataLoader worker processes. ``"auto"``: the usable cores
+        (``os.sched_getaffinity``) minus one, at most 8, for file-backed
+        datasets; in-memory datasets (digits, fake) never use workers.
+    pin_memory : bool or "auto"
+        Page-locked host batches; ``"auto"``: on when the device is CUDA.
+    persistent_workers : bool or "auto"
+        Keep the workers alive between epochs; ``"auto"``: whenever there are workers.
+    decode_on_gpu : bool or "auto"
+        ImageFolder: workers read the JPEG bytes and the batch is decoded and
+        transformed on the GPU; ``"auto"``: on when the device is CUDA.
+    skip_unreadable : bool
+        Skip image files that cannot be read (reported by name at the end of
+        each epoch) instead of stopping the run.
     fake_shape : list of int
         ``[C, H, W]`` of the ``"fake"`` images.
     fake_size : int
@@ -91,9 +104,12 @@ class DataConfig:
     random_crop: int = 0
     batch_size: int = 64
     shuffle: bool = True
-    num_workers: int = 0
-    pin_memory: bool = False
+    num_workers: int | str = field(default="auto", metadata={"auto": int})
+    pin_memory: bool | str = field(default="auto", metadata={"auto": bool})
     drop_last: bool = False
+    persistent_workers: bool | str = field(default="auto", metadata={"auto": bool})
+    decode_on_gpu: bool | str = field(default="auto", metadata={"auto": bool})
+    skip_unreadable: bool = False
     fake_shape: list = field(default_factory=lambda: [3, 32, 32])
     fake_size: int = 512
     num_classes: int = 10
@@ -212,6 +228,9 @@ class TrainConfig:
     tensorboard : bool
         Also write TensorBoard scalars into ``run_dir/tensorboard`` when the
         ``tensorboard`` package is importable.
+    channels_last : bool or "auto"
+        ``torch.channels_last`` memory format for the model and its 4-D input
+        batches; ``"auto"``: on for CUDA when the model has a 2-D convolution.
     """
 
     data: DataConfig = field(default_factory=DataConfig)
@@ -243,6 +262,7 @@ class TrainConfig:
     checkpoint_every_epoch: bool = True
     keep_frozen_bn_eval: bool = True
     tensorboard: bool = True
+    channels_last: bool | str = field(default="auto", metadata={"auto": bool})
 
     # ------------------------------------------------------------------ dict / TOML
     def to_dict(self) -> dict[str, Any]:
@@ -332,6 +352,13 @@ def _build(cls, d: dict, where: str):
     if unknown:
         raise ValueError(f"unknown setting(s) in {where}: {', '.join(unknown)}; known: {', '.join(fields)}")
     for key, value in d.items():
+        auto_kind = fields[key].metadata.get("auto")
+        if auto_kind is not None:  # "auto" or a value of that kind
+            if value != "auto" and not _is_kind(value, auto_kind):
+                raise ValueError(f"{key} = {value!r} in {where}: expected \"auto\" or {_KIND_TEXT[auto_kind]}")
+            if auto_kind is int and value != "auto" and value < 0:
+                raise ValueError(f"{key} = {value!r} in {where}: expected \"auto\" or a whole number >= 0")
+            continue
         expected = _expected_kind(fields[key])
         if expected is not None and not _is_kind(value, expected):
             raise ValueError(f"{key} = {value!r} in {where}: expected {_KIND_TEXT[expected]}")

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+from torch.utils.data import Dataset, Subset, TensorDataset
 
 from workbench.core.errors import DataError
 from workbench.core.train.config import DataConfig
+from workbench.core.train.loaders import EpochLoader, epoch_seed, loader_settings
 
 #: Per-channel ``(mean, std)`` of each normalization preset.
 NORMALIZE_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -62,11 +62,6 @@ class DataInfo:
     classes: list = field(default_factory=list)
     train_size: int = 0
     val_size: int = 0
-
-
-def epoch_seed(seed: int, epoch: int) -> int:
-    """The seed of epoch ``epoch``'s data order: a pure function of ``(seed, epoch)``."""
-    return (int(seed) * 1_000_003 + int(epoch) * 7919 + 12345) % (2**63 - 1)
 
 
 def normalize_stats(cfg: DataConfig, channels: int) -> tuple[tuple, tuple] | None:
@@ -174,40 +169,6 @@ def _random_crop(xb: torch.Tensor, pad: int, shifts: torch.Tensor) -> torch.Tens
     return torch.stack([padded[i, ..., s[0]:s[0] + h, s[1]:s[1] + w] for i, s in enumerate(shifts.tolist())])
 
 
-class EpochLoader:
-    """A DataLoader whose shuffle order is a pure function of ``(seed, epoch)``.
-
-    The loader's generator is re-seeded with :func:`epoch_seed` before each epoch
-    (it seeds the RandomSampler and the workers' base seed), so resuming at a
-    batch inside an epoch replays the epoch and skips the first batches.
-    """
-
-    def __init__(self, dataset: Dataset, cfg: DataConfig, seed: int, shuffle: bool):
-        self.dataset = dataset
-        self.seed = int(seed)
-        self.generator = torch.Generator()
-        self.loader = DataLoader(dataset, batch_size=cfg.batch_size, shuffle=shuffle,
-                                 num_workers=cfg.num_workers, pin_memory=cfg.pin_memory,
-                                 drop_last=cfg.drop_last, generator=self.generator,
-                                 persistent_workers=False)
-        self.epoch = 0
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose order ``iter()`` yields."""
-        self.epoch = int(epoch)
-
-    def __iter__(self):
-        return self.iter_epoch(self.epoch)
-
-    def iter_epoch(self, epoch: int, start_batch: int = 0):
-        """Yield batches ``start_batch..`` of epoch ``epoch``."""
-        self.generator.manual_seed(epoch_seed(self.seed, epoch))
-        return itertools.islice(iter(self.loader), start_batch, None)
-
-
 # ---------------------------------------------------------------- datasets
 def build_datasets(cfg: DataConfig) -> tuple[Dataset, Dataset, DataInfo]:
     """Build the training and validation datasets of ``cfg``.
@@ -237,11 +198,13 @@ def build_datasets(cfg: DataConfig) -> tuple[Dataset, Dataset, DataInfo]:
     raise DataError(f"unknown dataset {name!r}; choose digits, mnist, fashionmnist, cifar10, imagefolder or fake")
 
 
-def build_loaders(cfg: DataConfig, seed: int = 0):
+def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "cpu"):
     """Build ``(train_loader, val_loader, info)``.
 
     In-memory datasets (digits, fake) get :class:`TensorBatchLoader`; the others
-    get an :class:`EpochLoader` over a DataLoader. Both have ``len()``,
+    get an :class:`~workbench.core.train.loaders.EpochLoader` over a DataLoader
+    whose ``"auto"`` settings are chosen for ``device`` and this machine
+    (:func:`~workbench.core.train.loaders.loader_settings`). All have ``len()``,
     ``set_epoch(e)`` and ``iter_epoch(e, start_batch)``.
 
     Raises
@@ -256,9 +219,9 @@ def build_loaders(cfg: DataConfig, seed: int = 0):
                                   cfg.random_flip, cfg.random_crop)
         val = TensorBatchLoader(xv, yv, max(cfg.batch_size, 256), shuffle=False, seed=seed)
         return train, val, info
-    train = EpochLoader(train_ds, cfg, seed, shuffle=cfg.shuffle)
-    val_cfg = DataConfig(**{**cfg.__dict__, "drop_last": False})
-    val = EpochLoader(val_ds, val_cfg, seed, shuffle=False)
+    settings = loader_settings(cfg, device)
+    train = EpochLoader(train_ds, cfg.batch_size, seed, cfg.shuffle, cfg.drop_last, settings, cfg.skip_unreadable)
+    val = EpochLoader(val_ds, cfg.batch_size, seed, False, False, settings, cfg.skip_unreadable)
     return train, val, info
 
 

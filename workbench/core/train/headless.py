@@ -27,6 +27,7 @@ from workbench.core.train.config import ModelConfig, TrainConfig
 from workbench.core.train.devices import available_devices
 from workbench.core.train.entry import make_trainer, save_last
 from workbench.core.train.hooks import Callback
+from workbench.core.train.loaders import input_wait_text
 
 __all__ = ["train_from_toml", "model_from_config", "PrintProgress"]
 
@@ -43,13 +44,22 @@ class PrintProgress(Callback):
         self.out(f"run folder: {trainer.run_dir}")
         self.out(f"device {trainer.device}, {trainer.config.epochs} epochs x {len(trainer.train_loader)} steps, "
                  f"{trainable:,} of {total:,} parameters trainable")
+        if trainer.loader_note:
+            self.out(f"data: {trainer.loader_note}" + (", channels_last" if trainer.channels_last else ""))
 
     def on_epoch_end(self, trainer, m):
         acc = f"  val_acc {m['val_acc'] * 100:.1f}%" if math.isfinite(m["val_acc"]) else ""
         self.out(f"epoch {m['epoch'] + 1}/{trainer.config.epochs}  step {m['step']}  "
                  f"train_loss {m['train_loss']:.4f}  val_loss {m['val_loss']:.4f}{acc}  "
                  f"lr {m['lr']:.3g}  {m['samples_per_s']:.0f} samples/s  {m['epoch_time']:.1f} s"
+                 + (f"  {wait}" if (wait := input_wait_text(m.get("input_wait", math.nan), trainer.device.type))
+                    else "")
                  + ("  (best)" if m["best"] else ""))
+        skipped = m.get("skipped") or []
+        if skipped:
+            self.out(f"skipped {len(skipped)} unreadable image(s) in epoch {m['epoch'] + 1}:")
+            for name in skipped:
+                self.out(f"  {name}")
 
     def on_exception(self, trainer, exc, tb):
         if not isinstance(exc, WorkbenchError):

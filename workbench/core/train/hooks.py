@@ -18,13 +18,16 @@ __all__ = ["Callback", "STEP_KEYS", "EPOCH_KEYS", "END_REASONS"]
 #: step: optimizer steps done (1-based); epoch: 0-based epoch index; epoch_float:
 #: epoch + fraction done; loss: training loss of the step; lr: head LR used; samples:
 #: samples seen so far; time: seconds since ``fit()`` started; samples_per_s: over
-#: the last emission window.
-STEP_KEYS = ("step", "epoch", "epoch_float", "loss", "lr", "samples", "time", "samples_per_s")
+#: the last emission window; input_wait: share (0..1) of that window's wall time spent
+#: waiting for the next batch.
+STEP_KEYS = ("step", "epoch", "epoch_float", "loss", "lr", "samples", "time", "samples_per_s", "input_wait")
 #: Keys of each epoch metrics dict (``on_epoch_end``, ``Trainer.history``). epoch: the
 #: 0-based index of the finished epoch; val_acc is NaN when not a classification;
-#: best: this epoch has the lowest validation loss so far; epoch_time: seconds.
+#: best: this epoch has the lowest validation loss so far; epoch_time: seconds; input_wait:
+#: share of the epoch's training time spent waiting for batches; skipped: the unreadable
+#: image files skipped in the epoch (``data.skip_unreadable``), ``"<file> (class folder <name>): <reason>"``.
 EPOCH_KEYS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "time", "samples_per_s",
-              "best", "epoch_time")
+              "best", "epoch_time", "input_wait", "skipped")
 END_REASONS = ("completed", "stopped", "error", "nonfinite", "oom")
 
 

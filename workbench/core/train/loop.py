@@ -70,6 +70,7 @@ from workbench.core.train.control import RunControl
 from workbench.core.train.evaluation import validate
 from workbench.core.train.faults import FaultHandler, Restart, nonfinite_tensors
 from workbench.core.train.hooks import Callback
+from workbench.core.train.loaders import DevicePrefetcher
 from workbench.core.train.preflight import preflight
 from workbench.core.train.runs import MetricsCSV, new_run_dir
 
@@ -108,6 +109,13 @@ class Trainer:
         Training samples seen.
     samples_per_s : float
         Throughput over the last emission window.
+    input_wait : float
+        Share of the last emission window's wall time spent waiting for the next
+        batch (0..1; NaN before the first emission). Host time only: no device sync.
+    loader_note : str or None
+        How the DataLoader settings were chosen (``"auto"`` workers, pinning), or None.
+    channels_last : bool
+        The model and its 4-D batches use ``torch.channels_last``.
     history : list of dict
         Epoch metrics (:data:`EPOCH_KEYS`).
     best_val_loss : float
@@ -137,6 +145,9 @@ class Trainer:
         self.step = 0
         self.samples = 0
         self.samples_per_s = 0.0
+        self.input_wait = math.nan
+        self.loader_note: str | None = None
+        self.channels_last = False
         self.history: list[dict] = []
         self.best_val_loss = math.inf
         self.run_dir: Path | None = None
@@ -165,7 +176,9 @@ class Trainer:
         self._buf: list[dict] = []
         self._t0 = time.perf_counter()
         self._last_emit = 0.0
-        self._window = (0.0, 0)  # (time, samples) at the start of the emission window
+        self._window = (0.0, 0, 0.0)  # (time, samples, data wait) at the start of the emission window
+        self._wait = 0.0  # seconds spent waiting for batches in this fit()
+        self._epoch_wait = 0.0
         self._epoch_loss: list = []
         self._epoch_t0 = 0.0
         self._epoch_samples = 0
@@ -240,7 +253,7 @@ class Trainer:
         self.emit()
         self.call("on_pause", self)
         if self.control.wait_while_paused(self.apply_commands):
-            self._window = (time.perf_counter(), self.samples)  # pause time is not throughput
+            self._window = (time.perf_counter(), self.samples, self._wait)  # pause time is not throughput
         self.apply_commands()
 
     # ------------------------------------------------------------ checkpoints (delegates)
@@ -299,13 +312,17 @@ class Trainer:
             return
         cfg = self.config
         self.model.to(self.device)
+        self.channels_last = _wants_channels_last(cfg.channels_last, self.device, self.model)
+        if self.channels_last:
+            self.model.to(memory_format=torch.channels_last)
         if self._data is not None:
             self.train_loader, self.val_loader = self._data
         else:
             from workbench.core.train.data import TensorBatchLoader, build_loaders, fit_channels_to_model
 
             self.data_note = fit_channels_to_model(cfg.data, self.model)
-            self.train_loader, self.val_loader, self.info = build_loaders(cfg.data, seed=cfg.seed)
+            self.train_loader, self.val_loader, self.info = build_loaders(cfg.data, seed=cfg.seed, device=self.device)
+            self.loader_note = getattr(getattr(self.train_loader, "settings", None), "note", None)
             for loader in (self.train_loader, self.val_loader):
                 if isinstance(loader, TensorBatchLoader) and self.device.type != "cpu":
                     loader.to(self.device)
@@ -315,9 +332,11 @@ class Trainer:
                              classification=cfg.loss == "cross_entropy",
                              datasets=tuple(getattr(ld, "dataset", None) for ld in (self.train_loader,
                                                                                     self.val_loader)),
-                             progress=lambda text: self.call("on_progress", self, text))
+                             progress=lambda text: self.call("on_progress", self, text),
+                             skip_unreadable=bool(cfg.data.skip_unreadable))
             if note:
                 self.data_note = f"{self.data_note}; {note}" if self.data_note else note
+            self._take_skipped()  # the pre-flight batches are not the first epoch's
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
             self.scaler = torch.amp.GradScaler("cuda")
@@ -408,7 +427,8 @@ class Trainer:
         self._tb = _tensorboard_writer(self.run_dir) if self.config.tensorboard else None
         self._t0 = time.perf_counter()
         self._last_emit = self._t0
-        self._window = (self._t0, self.samples)
+        self._wait = 0.0
+        self._window = (self._t0, self.samples, 0.0)
         self.model.train()
         self.apply_bn_policy()
         # Per-step hooks are called only on callbacks that override them.
@@ -461,6 +481,10 @@ class Trainer:
             self._tb = None
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
+        for loader in (self.train_loader, self.val_loader):
+            if hasattr(loader, "close") and self._data is None:  # persistent DataLoader workers end with the run
+                with contextlib.suppress(Exception):
+                    loader.close()
         self.control.reset()  # a stop requested before fit() started is honoured; the next fit() runs
 
     # ------------------------------------------------------------ epochs and steps
@@ -478,15 +502,23 @@ class Trainer:
             self._epoch_loss = []
             self._epoch_t0 = time.perf_counter()
             self._epoch_samples = 0
+            self._epoch_wait = 0.0
         n_batches = len(loader)
+        if self.device.type == "cuda":  # the next batch's copy overlaps this step's kernels
+            it = iter(DevicePrefetcher(it, self.device, torch.channels_last if self.channels_last else None))
+        clock = time.perf_counter
         while True:
             self._boundary()
             if self.control.stop_requested:
                 return
+            t = clock()
             try:
                 xb, yb = next(it)
             except StopIteration:
                 return
+            waited = clock() - t
+            self._wait += waited
+            self._epoch_wait += waited
             self._train_step(xb, yb, n_batches)
 
     def autocast(self):
@@ -499,7 +531,10 @@ class Trainer:
     def _train_step(self, xb, yb, n_batches: int) -> None:
         dev = self.device
         non_blocking = dev.type == "cuda"
-        xb = xb.to(dev, non_blocking=non_blocking)
+        if self.channels_last and xb.dim() == 4:
+            xb = xb.to(dev, non_blocking=non_blocking, memory_format=torch.channels_last)
+        else:
+            xb = xb.to(dev, non_blocking=non_blocking)
         yb = yb.to(dev, non_blocking=non_blocking)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
@@ -546,7 +581,7 @@ class Trainer:
         rec = {"step": self.step, "epoch": self.epoch,
                "epoch_float": self.epoch + self.batch_in_epoch / max(1, n_batches),
                "loss": detached if on_cuda else value, "lr": lr_used, "samples": self.samples,
-               "time": now - self._t0, "samples_per_s": math.nan}
+               "time": now - self._t0, "samples_per_s": math.nan, "input_wait": math.nan}
         self.lr_used = self.lr
         self._buf.append(rec)
         for cb in self._step_end:
@@ -568,13 +603,15 @@ class Trainer:
             for r in batch:
                 if isinstance(r["loss"], torch.Tensor):
                     r["loss"] = next(it)
-        t_start, s_start = self._window
+        t_start, s_start, w_start = self._window
         dt = now - t_start
         if dt > 0:
             self.samples_per_s = (self.samples - s_start) / dt
-        self._window = (now, self.samples)
+            self.input_wait = min(1.0, (self._wait - w_start) / dt)
+        self._window = (now, self.samples, self._wait)
         for r in batch:
             r["samples_per_s"] = self.samples_per_s
+            r["input_wait"] = self.input_wait
         if self._tb is not None:
             for r in batch[-1:]:
                 self._tb.add_scalar("train/loss", r["loss"], r["step"])
@@ -614,7 +651,9 @@ class Trainer:
         metrics = {"epoch": finished, "step": self.step, "train_loss": train_loss, "val_loss": val_loss,
                    "val_acc": val_acc, "lr": self.lr, "time": time.perf_counter() - self._t0,
                    "samples_per_s": self._epoch_samples / epoch_time if epoch_time > 0 else math.nan,
-                   "best": bool(best), "epoch_time": epoch_time}
+                   "best": bool(best), "epoch_time": epoch_time,
+                   "input_wait": min(1.0, self._epoch_wait / epoch_time) if epoch_time > 0 else math.nan,
+                   "skipped": self._take_skipped()}
         self.history.append(metrics)
         if self._csv is not None:
             self._csv.append({**metrics, "time_s": metrics["time"], "best": int(best)})
@@ -627,6 +666,11 @@ class Trainer:
                 if math.isfinite(metrics[k]):
                     self._tb.add_scalar(f"epoch/{k}", metrics[k], finished)
         self.call("on_epoch_end", self, metrics)
+
+    def _take_skipped(self) -> list[str]:
+        """Image files skipped as unreadable (``skip_unreadable``) since the last epoch end, by name."""
+        return [name for loader in (self.train_loader, self.val_loader) if hasattr(loader, "take_skipped")
+                for name in loader.take_skipped()]
 
     def validate(self) -> tuple[float, float]:
         """Validation loss and accuracy (:func:`workbench.core.train.evaluation.validate`)."""
@@ -653,6 +697,13 @@ class Trainer:
                 getattr(cb, hook)(self, *args)
             except Exception:  # noqa: BLE001 - a broken callback must not make fit() raise
                 traceback.print_exc()
+
+
+def _wants_channels_last(setting, device: torch.device, model: nn.Module) -> bool:
+    """``channels_last`` resolved: ``"auto"`` is on for CUDA when the model has an ``nn.Conv2d``."""
+    if setting == "auto":
+        return device.type == "cuda" and any(isinstance(m, nn.Conv2d) for m in model.modules())
+    return bool(setting)
 
 
 def _tensorboard_writer(run_dir: Path):

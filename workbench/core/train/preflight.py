@@ -9,6 +9,7 @@ read per image file of an ImageFolder). Qt-free.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import torch
@@ -49,7 +50,10 @@ def image_files(dataset: Any) -> list[str]:
 
 
 def unreadable_images(paths: Iterable[str], progress: Callable[[int, int], Any] | None = None) -> list[str]:
-    """``"name: reason"`` for each image file PIL cannot open and verify (headers, not a full decode).
+    """``"<file> (class folder <name>): <reason>"`` for each image file PIL cannot open and verify.
+
+    Reads headers (``Image.verify``), not a full decode: a JPEG cut short after
+    its header passes here and is caught when it is loaded.
 
     Parameters
     ----------
@@ -66,7 +70,7 @@ def unreadable_images(paths: Iterable[str], progress: Callable[[int, int], Any] 
             with Image.open(path) as im:
                 im.verify()
         except Exception as e:  # noqa: BLE001 - any failure is a file the loader would choke on
-            bad.append(f"{path}: {type(e).__name__}: {e}")
+            bad.append(f"{path} (class folder {Path(path).parent.name}): {type(e).__name__}: {e}")
         if progress is not None and (i + 1) % 200 == 0:
             progress(i + 1, len(paths))
     return bad
@@ -80,7 +84,8 @@ def _first_batch(loader) -> tuple[torch.Tensor, torch.Tensor] | None:
 
 
 def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, *, num_classes: int | None,
-              classification: bool, datasets: tuple = (), progress: Callable[[str], Any] | None = None) -> str | None:
+              classification: bool, datasets: tuple = (), progress: Callable[[str], Any] | None = None,
+              skip_unreadable: bool = False) -> str | None:
     """Check a run before its first step; return a note for the user, or None.
 
     1. Every image file of an ImageFolder opens (``datasets``: the train and
@@ -90,7 +95,8 @@ def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, 
     3. For a classification loss, the model has at least as many outputs as the
        data has classes (more outputs only give a note).
 
-    ``progress(text)`` hears how far the image scan is (every 200 files).
+    ``progress(text)`` hears how far the image scan is (every 200 files). With
+    ``skip_unreadable`` the unreadable files only give a note (the loader skips them).
 
     Raises
     ------
@@ -101,17 +107,24 @@ def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, 
     files = [f for ds in datasets for f in image_files(ds)]
     report = None if progress is None else (lambda done, total: progress(f"checking images {done:,} / {total:,}"))
     bad = unreadable_images(files, report)
+    notes = []
     if bad:
         more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
-        raise DataError(f"{len(bad)} image file(s) cannot be read; remove or replace them before training:\n"
-                        + "\n".join(bad[:5]) + more)
+        if not skip_unreadable:
+            raise DataError(f"{len(bad)} image file(s) cannot be read; remove or replace them before training, "
+                            "or tick Skip unreadable images:\n" + "\n".join(bad[:5]) + more)
+        notes.append(f"{len(bad)} unreadable image file(s) will be skipped: " + "; ".join(bad[:3])
+                     + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""))
     modes = {m: m.training for m in model.modules()}
     outputs = None
     try:
         model.eval()
         with torch.no_grad():
             for split, loader in (("training", train_loader), ("validation", val_loader)):
-                batch = _first_batch(loader) if loader is not None else None
+                try:
+                    batch = _first_batch(loader) if loader is not None else None
+                except DataError as e:
+                    raise DataError(f"the first {split} batch: {e}") from e
                 if batch is None:
                     continue
                 try:
@@ -130,6 +143,6 @@ def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, 
         if outputs < num_classes:
             raise ClassCountMismatch(num_classes, outputs)
         if outputs > num_classes:
-            return (f"the model has {outputs} outputs for {num_classes} classes: replace the head with "
-                    f"{num_classes} outputs to train a {num_classes}-class classifier")
-    return None
+            notes.append(f"the model has {outputs} outputs for {num_classes} classes: replace the head with "
+                         f"{num_classes} outputs to train a {num_classes}-class classifier")
+    return "; ".join(notes) or None

@@ -25,7 +25,8 @@ from pathlib import Path
 from workbench.core.files import atomic_write_text
 
 #: Columns of ``metrics.csv``; times in seconds since the start of the run.
-METRICS_COLUMNS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "time_s", "samples_per_s", "best")
+METRICS_COLUMNS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "time_s", "samples_per_s",
+                   "input_wait", "best")
 
 
 def default_data_dir() -> Path:

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QPushButton,
     QSpinBox,
@@ -33,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.loaders import loader_settings
 
 #: (label, DataConfig.channels).
 CHANNELS = [("Keep", "keep"), ("Grayscale (1)", "grayscale"), ("RGB (3)", "rgb")]
@@ -149,6 +151,21 @@ def _set_combo(combo: QComboBox, key) -> None:
         combo.setCurrentIndex(index)
 
 
+def _auto_combo(name: str, auto_text: str, tip: str) -> QComboBox:
+    """A combo of ``"auto"`` / True / False for a setting that ``"auto"`` resolves per machine and device."""
+    combo = _combo(name, [(auto_text, "auto"), ("on", True), ("off", False)])
+    combo.setToolTip(tip)
+    return combo
+
+
+def _set_auto_combo(combo: QComboBox, value) -> None:
+    combo.setCurrentIndex(0 if value == "auto" else 1 if value else 2)
+
+
+#: The workers spin box's value that stands for "auto".
+AUTO_WORKERS = -1
+
+
 def _spin(name: str, lo: int, hi: int, value: int) -> QSpinBox:
     spin = QSpinBox()
     spin.setObjectName(name)
@@ -215,7 +232,11 @@ class TrainingSettings(QWidget):
         self.download_check.setObjectName("downloadCheck")
         self.download_check.setToolTip("Let torchvision download the dataset into the root folder")
         self.batch_spin = _spin("batchSpin", 1, 65536, DataConfig.batch_size)
-        self.workers_spin = _spin("workersSpin", 0, 64, 0)
+        self.workers_spin = _spin("workersSpin", AUTO_WORKERS, 64, AUTO_WORKERS)
+        auto = loader_settings(DataConfig(dataset="imagefolder"), "cpu").num_workers
+        self.workers_spin.setSpecialValueText(f"auto ({auto})")
+        self.workers_spin.setToolTip(f"DataLoader worker processes; auto = usable cores - 1, at most 8 "
+                                     f"({auto} here), persistent across epochs")
         self.val_spin = _dspin("valFractionSpin", 0.0, 0.9, 0.2, 0.05, 2)
         self._build_transform_widgets()
 
@@ -295,8 +316,18 @@ class TrainingSettings(QWidget):
         self.shuffle_check = QCheckBox("Shuffle")
         self.shuffle_check.setObjectName("shuffleCheck")
         self.shuffle_check.setChecked(DataConfig.shuffle)
-        self.pin_check = QCheckBox("Pin memory")
-        self.pin_check.setObjectName("pinMemoryCheck")
+        self.pin_combo = _auto_combo("pinMemoryCombo", "auto (CUDA)", "pin_memory: page-locked batches for fast "
+                                     "copies to a GPU; auto = on when the device is CUDA")
+        self.persistent_combo = _auto_combo("persistentWorkersCombo", "auto", "persistent_workers: keep the "
+                                            "loader workers alive between epochs; auto = on when there are workers")
+        self.decode_gpu_combo = _auto_combo("decodeOnGpuCombo", "auto (CUDA)", "ImageFolder: decode the JPEGs "
+                                            "and run the transforms on the GPU; auto = on when the device is CUDA")
+        self.channels_last_combo = _auto_combo("channelsLastCombo", "auto (CUDA)", "torch.channels_last memory "
+                                               "format for models with 2-D convolutions; auto = on for CUDA")
+        self.skip_check = QCheckBox("Skip unreadable images")
+        self.skip_check.setObjectName("skipUnreadableCheck")
+        self.skip_check.setToolTip("Skip image files that cannot be read and name them at the end of each epoch, "
+                                   "instead of stopping the run")
         self.drop_last_check = QCheckBox("Drop last")
         self.drop_last_check.setObjectName("dropLastCheck")
         self.fake_shape_edit = QLineEdit(", ".join(str(v) for v in DataConfig().fake_shape))
@@ -324,9 +355,19 @@ class TrainingSettings(QWidget):
         data.addRow("Validation share", self.val_spin)
         data.addRow("Loader workers", self.workers_spin)
         loader_row = QHBoxLayout()
-        for check in (self.shuffle_check, self.pin_check, self.drop_last_check):
+        for check in (self.shuffle_check, self.drop_last_check, self.skip_check):
             loader_row.addWidget(check)
         data.addRow("", loader_row)
+        memory_row = QHBoxLayout()
+        for label, combo in (("Pin memory", self.pin_combo), ("Persistent", self.persistent_combo)):
+            memory_row.addWidget(QLabel(label))
+            memory_row.addWidget(combo)
+        data.addRow("", memory_row)
+        gpu_row = QHBoxLayout()
+        for label, combo in (("Decode on GPU", self.decode_gpu_combo), ("channels_last", self.channels_last_combo)):
+            gpu_row.addWidget(QLabel(label))
+            gpu_row.addWidget(combo)
+        data.addRow("", gpu_row)
         fake_row = QHBoxLayout()
         fake_row.addWidget(self.fake_shape_edit, 1)
         fake_row.addWidget(self.fake_size_spin)
@@ -395,7 +436,8 @@ class TrainingSettings(QWidget):
         self.scheduler_combo.currentIndexChanged.connect(self._on_scheduler_changed)
         self.optimizer_combo.currentIndexChanged.connect(self._on_optimizer_changed)
         for combo in (self.dataset_combo, self.device_combo, self.optimizer_combo,
-                      self.loss_combo, self.scheduler_combo, self.channels_combo, self.normalize_combo):
+                      self.loss_combo, self.scheduler_combo, self.channels_combo, self.normalize_combo,
+                      self.pin_combo, self.persistent_combo, self.decode_gpu_combo, self.channels_last_combo):
             combo.currentIndexChanged.connect(self._on_changed)
         for spin in (self.batch_spin, self.workers_spin, self.epochs_spin, self.seed_spin,
                      self.step_size_spin, self.patience_spin, self.image_size_spin,
@@ -407,7 +449,7 @@ class TrainingSettings(QWidget):
         for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit, self.fake_shape_edit):
             edit.textChanged.connect(self._on_changed)
         for check in (self.download_check, self.nesterov_check, self.amp_check, self.flip_check,
-                      self.shuffle_check, self.pin_check, self.drop_last_check, self.tensorboard_check):
+                      self.shuffle_check, self.skip_check, self.drop_last_check, self.tensorboard_check):
             check.toggled.connect(self._on_changed)
         self._on_optimizer_changed()
 
@@ -446,9 +488,12 @@ class TrainingSettings(QWidget):
             download=self.download_check.isChecked(),
             val_fraction=self.val_spin.value(),
             batch_size=self.batch_spin.value(),
-            num_workers=self.workers_spin.value(),
+            num_workers="auto" if self.workers_spin.value() == AUTO_WORKERS else self.workers_spin.value(),
             shuffle=self.shuffle_check.isChecked(),
-            pin_memory=self.pin_check.isChecked(),
+            pin_memory=self.pin_combo.currentData(),
+            persistent_workers=self.persistent_combo.currentData(),
+            decode_on_gpu=self.decode_gpu_combo.currentData(),
+            skip_unreadable=self.skip_check.isChecked(),
             drop_last=self.drop_last_check.isChecked(),
             image_size=self.image_size_spin.value(),
             center_crop=self.center_crop_spin.value(),
@@ -485,6 +530,7 @@ class TrainingSettings(QWidget):
             seed=self.seed_spin.value(),
             run_dir=self.run_dir_edit.text().strip() or None,
             tensorboard=self.tensorboard_check.isChecked(),
+            channels_last=self.channels_last_combo.currentData(),
         )
         cfg.validate()
         return cfg
@@ -494,7 +540,11 @@ class TrainingSettings(QWidget):
         self._base = copy.deepcopy(cfg)
         d = cfg.data
         self.shuffle_check.setChecked(d.shuffle)
-        self.pin_check.setChecked(d.pin_memory)
+        _set_auto_combo(self.pin_combo, d.pin_memory)
+        _set_auto_combo(self.persistent_combo, d.persistent_workers)
+        _set_auto_combo(self.decode_gpu_combo, d.decode_on_gpu)
+        _set_auto_combo(self.channels_last_combo, cfg.channels_last)
+        self.skip_check.setChecked(d.skip_unreadable)
         self.drop_last_check.setChecked(d.drop_last)
         self.image_size_spin.setValue(d.image_size)
         self.center_crop_spin.setValue(d.center_crop)
@@ -511,7 +561,7 @@ class TrainingSettings(QWidget):
         self.download_check.setChecked(cfg.data.download)
         self.val_spin.setValue(cfg.data.val_fraction)
         self.batch_spin.setValue(cfg.data.batch_size)
-        self.workers_spin.setValue(cfg.data.num_workers)
+        self.workers_spin.setValue(AUTO_WORKERS if cfg.data.num_workers == "auto" else int(cfg.data.num_workers))
         _set_combo(self.device_combo, cfg.device)
         self.epochs_spin.setValue(cfg.epochs)
         _set_combo(self.loss_combo, cfg.loss)
@@ -620,8 +670,9 @@ class TrainingSettings(QWidget):
         self.val_spin.setEnabled(name in ("digits", "fake", "imagefolder"))
         for widget in (self.fake_shape_edit, self.fake_size_spin, self.classes_spin):
             widget.setEnabled(name == "fake")
-        self.workers_spin.setEnabled(name not in ("digits", "fake"))  # in-memory: batched by indexing
-        self.pin_check.setEnabled(name not in ("digits", "fake"))
+        for widget in (self.workers_spin, self.pin_combo, self.persistent_combo, self.skip_check):
+            widget.setEnabled(name not in ("digits", "fake"))  # in-memory: batched by indexing
+        self.decode_gpu_combo.setEnabled(name == "imagefolder")
         self.tensorboard_check.setEnabled(bool(self.tensorboard_check.property("available")))
 
     def _on_scheduler_changed(self, *args) -> None:
