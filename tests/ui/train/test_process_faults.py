@@ -162,3 +162,22 @@ def test_an_exception_in_the_dataset_shows_its_traceback(qtbot, tmp_path, in_pro
     assert "Traceback" in panel.errors[0] and "truncated" in panel.errors[0].lower()
     assert "train/bees/3.jpg" in panel.errors[0]  # the file is named
     assert panel.start_button.isEnabled() and multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("in_process", [False, True])
+def test_skip_unreadable_images_names_them_and_the_input_meter_reads(qtbot, tmp_path, in_process):
+    """The same cut JPEG with Skip unreadable images ticked: the run completes, the window names the
+    file and its class folder, and the input-bound meter beside the progress bar shows a reading."""
+    _jpeg_folder(tmp_path / "photos", truncated="train/bees/3.jpg")
+    host = _host(qtbot, tmp_path, torchvision.models.resnet18(num_classes=2), in_process=in_process)
+    panel = host.panel
+    cfg = TrainConfig(data=DataConfig(dataset="imagefolder", root=str(tmp_path / "photos"), batch_size=4,
+                                      skip_unreadable=True), epochs=1, run_dir=str(tmp_path / "run"))
+    panel.settings.set_config(cfg)
+    assert panel.settings.skip_check.isChecked()
+    _run_to_end(qtbot, panel, epochs=1)
+    assert panel.last_reason() == "completed", panel.errors
+    assert len(panel.skipped_images) == 1
+    assert "train/bees/3.jpg (class folder bees)" in panel.skipped_images[0]
+    assert panel.input_label.text().startswith(("data wait", "input-bound"))
+    assert multiprocessing.active_children() == []  # the persistent loader workers ended with the run

@@ -32,6 +32,8 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QGridLayout,
+    QHBoxLayout,
+    QLabel,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -45,6 +47,7 @@ from workbench.core.train.control import NONFINITE_ACTIONS
 from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
 from workbench.core.train.devices import cuda_memory
 from workbench.core.train.events import apply_state
+from workbench.core.train.loaders import INPUT_BOUND_SHARE, input_wait_text
 from workbench.core.train.process import ModelNotPortable, TrainingProcess, make_job
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
@@ -201,6 +204,12 @@ class TrainingPanel(QWidget):
         self.progress.setValue(0)
         self.progress.setTextVisible(True)
         self.progress.setFormat("idle")
+        self.input_label = QLabel("")
+        self.input_label.setObjectName("inputMeterLabel")
+        self.input_label.setToolTip("Share of the step time spent waiting for the next batch over the last "
+                                    "emission window (host time, no device sync)")
+        #: ``"<file> (class folder <name>): <reason>"`` of the images the current run skipped as unreadable
+        self.skipped_images: list[str] = []
 
         buttons = QGridLayout()
         buttons.addWidget(self.start_button, 0, 0)
@@ -237,7 +246,10 @@ class TrainingPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split, 1)
-        layout.addWidget(self.progress)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.progress, 1)
+        bottom.addWidget(self.input_label)
+        layout.addLayout(bottom)
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         """Settings beside the plots in a wide dock, above them in a tall narrow one."""
@@ -299,6 +311,8 @@ class TrainingPanel(QWidget):
         self._last_epoch_metrics = {}
         self._samples_per_s = float("nan")
         self._rate_window = deque()
+        self.skipped_images = []
+        self.input_label.setText("")
         self._run_dir = config.run_dir
         self.plots.clear()
         self._t0 = time.perf_counter()
@@ -725,10 +739,18 @@ class TrainingPanel(QWidget):
                  f"step {step}" + (f"/{int(total)}" if math.isfinite(total) else "")]
         if math.isfinite(self._samples_per_s):
             parts.append(f"{self._samples_per_s:,.0f} samples/s")
+        self._show_input_wait(last("input_wait"))
         parts.append(f"ETA {_fmt_duration(eta)}")
         if self._paused:
             parts.append("paused")
         self.progress.setFormat(" · ".join(parts))
+
+    def _show_input_wait(self, share: float) -> None:
+        """The input-bound meter: ``"data wait 12%"``, or the hint when data dominates the step time."""
+        device = (self._config.device if self._config is not None else "cpu").split(":")[0]
+        self.input_label.setText(input_wait_text(share, device))
+        bound = math.isfinite(share) and share >= INPUT_BOUND_SHARE
+        self.input_label.setStyleSheet("color: #b04000; font-weight: bold;" if bound else "")
 
     @Slot(dict)
     def _on_epoch_ended(self, m: dict) -> None:
@@ -750,6 +772,12 @@ class TrainingPanel(QWidget):
             train_loss=num("train_loss"), time=num("time_s", "time") or (time.perf_counter() - self._t0),
         )
         self._last_epoch_metrics = m
+        skipped = [str(name) for name in (m.get("skipped") or [])]
+        if skipped:
+            self.skipped_images.extend(skipped)
+            shown = "; ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+            self._status(f"Epoch {int(num('epoch') or 0) + 1}: skipped {len(skipped)} unreadable image(s): {shown}",
+                         20000)
 
     @Slot(dict)
     def _on_command_applied(self, info: dict) -> None:

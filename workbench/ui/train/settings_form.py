@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPushButton,
     QSpinBox,
@@ -355,19 +354,14 @@ class TrainingSettings(QWidget):
         data.addRow("Validation share", self.val_spin)
         data.addRow("Loader workers", self.workers_spin)
         loader_row = QHBoxLayout()
-        for check in (self.shuffle_check, self.drop_last_check, self.skip_check):
+        for check in (self.shuffle_check, self.drop_last_check):
             loader_row.addWidget(check)
         data.addRow("", loader_row)
-        memory_row = QHBoxLayout()
-        for label, combo in (("Pin memory", self.pin_combo), ("Persistent", self.persistent_combo)):
-            memory_row.addWidget(QLabel(label))
-            memory_row.addWidget(combo)
-        data.addRow("", memory_row)
-        gpu_row = QHBoxLayout()
-        for label, combo in (("Decode on GPU", self.decode_gpu_combo), ("channels_last", self.channels_last_combo)):
-            gpu_row.addWidget(QLabel(label))
-            gpu_row.addWidget(combo)
-        data.addRow("", gpu_row)
+        data.addRow("", self.skip_check)
+        data.addRow("Pin memory", self.pin_combo)
+        data.addRow("Persistent workers", self.persistent_combo)
+        data.addRow("Decode on GPU", self.decode_gpu_combo)
+        data.addRow("channels_last", self.channels_last_combo)
         fake_row = QHBoxLayout()
         fake_row.addWidget(self.fake_shape_edit, 1)
         fake_row.addWidget(self.fake_size_spin)
