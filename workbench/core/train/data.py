@@ -11,6 +11,7 @@ indexing with :class:`TensorBatchLoader` rather than a DataLoader.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 from dataclasses import dataclass, field
@@ -170,7 +171,7 @@ def _random_crop(xb: torch.Tensor, pad: int, shifts: torch.Tensor) -> torch.Tens
 
 
 # ---------------------------------------------------------------- datasets
-def build_datasets(cfg: DataConfig) -> tuple[Dataset, Dataset, DataInfo]:
+def build_datasets(cfg: DataConfig, encoded: bool = False) -> tuple[Dataset, Dataset, DataInfo]:
     """Build the training and validation datasets of ``cfg``.
 
     Returns
@@ -179,6 +180,8 @@ def build_datasets(cfg: DataConfig) -> tuple[Dataset, Dataset, DataInfo]:
         For ``"digits"`` and ``"fake"`` both are :class:`TensorDataset` of
         ``(N, C, H, W)`` float32 inputs and ``(N,)`` int64 targets, already
         transformed; for the others, datasets yielding transformed samples.
+        With ``encoded`` an ImageFolder yields ``((bytes, path, aug), target)``
+        for :mod:`workbench.core.train.gpu_images` (Decode on GPU).
 
     Raises
     ------
@@ -194,7 +197,7 @@ def build_datasets(cfg: DataConfig) -> tuple[Dataset, Dataset, DataInfo]:
     if name in ("mnist", "fashionmnist", "cifar10"):
         return _torchvision(cfg)
     if name == "imagefolder":
-        return _imagefolder(cfg)
+        return _imagefolder(cfg, encoded)
     raise DataError(f"unknown dataset {name!r}; choose digits, mnist, fashionmnist, cifar10, imagefolder or fake")
 
 
@@ -212,7 +215,10 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
     DataError
         See :func:`build_datasets`.
     """
-    train_ds, val_ds, info = build_datasets(cfg)
+    device = torch.device(device)
+    on = cfg.decode_on_gpu is True or (cfg.decode_on_gpu == "auto" and device.type == "cuda")
+    encoded = cfg.dataset == "imagefolder" and on
+    train_ds, val_ds, info = build_datasets(cfg, encoded)
     if isinstance(train_ds, TensorDataset):
         (xt, yt), (xv, yv) = train_ds.tensors, val_ds.tensors
         train = TensorBatchLoader(xt, yt, cfg.batch_size, cfg.shuffle, cfg.drop_last, seed,
@@ -220,8 +226,15 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
         val = TensorBatchLoader(xv, yv, max(cfg.batch_size, 256), shuffle=False, seed=seed)
         return train, val, info
     settings = loader_settings(cfg, device)
-    train = EpochLoader(train_ds, cfg.batch_size, seed, cfg.shuffle, cfg.drop_last, settings, cfg.skip_unreadable)
-    val = EpochLoader(val_ds, cfg.batch_size, seed, False, False, settings, cfg.skip_unreadable)
+    extra = {}
+    if encoded:
+        from workbench.core.train.gpu_images import BatchImageTransform, collate_encoded
+
+        extra = {"collate": collate_encoded, "batch_transform": BatchImageTransform(cfg, device)}
+        settings = dataclasses.replace(settings, note=f"{settings.note}, JPEG decoding on {device}")
+    train = EpochLoader(train_ds, cfg.batch_size, seed, cfg.shuffle, cfg.drop_last, settings, cfg.skip_unreadable,
+                        **extra)
+    val = EpochLoader(val_ds, cfg.batch_size, seed, False, False, settings, cfg.skip_unreadable, **extra)
     return train, val, info
 
 
@@ -396,7 +409,7 @@ def _torchvision(cfg: DataConfig):
     return train, val, info
 
 
-def _imagefolder(cfg: DataConfig):
+def _imagefolder(cfg: DataConfig, encoded: bool = False):
     from torchvision.datasets import ImageFolder
 
     if not cfg.root:
@@ -406,22 +419,34 @@ def _imagefolder(cfg: DataConfig):
     if not root.is_dir():
         raise DataError(f"{root}: folder not found; point the dataset root at a folder holding "
                         "train/ and val/ (or one subfolder per class)")
-    t_train, _ = image_transforms(cfg, True, 3)
-    t_val, _ = image_transforms(cfg, False, 3)
+    extra = {}
+    if encoded:  # workers read bytes; the batch is decoded and transformed on the device
+        from workbench.core.train.gpu_images import DrawAugment, read_encoded
+
+        t_train, t_val = DrawAugment(cfg.random_flip, cfg.random_crop), DrawAugment(False, 0)
+        extra = {"loader": read_encoded}
+    else:
+        t_train, _ = image_transforms(cfg, True, 3)
+        t_val, _ = image_transforms(cfg, False, 3)
     try:
         if (root / "train").is_dir() and (root / "val").is_dir():
-            train = ImageFolder(str(root / "train"), transform=t_train)
-            val = ImageFolder(str(root / "val"), transform=t_val)
+            train = ImageFolder(str(root / "train"), transform=t_train, **extra)
+            val = ImageFolder(str(root / "val"), transform=t_val, **extra)
             classes = train.classes
         else:
-            full_t = ImageFolder(str(root), transform=t_train)
-            full_v = ImageFolder(str(root), transform=t_val)
+            full_t = ImageFolder(str(root), transform=t_train, **extra)
+            full_v = ImageFolder(str(root), transform=t_val, **extra)
             tr, va = _split(len(full_t), cfg)
             train, val = Subset(full_t, tr.tolist()), Subset(full_v, va.tolist())
             classes = full_t.classes
     except (FileNotFoundError, OSError) as e:
         raise DataError(f"{root}: {e}; each class needs its own subfolder of images") from e
-    shape = tuple(train[0][0].shape)
+    if encoded:
+        from workbench.core.train.gpu_images import BatchImageTransform, collate_encoded
+
+        shape = tuple(BatchImageTransform(cfg, "cpu")(collate_encoded([val[0]]))[0].shape[1:])
+    else:
+        shape = tuple(train[0][0].shape)
     info = DataInfo("imagefolder", shape, len(classes), list(classes), len(train), len(val))
     return train, val, info
 

@@ -22,6 +22,7 @@ the sampler is the one way to keep both speed and exact resume.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,11 +205,11 @@ class SeededSamples(Dataset):
             return Unreadable(index, sample_path(self.dataset, index), f"{type(e).__name__}: {e}")
 
 
-def collate_samples(samples: list) -> tuple[Any, list[Unreadable]]:
-    """``(default_collate(readable) or None, unreadable)`` of one batch of :class:`SeededSamples` items."""
+def collate_samples(samples: list, collate=default_collate) -> tuple[Any, list[Unreadable]]:
+    """``(collate(readable) or None, unreadable)`` of one batch of :class:`SeededSamples` items."""
     bad = [s for s in samples if isinstance(s, Unreadable)]
     good = [s for s in samples if not isinstance(s, Unreadable)] if bad else samples
-    return (default_collate(good) if good else None), bad
+    return (collate(good) if good else None), bad
 
 
 class EpochLoader:
@@ -224,6 +225,12 @@ class EpochLoader:
     settings : LoaderSettings
     skip_unreadable : bool
         Skip samples that raise (see :attr:`skipped`) instead of raising :class:`DataError`.
+    collate : callable, optional
+        Collates the readable samples of a batch (default ``default_collate``); a
+        module-level function, so that worker processes can pickle it.
+    batch_transform : callable, optional
+        Called in this process on each collated batch: returns ``(x, y, unreadable)``
+        (Decode on GPU: :class:`~workbench.core.train.gpu_images.BatchImageTransform`).
 
     Attributes
     ----------
@@ -233,15 +240,18 @@ class EpochLoader:
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, seed: int, shuffle: bool, drop_last: bool,
-                 settings: LoaderSettings, skip_unreadable: bool = False):
+                 settings: LoaderSettings, skip_unreadable: bool = False, collate=None, batch_transform=None):
         self.dataset = dataset
+        self.batch_transform = batch_transform
         self.settings = settings
         self.skip_unreadable = bool(skip_unreadable)
         self.skipped: list[str] = []
         self.sampler = EpochSampler(len(dataset), seed, shuffle, batch_size)
         self._args = dict(batch_size=int(batch_size), sampler=self.sampler, drop_last=bool(drop_last),
                           num_workers=settings.num_workers, pin_memory=settings.pin_memory,
-                          persistent_workers=settings.persistent_workers, collate_fn=collate_samples)
+                          persistent_workers=settings.persistent_workers,
+                          collate_fn=collate_samples if collate is None else functools.partial(collate_samples,
+                                                                                              collate=collate))
         self.loader: DataLoader | None = None
         self.epoch = 0
 
@@ -274,6 +284,9 @@ class EpochLoader:
 
     def _batches(self, it) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for batch, bad in it:
+            if batch is not None and self.batch_transform is not None:
+                x, y, more = self.batch_transform(batch)
+                batch, bad = (None if x is None else (x, y)), bad + more
             if bad:
                 if not self.skip_unreadable:
                     raise DataError(f"cannot read {bad[0].describe()}; remove or replace the file, or tick "
