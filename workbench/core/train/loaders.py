@@ -194,15 +194,17 @@ class SeededSamples(Dataset):
 
     def __getitem__(self, key: tuple[int, int]):
         seed, index = key
+        # the CPU generator alone: torch.manual_seed also seeds every accelerator's (~200 us a call)
+        generator = torch.default_generator
+        saved = generator.get_state() if get_worker_info() is None else None  # main process: keep its RNG
         try:
-            if get_worker_info() is not None:  # a worker process: its RNG is ours alone
-                torch.manual_seed(seed)
-                return self.dataset[index]
-            with torch.random.fork_rng(devices=[]):  # the main process: leave the training RNG as it was
-                torch.manual_seed(seed)
-                return self.dataset[index]
+            generator.manual_seed(seed)
+            return self.dataset[index]
         except Exception as e:  # noqa: BLE001 - reported (or skipped) with the file named
             return Unreadable(index, sample_path(self.dataset, index), f"{type(e).__name__}: {e}")
+        finally:
+            if saved is not None:
+                generator.set_state(saved)
 
 
 def collate_samples(samples: list, collate=default_collate) -> tuple[Any, list[Unreadable]]:
