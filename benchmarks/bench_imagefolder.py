@@ -34,7 +34,6 @@ Figures:
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys

@@ -288,3 +288,17 @@ def test_channels_last_on_request_converts_the_model_and_trains(tmp_path):
                    TrainConfig(data=cfg.data, epochs=0, run_dir=str(tmp_path / "auto"), tensorboard=False))
     auto.prepare()
     assert not auto.channels_last  # "auto" is for CUDA only
+
+
+def test_close_ends_the_worker_processes_at_once(tmp_path):
+    import multiprocessing
+
+    train, _, _ = build_loaders(_data(_photos(tmp_path / "p"), num_workers=2), seed=0)
+    batches = train.iter_epoch(0)
+    next(batches)  # a half-run epoch keeps its iterator (and its workers) alive
+    assert len(multiprocessing.active_children()) >= 2
+    train.close()
+    assert multiprocessing.active_children() == []
+    assert len(list(train.iter_epoch(1))) == 4  # new workers for the next epoch
+    train.close()
+    assert multiprocessing.active_children() == []

@@ -108,7 +108,8 @@ def test_worker_batches_metrics_and_finishes(qtbot, tmp_path):
     for b in rec.metrics:
         for v in b.values():
             assert isinstance(v, np.ndarray)
-    assert all(isinstance(v, (int, float, bool, str, type(None))) for e in rec.epochs for v in e.values())
+    assert all(isinstance(v, (int, float, bool, str, type(None))) or (isinstance(v, list) and all(
+        isinstance(x, str) for x in v)) for e in rec.epochs for v in e.values())
     assert rec.extras[0]["step"] == 64 and "optimizer_state_dict" in rec.extras[0]
     assert worker.trainer.control is worker.control  # one RunControl, shared, never copied
 

@@ -230,7 +230,8 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
     if encoded:
         from workbench.core.train.gpu_images import BatchImageTransform, collate_encoded
 
-        extra = {"collate": collate_encoded, "batch_transform": BatchImageTransform(cfg, device)}
+        stats = normalize_stats(cfg, 1 if cfg.channels == "grayscale" else 3)
+        extra = {"collate": collate_encoded, "batch_transform": BatchImageTransform(cfg, device, stats)}
         settings = dataclasses.replace(settings, note=f"{settings.note}, JPEG decoding on {device}")
     train = EpochLoader(train_ds, cfg.batch_size, seed, cfg.shuffle, cfg.drop_last, settings, cfg.skip_unreadable,
                         **extra)
@@ -444,7 +445,8 @@ def _imagefolder(cfg: DataConfig, encoded: bool = False):
     if encoded:
         from workbench.core.train.gpu_images import BatchImageTransform, collate_encoded
 
-        shape = tuple(BatchImageTransform(cfg, "cpu")(collate_encoded([val[0]]))[0].shape[1:])
+        stats = normalize_stats(cfg, 1 if cfg.channels == "grayscale" else 3)
+        shape = tuple(BatchImageTransform(cfg, "cpu", stats)(collate_encoded([val[0]]))[0].shape[1:])
     else:
         shape = tuple(train[0][0].shape)
     info = DataInfo("imagefolder", shape, len(classes), list(classes), len(train), len(val))

@@ -128,10 +128,12 @@ class BatchImageTransform:
     Parameters
     ----------
     cfg : DataConfig
-        ``image_size``, ``center_crop``, ``channels``, ``normalize`` (and the
-        random crop / flip drawn by :class:`DrawAugment`).
+        ``image_size``, ``center_crop``, ``channels`` (and the random crop /
+        flip drawn by :class:`DrawAugment`).
     device : torch.device
         Where to decode (``cuda``: nvjpeg) and transform.
+    stats : (mean, std) or None
+        Per-channel normalization (``data.normalize_stats``); None = none.
 
     Returns (when called)
     ---------------------
@@ -140,13 +142,10 @@ class BatchImageTransform:
         ``device``; ``unreadable``: the :class:`Unreadable` samples left out.
     """
 
-    def __init__(self, cfg, device: torch.device):
-        from workbench.core.train.data import normalize_stats
-
+    def __init__(self, cfg, device: torch.device, stats: tuple | None):
         self.size, self.crop, self.pad = int(cfg.image_size), int(cfg.center_crop), int(cfg.random_crop)
         self.gray = cfg.channels == "grayscale"
         self.device = torch.device(device)
-        stats = normalize_stats(cfg, 1 if self.gray else 3)
         self.mean = self.std = None
         if stats is not None:
             self.mean = torch.tensor(stats[0], device=self.device).view(1, -1, 1, 1)

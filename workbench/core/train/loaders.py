@@ -255,6 +255,7 @@ class EpochLoader:
                           collate_fn=collate_samples if collate is None else functools.partial(collate_samples,
                                                                                               collate=collate))
         self.loader: DataLoader | None = None
+        self._iterator = None  # the DataLoader iterator last started (it owns the worker processes)
         self.epoch = 0
 
     def _dataloader(self) -> DataLoader:
@@ -282,7 +283,11 @@ class EpochLoader:
             the message names the file and its class folder.
         """
         self.sampler.set_epoch(epoch, start_batch)
-        return self._batches(iter(self._dataloader()))
+        it = iter(self._dataloader())
+        if it is not self._iterator:
+            self._shutdown()  # a non-persistent iterator of an earlier epoch that was not run to its end
+        self._iterator = it
+        return self._batches(it)
 
     def _batches(self, it) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for batch, bad in it:
@@ -303,9 +308,21 @@ class EpochLoader:
         return out
 
     def close(self) -> None:
-        """End the worker processes (persistent ones live as long as the DataLoader); a later
-        ``iter_epoch`` starts new ones."""
-        self.loader = None  # the DataLoader's iterator shuts its workers down when collected
+        """End the worker processes now; a later ``iter_epoch`` starts new ones.
+
+        Persistent workers otherwise live as long as the DataLoader's iterator,
+        which a traceback or a half-run generator can keep alive long after the run.
+        """
+        self._shutdown()
+        self.loader = None
+
+    def _shutdown(self) -> None:
+        it, self._iterator = self._iterator, None
+        # As Lightning's _shutdown_workers_and_reset_iterator does: the DataLoader offers no public
+        # way to end its workers but dropping the last reference to the iterator.
+        shutdown = getattr(it, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
 
 
 class DevicePrefetcher:
