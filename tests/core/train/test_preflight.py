@@ -86,3 +86,5 @@ def test_the_image_scan_reports_its_progress(tmp_path):
     trainer = Trainer(torchvision.models.resnet18(num_classes=2), cfg, [heard])
     trainer.prepare()
     assert heard.texts == ["checking images 200 / 240"]
+    for loader in (trainer.train_loader, trainer.val_loader):
+        loader.close()  # prepare() without fit(): the pre-flight batch started the persistent workers
