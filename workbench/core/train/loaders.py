@@ -114,12 +114,13 @@ def _mix(a: int, b: int) -> int:
 
 
 class EpochSampler(Sampler):
-    """Yields ``(sample_seed, index)`` for every sample of one epoch, from ``start_batch`` on.
+    """Yields one list of ``(sample_seed, index)`` per batch of one epoch, from ``start_batch`` on.
 
     The order is ``torch.randperm`` under a generator seeded with
     ``epoch_seed(seed, epoch)`` (or ``range(n)`` without shuffle) and each
     sample's seed depends on ``(seed, epoch, index)`` only, so which worker
     loads a sample, or whether the epoch was resumed, changes nothing.
+    A DataLoader ``batch_sampler``.
 
     Parameters
     ----------
@@ -128,11 +129,18 @@ class EpochSampler(Sampler):
     seed : int
     shuffle : bool
     batch_size : int
-        For :meth:`set_epoch`'s ``start_batch``.
+        The global batch size: with a ``shard`` each process takes its part of every batch.
+    drop_last : bool
+    shard : (rank, world_size), optional
+        Data parallelism: rank ``r`` takes samples ``r, r + world_size, ...`` of each
+        global batch, so N processes see together exactly the batches of one.
     """
 
-    def __init__(self, n: int, seed: int, shuffle: bool, batch_size: int):
+    def __init__(self, n: int, seed: int, shuffle: bool, batch_size: int, drop_last: bool = False,
+                 shard: tuple[int, int] = (0, 1)):
         self.n, self.seed, self.shuffle, self.batch_size = int(n), int(seed), bool(shuffle), int(batch_size)
+        self.drop_last = bool(drop_last)
+        self.rank, self.world = int(shard[0]), int(shard[1])
         self.epoch, self.start_batch = 0, 0
 
     def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
@@ -140,16 +148,19 @@ class EpochSampler(Sampler):
         self.epoch, self.start_batch = int(epoch), int(start_batch)
 
     def __len__(self) -> int:
-        return self.n  # the whole epoch: len(DataLoader) is the steps per epoch, resumed or not
+        # the whole epoch: len(DataLoader) is the steps per epoch, resumed or not
+        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
         if self.shuffle:
             order = torch.randperm(self.n, generator=torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch)))
         else:
             order = torch.arange(self.n)
         base = epoch_seed(self.seed + 1, self.epoch)
-        for i in order[self.start_batch * self.batch_size:].tolist():
-            yield _mix(base, i), i
+        order = order.tolist()
+        for b in range(self.start_batch, len(self)):
+            batch = order[b * self.batch_size:(b + 1) * self.batch_size][self.rank::self.world]
+            yield [(_mix(base, i), i) for i in batch]
 
 
 @dataclass
@@ -225,6 +236,8 @@ class EpochLoader:
     seed : int
     shuffle, drop_last : bool
     settings : LoaderSettings
+    shard : (rank, world_size)
+        Data parallelism: this process's part of every global batch (:class:`EpochSampler`).
     skip_unreadable : bool
         Skip samples that raise (see :attr:`skipped`) instead of raising :class:`DataError`.
     collate : callable, optional
@@ -242,15 +255,15 @@ class EpochLoader:
     """
 
     def __init__(self, dataset: Dataset, batch_size: int, seed: int, shuffle: bool, drop_last: bool,
-                 settings: LoaderSettings, skip_unreadable: bool = False, collate=None, batch_transform=None):
+                 settings: LoaderSettings, skip_unreadable: bool = False, collate=None, batch_transform=None,
+                 shard: tuple[int, int] = (0, 1)):
         self.dataset = dataset
         self.batch_transform = batch_transform
         self.settings = settings
         self.skip_unreadable = bool(skip_unreadable)
         self.skipped: list[str] = []
-        self.sampler = EpochSampler(len(dataset), seed, shuffle, batch_size)
-        self._args = dict(batch_size=int(batch_size), sampler=self.sampler, drop_last=bool(drop_last),
-                          num_workers=settings.num_workers, pin_memory=settings.pin_memory,
+        self.sampler = EpochSampler(len(dataset), seed, shuffle, batch_size, drop_last, shard)
+        self._args = dict(batch_sampler=self.sampler, num_workers=settings.num_workers, pin_memory=settings.pin_memory,
                           persistent_workers=settings.persistent_workers,
                           collate_fn=collate_samples if collate is None else functools.partial(collate_samples,
                                                                                               collate=collate))
