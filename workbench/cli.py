@@ -387,6 +387,15 @@ def _train_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench train", description="Train from a run configuration (TOML).")
     parser.add_argument("config", help="RUN.toml")
     parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    ddp = parser.add_argument_group("data-parallel (DistributedDataParallel on torch.distributed.run)")
+    ddp.add_argument("--nproc-per-node", type=int, default=0, metavar="N",
+                     help="run N ranks on this machine (Gloo on CPU, NCCL on CUDA); 0 = one process, no DDP")
+    ddp.add_argument("--nnodes", type=int, default=1)
+    ddp.add_argument("--node-rank", type=int, default=0)
+    ddp.add_argument("--master-addr", default=None)
+    ddp.add_argument("--master-port", type=int, default=None)
+    ddp.add_argument("--rank-timeout", type=float, default=60.0, metavar="S",
+                     help="end the run when a rank has made no step for S seconds (default 60)")
     try:
         args = parser.parse_args(list(argv))
     except SystemExit as exc:
@@ -395,6 +404,12 @@ def _train_main(argv: Sequence[str]) -> int:
     from workbench.core.train.headless import train_from_toml
 
     try:
+        if args.nproc_per_node > 0:
+            from workbench.core.train.launch import launch
+
+            return int(launch(args.config, args.nproc_per_node, out=print, nnodes=args.nnodes,
+                              node_rank=args.node_rank, master_addr=args.master_addr,
+                              master_port=args.master_port, timeout_s=args.rank_timeout))
         return int(train_from_toml(args.config, out=print))
     except WorkbenchError as exc:
         if args.debug:

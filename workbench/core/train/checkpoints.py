@@ -75,7 +75,8 @@ class CheckpointConnector:
         tr.prepare()
         self.wait_for_saves()
         path = Path(path) if path else tr.run_dir / "last.pt"
-        atomic_save(self.payload(), path)
+        if tr.is_main:  # data-parallel: rank 0 alone writes
+            atomic_save(self.payload(), path)
         return path
 
     def save_in_background(self, payload: dict, paths: list[Path]) -> None:

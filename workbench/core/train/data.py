@@ -24,7 +24,7 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 
 from workbench.core.errors import DataError
 from workbench.core.train.config import DataConfig
-from workbench.core.train.loaders import EpochLoader, epoch_seed, loader_settings
+from workbench.core.train.loaders import EpochLoader, batch_count, epoch_seed, loader_settings
 
 #: Per-channel ``(mean, std)`` of each normalization preset.
 NORMALIZE_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -110,16 +110,22 @@ class TensorBatchLoader:
         Per-sample random horizontal flip.
     random_crop : int
         Zero padding for a per-sample random crop back to ``(H, W)``; 0 = off.
+    shard : (rank, world_size)
+        Data parallelism: rank ``r`` takes samples ``r, r + world_size, ...`` of every
+        global batch (with their flips and crops), so N processes see together
+        exactly the batches of one.
     """
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int = 64, shuffle: bool = True,
-                 drop_last: bool = False, seed: int = 0, random_flip: bool = False, random_crop: int = 0):
+                 drop_last: bool = False, seed: int = 0, random_flip: bool = False, random_crop: int = 0,
+                 shard: tuple[int, int] = (0, 1)):
         if len(x) != len(y):
             raise DataError(f"inputs ({len(x)}) and targets ({len(y)}) differ in length")
         self.x, self.y = x, y
         self.batch_size = int(batch_size)
         self.shuffle, self.drop_last, self.seed = shuffle, drop_last, int(seed)
         self.random_flip, self.random_crop = random_flip, int(random_crop)
+        self.rank, self.world = int(shard[0]), int(shard[1])
         self.epoch = 0
         self.dataset = TensorDataset(x, y)
 
@@ -129,8 +135,7 @@ class TensorBatchLoader:
         return self
 
     def __len__(self) -> int:
-        n = len(self.x)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return batch_count(len(self.x), self.batch_size, self.drop_last, self.world)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose order ``iter()`` yields."""
@@ -154,6 +159,11 @@ class TensorBatchLoader:
                       if self.random_crop else None)
             if b < start_batch:
                 continue
+            if self.world > 1:
+                part = slice(self.rank, None, self.world)
+                idx = idx[part]
+                flips = flips[part] if flips is not None else None
+                shifts = shifts[part] if shifts is not None else None
             xb = self.x[idx]
             if flips is not None and flips.any():
                 flips = flips.to(xb.device)
@@ -201,14 +211,17 @@ def build_datasets(cfg: DataConfig, encoded: bool = False) -> tuple[Dataset, Dat
     raise DataError(f"unknown dataset {name!r}; choose digits, mnist, fashionmnist, cifar10, imagefolder or fake")
 
 
-def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "cpu"):
+def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "cpu",
+                  shard: tuple[int, int] = (0, 1)):
     """Build ``(train_loader, val_loader, info)``.
 
     In-memory datasets (digits, fake) get :class:`TensorBatchLoader`; the others
     get an :class:`~workbench.core.train.loaders.EpochLoader` over a DataLoader
     whose ``"auto"`` settings are chosen for ``device`` and this machine
     (:func:`~workbench.core.train.loaders.loader_settings`). All have ``len()``,
-    ``set_epoch(e)`` and ``iter_epoch(e, start_batch)``.
+    ``set_epoch(e)`` and ``iter_epoch(e, start_batch)``. With a ``(rank,
+    world_size)`` shard the training loader yields this process's part of every
+    global batch (data parallelism); validation is not sharded.
 
     Raises
     ------
@@ -222,7 +235,7 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
     if isinstance(train_ds, TensorDataset):
         (xt, yt), (xv, yv) = train_ds.tensors, val_ds.tensors
         train = TensorBatchLoader(xt, yt, cfg.batch_size, cfg.shuffle, cfg.drop_last, seed,
-                                  cfg.random_flip, cfg.random_crop)
+                                  cfg.random_flip, cfg.random_crop, shard=shard)
         val = TensorBatchLoader(xv, yv, max(cfg.batch_size, 256), shuffle=False, seed=seed)
         return train, val, info
     settings = loader_settings(cfg, device)
@@ -234,7 +247,7 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
         extra = {"collate": collate_encoded, "batch_transform": BatchImageTransform(cfg, device, stats)}
         settings = dataclasses.replace(settings, note=f"{settings.note}, JPEG decoding on {device}")
     train = EpochLoader(train_ds, cfg.batch_size, seed, cfg.shuffle, cfg.drop_last, settings, cfg.skip_unreadable,
-                        **extra)
+                        shard=shard, **extra)
     val = EpochLoader(val_ds, cfg.batch_size, seed, False, False, settings, cfg.skip_unreadable, **extra)
     return train, val, info
 

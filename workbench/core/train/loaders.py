@@ -109,6 +109,13 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return (int(seed) * 1_000_003 + int(epoch) * 7919 + 12345) % (2**63 - 1)
 
 
+def batch_count(n: int, batch_size: int, drop_last: bool, world_size: int = 1) -> int:
+    """Batches of an epoch of ``n`` samples; a last partial batch too small to give every
+    one of ``world_size`` processes a sample is dropped."""
+    full, rest = divmod(int(n), int(batch_size))
+    return full + (1 if rest and not drop_last and rest >= world_size else 0)
+
+
 def _mix(a: int, b: int) -> int:
     return (a * 6364136223846793005 + b * 1442695040888963407 + 1) % (2**63 - 1)
 
@@ -149,7 +156,7 @@ class EpochSampler(Sampler):
 
     def __len__(self) -> int:
         # the whole epoch: len(DataLoader) is the steps per epoch, resumed or not
-        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+        return batch_count(self.n, self.batch_size, self.drop_last, self.world)
 
     def __iter__(self) -> Iterator[list[tuple[int, int]]]:
         if self.shuffle:

@@ -116,6 +116,11 @@ class Trainer:
         How the DataLoader settings were chosen (``"auto"`` workers, pinning), or None.
     channels_last : bool
         The model and its 4-D batches use ``torch.channels_last``.
+    rank, world_size : int
+        This process's place in a data-parallel run (``torch.distributed`` initialized
+        before the trainer was built), else 0 and 1. Rank 0 alone writes the run folder.
+    net : nn.Module
+        What the steps call: ``model``, or its ``DistributedDataParallel`` wrapper.
     history : list of dict
         Epoch metrics (:data:`EPOCH_KEYS`).
     best_val_loss : float
@@ -148,6 +153,8 @@ class Trainer:
         self.input_wait = math.nan
         self.loader_note: str | None = None
         self.channels_last = False
+        self.rank, self.world_size = _process_group()
+        self.net: nn.Module = model
         self.history: list[dict] = []
         self.best_val_loss = math.inf
         self.run_dir: Path | None = None
@@ -245,8 +252,15 @@ class Trainer:
             apply_command(self, cmd)
             self.call("on_command_applied", self, cmd)
 
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 (or not data-parallel): the process that writes the run folder."""
+        return self.rank == 0
+
     def _boundary(self) -> None:
         """Apply queued commands; wait while paused (commands still apply); return on stop."""
+        if self.world_size > 1:
+            self._agree_on_stop()
         self.apply_commands()
         if not self.control.is_paused:
             return
@@ -255,6 +269,37 @@ class Trainer:
         if self.control.wait_while_paused(self.apply_commands):
             self._window = (time.perf_counter(), self.samples, self._wait)  # pause time is not throughput
         self.apply_commands()
+
+    def _agree_on_stop(self) -> None:
+        """Data-parallel: a stop asked of any rank stops every rank before the same step
+        (one ``all_reduce(MAX)`` of a flag per step); otherwise the others would wait
+        forever in the next gradient all-reduce."""
+        import torch.distributed as dist
+
+        flag = torch.tensor([1.0 if self.control.stop_requested else 0.0],
+                            device=self.device if self.device.type == "cuda" else "cpu")
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if float(flag.item()) > 0 and not self.control.stop_requested:
+            self.control.request_stop()
+
+    def _sync_buffers(self) -> None:
+        """Data-parallel: every rank takes rank 0's buffers (BatchNorm running statistics), as
+        ``DistributedDataParallel`` does before each forward, so that validation, checkpoints
+        and the final weights are the same on every rank."""
+        if self.world_size <= 1:
+            return
+        import torch.distributed as dist
+
+        for buffer in self.model.buffers():
+            dist.broadcast(buffer.data, 0)
+
+    def _global_loss(self, loss: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
+        """Data-parallel: the mean loss over every rank's samples of this step and their count."""
+        import torch.distributed as dist
+
+        buf = torch.stack([loss.detach().float() * n, torch.tensor(float(n), device=loss.device)])
+        dist.all_reduce(buf)
+        return buf[0] / buf[1], n * self.world_size
 
     # ------------------------------------------------------------ checkpoints (delegates)
     def checkpoint_payload(self, loss: float | None = None) -> dict:
@@ -321,7 +366,8 @@ class Trainer:
             from workbench.core.train.data import TensorBatchLoader, build_loaders, fit_channels_to_model
 
             self.data_note = fit_channels_to_model(cfg.data, self.model)
-            self.train_loader, self.val_loader, self.info = build_loaders(cfg.data, seed=cfg.seed, device=self.device)
+            self.train_loader, self.val_loader, self.info = build_loaders(cfg.data, seed=cfg.seed, device=self.device,
+                                                                          shard=(self.rank, self.world_size))
             self.loader_note = getattr(getattr(self.train_loader, "settings", None), "note", None)
             for loader in (self.train_loader, self.val_loader):
                 if isinstance(loader, TensorBatchLoader) and self.device.type != "cpu":
@@ -337,11 +383,18 @@ class Trainer:
             if note:
                 self.data_note = f"{self.data_note}; {note}" if self.data_note else note
             self._take_skipped()  # the pre-flight batches are not the first epoch's
+        if self.world_size > 1:
+            # only parameters with requires_grad=True join the reducer: frozen ones stay bit-identical
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.net = DistributedDataParallel(self.model, device_ids=ids)
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
             self.scaler = torch.amp.GradScaler("cuda")
         self.run_dir = Path(cfg.run_dir) if cfg.run_dir else new_run_dir()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         # CUDA: keep step losses on the device and read them at the emission cadence.
         self._defer_loss = self.device.type == "cuda"
         self._prepared = True
@@ -392,6 +445,7 @@ class Trainer:
                     self._end_epoch()
                 except Restart:
                     continue
+            self._sync_buffers()
             self.wait_for_saves()
             reason = self.reason_override or ("stopped" if self.epoch < self.config.epochs else "completed")
         except KeyboardInterrupt:
@@ -419,12 +473,13 @@ class Trainer:
         self._record_start()
         saved = TrainConfig.from_dict({**self.config.to_dict()})
         saved.run_dir = None  # replaying run.toml makes a new run folder
-        saved.to_toml(self.run_dir / "run.toml")
-        self._csv = MetricsCSV(self.run_dir / "metrics.csv")
-        if self.history and not self._csv.rows:  # a resumed run's folder starts with the epochs it continues
-            for h in self.history:
-                self._csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
-        self._tb = _tensorboard_writer(self.run_dir) if self.config.tensorboard else None
+        if self.is_main:
+            saved.to_toml(self.run_dir / "run.toml")
+            self._csv = MetricsCSV(self.run_dir / "metrics.csv")
+            if self.history and not self._csv.rows:  # a resumed run's folder starts with the epochs it continues
+                for h in self.history:
+                    self._csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
+        self._tb = _tensorboard_writer(self.run_dir) if self.config.tensorboard and self.is_main else None
         self._t0 = time.perf_counter()
         self._last_emit = self._t0
         self._wait = 0.0
@@ -461,7 +516,8 @@ class Trainer:
             return
         arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
         payload = checkpoint_payload(self.model, arch=arch, include_rng=False)
-        self.checkpoints.save_in_background(payload, [self.run_dir / "init.pt"])
+        if self.is_main:
+            self.checkpoints.save_in_background(payload, [self.run_dir / "init.pt"])
         mc.init = "init.pt"
         if not mc.resume:
             mc.source = mc.source or mc.checkpoint
@@ -539,11 +595,15 @@ class Trainer:
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
         with self.autocast():
-            out = self.model(xb)
+            out = self.net(xb)
             loss = self.loss_fn(out.float() if out.dtype != torch.float32 else out, yb)
         on_cuda = self._defer_loss
+        n = int(xb.shape[0])
+        logged = loss
+        if self.world_size > 1:  # every rank logs (and judges NaN on) the same global loss
+            logged, n = self._global_loss(loss, n)
         if not on_cuda:
-            value = loss.item()
+            value = logged.item()
             if not math.isfinite(value):
                 del out, loss
                 self.faults.nonfinite(self.step + 1, value)
@@ -568,14 +628,13 @@ class Trainer:
                 opt.step()
             if self.scheduler is not None and not optim.is_per_epoch(self.scheduler):
                 self.scheduler.step()
-        n = int(xb.shape[0])
         del out, xb
         lr_used = self.lr_used
         self.step += 1
         self.batch_in_epoch += 1
         self.samples += n
         self._epoch_samples += n
-        detached = loss.detach()
+        detached = logged.detach()
         self._epoch_loss.append(detached if on_cuda else value)
         now = time.perf_counter()
         rec = {"step": self.step, "epoch": self.epoch,
@@ -626,6 +685,7 @@ class Trainer:
     # ------------------------------------------------------------ epoch end
     def _end_epoch(self) -> None:
         self.emit()
+        self._sync_buffers()
         if self._epoch_loss:
             vals = self._epoch_loss
             if isinstance(vals[0], torch.Tensor):
@@ -657,7 +717,7 @@ class Trainer:
         self.history.append(metrics)
         if self._csv is not None:
             self._csv.append({**metrics, "time_s": metrics["time"], "best": int(best)})
-        if self.config.checkpoint_every_epoch:
+        if self.config.checkpoint_every_epoch and self.is_main:
             payload = self.checkpoints.payload(loss=val_loss if math.isfinite(val_loss) else train_loss)
             paths = [self.run_dir / "last.pt"] + ([self.run_dir / "best.pt"] if best else [])
             self.checkpoints.save_in_background(payload, paths)
@@ -697,6 +757,15 @@ class Trainer:
                 getattr(cb, hook)(self, *args)
             except Exception:  # noqa: BLE001 - a broken callback must not make fit() raise
                 traceback.print_exc()
+
+
+def _process_group() -> tuple[int, int]:
+    """``(rank, world_size)`` of the initialized default process group, else ``(0, 1)``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 def _wants_channels_last(setting, device: torch.device, model: nn.Module) -> bool:

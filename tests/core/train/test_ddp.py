@@ -1,0 +1,115 @@
+"""Data-parallel runs on torchrun, CPU (Gloo, 2 processes, the digits demo)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch
+
+from workbench.cli import main as cli_main
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
+from workbench.core.train.launch import DistributedRun
+from workbench.core.train.loop import Trainer
+
+FROZEN = ["features.0.weight", "features.0.bias"]
+
+
+def _run_file(tmp_path, epochs=2, name="run") -> Path:
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=epochs, lr=3e-3, seed=7,
+                      run_dir=str(tmp_path / name), tensorboard=False,
+                      model=ModelConfig(arch="digits_cnn", frozen=list(FROZEN)))
+    path = tmp_path / f"{name}.toml"
+    cfg.to_toml(path)
+    return path
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_two_gloo_ranks_train_to_identical_weights_and_the_checkpoint_resumes_in_one_process(tmp_path, capfd):
+    path = _run_file(tmp_path)
+    assert cli_main(["train", str(path), "--nproc-per-node", "2"]) == 0
+    out = capfd.readouterr().out  # rank 0 prints the epoch lines to the terminal it inherited
+    assert "launching 2 ranks with torch.distributed.run" in out
+    assert "all 2 ranks end with identical weights" in out
+    assert "epoch 2/2  step 46" in out  # 1,437 samples in global batches of 64: 23 steps an epoch
+    run = tmp_path / "run"
+    rows = (run / "metrics.csv").read_text().splitlines()
+    val = [float(r.split(",")[3]) for r in rows[1:]]
+    assert len(val) == 2 and val[1] < val[0] < 2.3  # the loss falls
+    last = torch.load(run / "last.pt", weights_only=True)
+    init = torch.load(run / "init.pt", weights_only=True)
+    weights = last["model_state_dict"]
+    assert not any(k.startswith("module.") for k in weights)  # unwrapped: opens anywhere
+    for name in FROZEN:
+        assert torch.equal(weights[name], init["model_state_dict"][name]), name  # frozen: bit-identical
+    assert not torch.equal(weights["classifier.weight"], init["model_state_dict"]["classifier.weight"])
+
+    model = DigitsCNN()
+    cfg = TrainConfig.from_toml(path)
+    cfg.epochs, cfg.run_dir = 3, str(tmp_path / "single")
+    t = Trainer(model, cfg)
+    t.resume_from(run / "last.pt")  # a DDP checkpoint resumes in one process
+    assert (t.epoch, t.step) == (2, 46)
+    assert t.fit() == "completed" and t.step == 69
+    assert not model.features[0].weight.requires_grad
+
+
+def test_killing_one_rank_ends_the_run_naming_it_and_leaves_no_process(tmp_path):
+    lines = []
+    run = DistributedRun(_run_file(tmp_path, epochs=200), 2, out=lines.append, timeout_s=60)
+    run.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not (len(run.ranks) == 2 and all(s.step >= 3 for s in run.ranks.values())):
+            assert time.monotonic() < deadline, lines
+            assert run.proc.poll() is None, lines
+            time.sleep(0.1)
+        victim = run.ranks[1].pid
+        os.kill(victim, signal.SIGKILL)
+        assert run.wait(timeout=120) == 1
+    finally:
+        run.kill()
+    assert run.failure is not None and run.failure.startswith(f"rank 1 (pid {victim}) ended without finishing")
+    assert run.failure in lines
+    pids = [s.pid for s in run.ranks.values()] + [run.proc.pid]
+    deadline = time.monotonic() + 15
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if _running(p)]
+
+
+def test_a_stop_reaches_every_rank_at_the_same_step_and_rank_0_saves(tmp_path):
+    lines = []
+    run = DistributedRun(_run_file(tmp_path, epochs=200), 2, out=lines.append)
+    run.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not (len(run.ranks) == 2 and all(s.step >= 3 for s in run.ranks.values())):
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.1)
+        run.stop()
+        assert run.wait(timeout=120) == 130
+    finally:
+        run.kill()
+    steps = {s.step for s in run.ranks.values()}
+    reasons = {s.reason for s in run.ranks.values()}
+    assert reasons == {"stopped"} and len(steps) == 1
+    assert "all 2 ranks end with identical weights" in lines
+    saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    assert saved["step"] == steps.pop()
+
+
+def test_a_missing_run_file_is_named_before_any_rank_starts(tmp_path, capsys):
+    assert cli_main(["train", str(tmp_path / "nope.toml"), "--nproc-per-node", "2"]) == 1
+    assert f"error: {tmp_path / 'nope.toml'}: file not found" in capsys.readouterr().out
