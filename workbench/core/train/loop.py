@@ -196,10 +196,18 @@ class Trainer:
         self._after_backward: list[Callback] = []
         self._step_end: list[Callback] = []
         self._defer_loss = False
+        self._stop_wish = False  # data-parallel: a stop asked of this rank, not yet agreed by all
 
     # ------------------------------------------------------------ steering (delegates to control)
     def request_stop(self) -> None:
-        """Ask the run to stop at the next step boundary (``control.request_stop``)."""
+        """Ask the run to stop at the next step boundary (``control.request_stop``).
+
+        Data-parallel, the wish travels with the next step's loss all-reduce and every
+        rank stops after that same step (:meth:`_global_loss`).
+        """
+        if self.world_size > 1 and self._running:
+            self._stop_wish = True
+            return
         self.control.request_stop()
 
     def pause(self) -> None:
@@ -259,8 +267,6 @@ class Trainer:
 
     def _boundary(self) -> None:
         """Apply queued commands; wait while paused (commands still apply); return on stop."""
-        if self.world_size > 1:
-            self._agree_on_stop()
         self.apply_commands()
         if not self.control.is_paused:
             return
@@ -269,18 +275,6 @@ class Trainer:
         if self.control.wait_while_paused(self.apply_commands):
             self._window = (time.perf_counter(), self.samples, self._wait)  # pause time is not throughput
         self.apply_commands()
-
-    def _agree_on_stop(self) -> None:
-        """Data-parallel: a stop asked of any rank stops every rank before the same step
-        (one ``all_reduce(MAX)`` of a flag per step); otherwise the others would wait
-        forever in the next gradient all-reduce."""
-        import torch.distributed as dist
-
-        flag = torch.tensor([1.0 if self.control.stop_requested else 0.0],
-                            device=self.device if self.device.type == "cuda" else "cpu")
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        if float(flag.item()) > 0 and not self.control.stop_requested:
-            self.control.request_stop()
 
     def _sync_buffers(self) -> None:
         """Data-parallel: every rank takes rank 0's buffers (BatchNorm running statistics), as
@@ -294,11 +288,20 @@ class Trainer:
             dist.broadcast(buffer.data, 0)
 
     def _global_loss(self, loss: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
-        """Data-parallel: the mean loss over every rank's samples of this step and their count."""
+        """Data-parallel: the mean loss over every rank's samples of this step and their count.
+
+        The same ``all_reduce`` carries a stop flag: a stop asked of any rank (Ctrl-C, the
+        launcher's Stop) stops every rank after this same step; otherwise the others would
+        wait forever in the next gradient all-reduce. The flag is read on the host each step.
+        """
         import torch.distributed as dist
 
-        buf = torch.stack([loss.detach().float() * n, torch.tensor(float(n), device=loss.device)])
+        flag = 1.0 if self._stop_wish else 0.0
+        buf = torch.stack([loss.detach().float() * n, torch.tensor(float(n), device=loss.device),
+                           torch.tensor(flag, device=loss.device)])
         dist.all_reduce(buf)
+        if float(buf[2]) > 0 and not self.control.stop_requested:
+            self.control.request_stop()
         return buf[0] / buf[1], n * self.world_size
 
     # ------------------------------------------------------------ checkpoints (delegates)
@@ -388,7 +391,10 @@ class Trainer:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.net = DistributedDataParallel(self.model, device_ids=ids)
+            # broadcast_buffers=False: rank 0's buffers go to every rank at each epoch end
+            # (_sync_buffers) instead of before every forward: one collective less per step and the
+            # same result (with the default too, every rank ends up with rank 0's running statistics)
+            self.net = DistributedDataParallel(self.model, device_ids=ids, broadcast_buffers=False)
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
             self.scaler = torch.amp.GradScaler("cuda")
@@ -542,6 +548,7 @@ class Trainer:
                 with contextlib.suppress(Exception):
                     loader.close()
         self.control.reset()  # a stop requested before fit() started is honoured; the next fit() runs
+        self._stop_wish = False
 
     # ------------------------------------------------------------ epochs and steps
     def _train_epoch(self) -> None:
