@@ -99,7 +99,9 @@ class DistributedRun:
         self.ranks: dict[int, RankState] = {}
         self.messages: list[str] = []
         self._out = out
-        self._lock = threading.Lock()
+        # guards ranks; notified on every rank message (wait_until)
+        self._changed = threading.Condition()
+        self._readers: list[threading.Thread] = []
         self._key = secrets.token_bytes(16)
         self._listener = Listener(("127.0.0.1", 0), authkey=self._key)
         self._conns: list = []
@@ -139,14 +141,17 @@ class DistributedRun:
             except OSError:
                 return
             self._conns.append(conn)
-            threading.Thread(target=self._read, args=(conn,), name="workbench-ddp-rank", daemon=True).start()
+            reader = threading.Thread(target=self._read, args=(conn,), name="workbench-ddp-rank", daemon=True)
+            self._readers.append(reader)
+            reader.start()
 
     def _read(self, conn) -> None:
         rank = None
         try:
             while True:
                 msg = conn.recv()
-                with self._lock:
+                with self._changed:
+                    self._changed.notify_all()
                     kind, rank = msg[0], int(msg[1])
                     if kind == "hello":
                         self.ranks[rank] = RankState(pid=int(msg[2]))
@@ -160,10 +165,23 @@ class DistributedRun:
                     elif kind == "end":
                         state.reason, state.digest = str(msg[2]), str(msg[3])
         except (EOFError, OSError):
-            with self._lock:  # the kernel closes a dead process's socket at once
+            with self._changed:  # the kernel closes a dead process's socket at once
+                self._changed.notify_all()
                 state = self.ranks.get(rank) if rank is not None else None
                 if state is not None and state.reason is None:
                     state.gone_at = time.monotonic()
+
+    def wait_until(self, predicate: Callable[[dict[int, RankState]], bool], timeout: float) -> bool:
+        """Block until ``predicate(ranks)`` holds (checked at each rank message); False on timeout
+        or when torchrun has ended first."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate(self.ranks):
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc is not None and self.proc.poll() is not None):
+                    return False
+                self._changed.wait(min(left, 0.5))
+            return True
 
     def stop(self) -> None:
         """Ask every rank to stop at the same step boundary (rank 0 saves last.pt)."""
@@ -187,7 +205,7 @@ class DistributedRun:
     def _check(self) -> str | None:
         """A rank that died or hangs, as the sentence to print; None while all is well."""
         now = time.monotonic()
-        with self._lock:
+        with self._changed:
             gone = sorted((s.gone_at, r) for r, s in self.ranks.items() if s.gone_at is not None)
             if gone:
                 rank = gone[0][1]
@@ -203,10 +221,16 @@ class DistributedRun:
         return None
 
     def progress_line(self) -> str:
-        """``"ranks: 0 step 40 (812/s) · 1 step 40 (790/s)"``."""
-        with self._lock:
-            parts = [f"{r} step {s.step}" + (f" ({s.samples_per_s:,.0f}/s)" if s.samples_per_s == s.samples_per_s
-                                              else "") for r, s in sorted(self.ranks.items())]
+        """``"ranks: 0 step 40 (812/s, 0.1 s ago) · 1 step 40 (790/s, 0.2 s ago)"``: each rank's last
+        step, its samples/s and the age of its last heartbeat (omitted once it has ended)."""
+        now = time.monotonic()
+        parts = []
+        with self._changed:
+            for r, s in sorted(self.ranks.items()):
+                facts = [f"{s.samples_per_s:,.0f}/s"] if s.samples_per_s == s.samples_per_s else []
+                if s.reason is None:
+                    facts.append(f"{now - s.last_seen:.1f} s ago")
+                parts.append(f"{r} step {s.step}" + (f" ({', '.join(facts)})" if facts else ""))
         return "ranks: " + " · ".join(parts)
 
     def wait(self, timeout: float | None = None, every_s: float = 10.0) -> int:
@@ -220,8 +244,12 @@ class DistributedRun:
         assert self.proc is not None, "start() first"
         t0 = last_line = time.monotonic()
         try:
-            while self.proc.poll() is None:
-                time.sleep(0.1)
+            while True:
+                try:
+                    self.proc.wait(0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
                 problem = self._check()
                 if problem is not None:
                     self.failure = problem
@@ -242,7 +270,8 @@ class DistributedRun:
             except KeyboardInterrupt:
                 self.kill()
         code = self.proc.wait()
-        time.sleep(0.2)  # the last "end" messages
+        for reader in self._readers:  # each ends at its rank's EOF: every "end" message is in
+            reader.join(5.0)
         self._listener.close()
         return self._summary(code)
 
@@ -256,7 +285,7 @@ class DistributedRun:
         elif len(digests) > 1:
             self.say("the ranks end with DIFFERENT weights: " + ", ".join(
                 f"rank {r} {s.digest[:12]}" for r, s in sorted(self.ranks.items())))
-        if self.failure is not None or code != 0 and not any(v == "stopped" for v in reasons.values()):
+        if self.failure is not None or (code != 0 and not any(v == "stopped" for v in reasons.values())):
             if self.failure is None:
                 missing = [r for r in range(self.world_size) if reasons.get(r) is None]
                 self.say(f"torchrun exited with code {code}" + (
