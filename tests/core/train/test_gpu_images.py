@@ -3,12 +3,12 @@ agrees with the PIL path; it runs on the CPU too (by hand), so everything but nv
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torchvision
 from PIL import Image
 
+from tests.image_folders import jpeg_folder
 from workbench.core.errors import DataError
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.data import build_loaders
@@ -16,16 +16,9 @@ from workbench.core.train.loop import Trainer
 
 
 def _photos(root, per_class=6, png=None):
-    """Smooth 40x30 JPEGs (a gradient plus noise: resizing them is well posed), 2 classes."""
-    rng = np.random.default_rng(1)
-    yy, xx = np.mgrid[0:30, 0:40]
-    for split in ("train", "val"):
-        for c, cls in enumerate(("ants", "bees")):
-            folder = root / split / cls
-            folder.mkdir(parents=True)
-            for i in range(per_class):
-                img = np.stack([xx * 6, yy * 8, np.full_like(xx, 60 + 80 * c)], -1) + rng.integers(0, 30, (30, 40, 3))
-                Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(folder / f"{i}.jpg", quality=95)
+    """Smooth 40x30 JPEGs (a gradient plus noise: resizing them is well posed), 2 classes; ``png``
+    turns one of them into a PNG (decoded on the CPU by the tensor path)."""
+    jpeg_folder(root, per_class, size=(40, 30), smooth=True, quality=95)
     if png is not None:
         Image.open(root / png.replace(".png", ".jpg")).save(root / png)
         (root / png.replace(".png", ".jpg")).unlink()

@@ -6,13 +6,12 @@ from __future__ import annotations
 import math
 import time
 
-import numpy as np
 import pytest
 import torch
 import torchvision
-from PIL import Image
 from torch.utils.data import Dataset
 
+from tests.image_folders import cut_short, jpeg_folder
 from workbench.core.errors import DataError
 from workbench.core.train.commands import SaveNow
 from workbench.core.train.config import DataConfig, TrainConfig
@@ -30,16 +29,8 @@ from workbench.core.train.loaders import (
 from workbench.core.train.loop import Trainer
 
 
-def _photos(root, per_class=8, size=(20, 16)):
-    """A train/val ImageFolder of two classes of random-noise JPEGs, ``size`` = (W, H)."""
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for cls in ("ants", "bees"):
-            folder = root / split / cls
-            folder.mkdir(parents=True)
-            for i in range(per_class):
-                Image.fromarray(rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)).save(folder / f"{i}.jpg")
-    return root
+def _photos(root):
+    return jpeg_folder(root, per_class=8, size=(20, 16))
 
 
 def _data(root, **kw) -> DataConfig:
@@ -185,14 +176,9 @@ def test_the_prefetcher_applies_channels_last_to_images_only():
 
 
 # ---------------------------------------------------------------- unreadable images
-def _truncate(path):
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])  # the header is intact: only a full decode fails
-
-
 def test_an_image_cut_short_stops_the_run_naming_the_file_and_its_class_folder(tmp_path):
     root = _photos(tmp_path / "p")
-    _truncate(root / "train" / "bees" / "3.jpg")
+    cut_short(root / "train" / "bees" / "3.jpg")
     cfg = TrainConfig(data=_data(root, num_workers=1), epochs=1, run_dir=str(tmp_path / "run"), tensorboard=False)
     t = Trainer(_resnet(), cfg)
     assert t.fit() == "error"
@@ -204,7 +190,7 @@ def test_an_image_cut_short_stops_the_run_naming_the_file_and_its_class_folder(t
 
 def test_skip_unreadable_images_trains_on_and_names_the_skipped_files(tmp_path):
     root = _photos(tmp_path / "p")
-    _truncate(root / "train" / "bees" / "3.jpg")
+    cut_short(root / "train" / "bees" / "3.jpg")
     (root / "val" / "ants" / "1.jpg").write_bytes(b"not an image at all")
     lines = []
     cfg = TrainConfig(data=_data(root, num_workers=1, skip_unreadable=True), epochs=2,
@@ -223,7 +209,8 @@ def test_skip_unreadable_images_trains_on_and_names_the_skipped_files(tmp_path):
 
 # ---------------------------------------------------------------- the input-bound meter
 class _SlowSamples(Dataset):
-    """48 small images, each taking ``delay`` seconds to 'load'."""
+    """48 small images, each taking ``delay`` seconds to 'load' (the sleep stands for slow storage:
+    it is what the meter measures, not a wait for a condition)."""
 
     def __init__(self, delay):
         self.delay = delay

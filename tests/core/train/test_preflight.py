@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torchvision
-from PIL import Image
 from torch import nn
 
+from tests.image_folders import jpeg_folder
 from workbench.core.errors import DataError
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
@@ -15,14 +14,7 @@ from workbench.core.train.preflight import ClassCountMismatch
 
 
 def _jpeg_folder(root, per_class=4, corrupt=None):
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for cls in ("ants", "bees"):
-            folder = root / split / cls
-            folder.mkdir(parents=True)
-            for i in range(per_class):
-                pixels = rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)
-                Image.fromarray(pixels).save(folder / f"{i}.jpg", quality=90)
+    jpeg_folder(root, per_class)
     if corrupt is not None:
         (root / corrupt).write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG any more")
 

@@ -11,13 +11,12 @@ import os
 import signal
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import torchvision
-from PIL import Image
 from PySide6.QtCore import Qt
 
+from tests.image_folders import cut_short, jpeg_folder
 from tests.ui.helpers import panel_host
 from tests.ui.train.faulty import FaultyDigitsCNN
 from workbench.core.model.demo import DigitsCNN
@@ -137,15 +136,8 @@ def test_an_exception_in_forward_shows_its_traceback(qtbot, tmp_path, in_process
 
 
 def _jpeg_folder(root, truncated):
-    rng = np.random.default_rng(0)
-    for split in ("train", "val"):
-        for cls in ("ants", "bees"):
-            folder = root / split / cls
-            folder.mkdir(parents=True)
-            for i in range(6):
-                Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(folder / f"{i}.jpg")
-    data = (root / truncated).read_bytes()
-    (root / truncated).write_bytes(data[: len(data) // 2])  # the header is intact: the pre-flight scan passes
+    jpeg_folder(root, per_class=6)
+    cut_short(root / truncated)  # the header is intact: the pre-flight scan passes
 
 
 @pytest.mark.parametrize("in_process", [False, True])

@@ -76,6 +76,9 @@ from workbench.core.train.runs import MetricsCSV, new_run_dir
 
 __all__ = ["Trainer"]
 
+#: Data-parallel on CUDA: the agreed stop flag is read (a host-device sync) every this many steps.
+STOP_CHECK_STEPS = 16
+
 
 class Trainer:
     """Trains ``model`` with ``config``; driven by :meth:`fit`, steered from any thread.
@@ -292,7 +295,7 @@ class Trainer:
 
         The same ``all_reduce`` carries a stop flag: a stop asked of any rank (Ctrl-C, the
         launcher's Stop) stops every rank after this same step; otherwise the others would
-        wait forever in the next gradient all-reduce. The flag is read on the host each step.
+        wait forever in the next gradient all-reduce.
         """
         import torch.distributed as dist
 
@@ -300,8 +303,11 @@ class Trainer:
         buf = torch.stack([loss.detach().float() * n, torch.tensor(float(n), device=loss.device),
                            torch.tensor(flag, device=loss.device)])
         dist.all_reduce(buf)
-        if float(buf[2]) > 0 and not self.control.stop_requested:
-            self.control.request_stop()
+        # Reading the flag syncs a GPU: on CUDA it is read every STOP_CHECK_STEPS steps, at the
+        # same steps on every rank (the step count is the same everywhere).
+        if not self._defer_loss or self.step % STOP_CHECK_STEPS == 0:
+            if float(buf[2]) > 0 and not self.control.stop_requested:
+                self.control.request_stop()
         return buf[0] / buf[1], n * self.world_size
 
     # ------------------------------------------------------------ checkpoints (delegates)

@@ -275,7 +275,7 @@ class TrainingProcess:
             self.process.join(min(timeout, 2.0))
         elif self.process.is_alive():  # a job that sent "finished" ends by itself
             self.process.join(timeout)
-        if self.process.is_alive():
+        if self.process.is_alive():  # multiprocessing.Process.terminate: SIGTERM to the child (no QThread)
             self.process.terminate()
             self.process.join(timeout)
         if self.process.is_alive():
