@@ -35,7 +35,7 @@ from workbench.core.errors import DataError
 
 __all__ = ["LoaderSettings", "loader_settings", "epoch_seed", "usable_cores", "EpochSampler", "SeededSamples",
            "Unreadable", "collate_samples", "EpochLoader", "DevicePrefetcher", "sample_path",
-           "input_wait_text", "INPUT_BOUND_SHARE"]
+           "input_wait_text", "INPUT_BOUND_SHARE", "to_device"]
 
 #: At most this many workers by default: past 8, more processes rarely load faster and cost memory.
 MAX_AUTO_WORKERS = 8
@@ -371,9 +371,9 @@ class DevicePrefetcher:
     def _copy(self, batch):
         xb, yb = batch
         if self.stream is None:
-            return _to(xb, self.device, False, self.memory_format), _to(yb, self.device, False, None)
+            return to_device(xb, self.device, False, self.memory_format), to_device(yb, self.device, False)
         with torch.cuda.stream(self.stream):
-            return _to(xb, self.device, True, self.memory_format), _to(yb, self.device, True, None)
+            return to_device(xb, self.device, True, self.memory_format), to_device(yb, self.device, True)
 
     def __iter__(self):
         try:
@@ -423,7 +423,8 @@ def input_wait_text(share: float, device_type: str = "cpu") -> str:
     return f"data wait {share:.0%}"
 
 
-def _to(t, device, non_blocking: bool, memory_format):
+def to_device(t, device, non_blocking: bool, memory_format: torch.memory_format | None = None):
+    """``t.to(device)``, in ``memory_format`` when ``t`` is a 4-D ``(N, C, H, W)`` batch; non-tensors as they are."""
     if not isinstance(t, torch.Tensor):
         return t
     if memory_format is not None and t.dim() == 4:

@@ -70,7 +70,7 @@ from workbench.core.train.control import RunControl
 from workbench.core.train.evaluation import validate
 from workbench.core.train.faults import FaultHandler, Restart, nonfinite_tensors
 from workbench.core.train.hooks import Callback
-from workbench.core.train.loaders import DevicePrefetcher
+from workbench.core.train.loaders import DevicePrefetcher, to_device
 from workbench.core.train.preflight import preflight
 from workbench.core.train.runs import MetricsCSV, new_run_dir
 
@@ -305,10 +305,14 @@ class Trainer:
         dist.all_reduce(buf)
         # Reading the flag syncs a GPU: on CUDA it is read every STOP_CHECK_STEPS steps, at the
         # same steps on every rank (the step count is the same everywhere).
-        if not self._defer_loss or self.step % STOP_CHECK_STEPS == 0:
-            if float(buf[2]) > 0 and not self.control.stop_requested:
+        if self._defer_loss:  # the global count is n * world_size but for the last partial batch
+            if self.step % STOP_CHECK_STEPS == 0 and float(buf[2]) > 0:
                 self.control.request_stop()
-        return buf[0] / buf[1], n * self.world_size
+            return buf[0] / buf[1], n * self.world_size
+        flag, count = float(buf[2]), int(buf[1])  # CPU: reading costs nothing
+        if flag > 0 and not self.control.stop_requested:
+            self.control.request_stop()
+        return buf[0] / buf[1], count
 
     # ------------------------------------------------------------ checkpoints (delegates)
     def checkpoint_payload(self, loss: float | None = None) -> dict:
@@ -600,10 +604,7 @@ class Trainer:
     def _train_step(self, xb, yb, n_batches: int) -> None:
         dev = self.device
         non_blocking = dev.type == "cuda"
-        if self.channels_last and xb.dim() == 4:
-            xb = xb.to(dev, non_blocking=non_blocking, memory_format=torch.channels_last)
-        else:
-            xb = xb.to(dev, non_blocking=non_blocking)
+        xb = to_device(xb, dev, non_blocking, torch.channels_last if self.channels_last else None)
         yb = yb.to(dev, non_blocking=non_blocking)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
