@@ -224,6 +224,8 @@ class TrainingSettings(QWidget):
         self.root_edit = QLineEdit()
         self.root_edit.setObjectName("rootEdit")
         self.root_edit.setPlaceholderText("dataset root folder")
+        self.root_edit.setMinimumWidth(140)  # a path must stay readable when the dock is narrow
+        self.root_edit.textChanged.connect(self.root_edit.setToolTip)
         self.root_button = QPushButton("…")
         self.root_button.setMaximumWidth(28)
         self.root_button.clicked.connect(self._on_browse_root)
