@@ -150,27 +150,32 @@ class TensorBatchLoader:
         n = len(self.x)
         order = torch.randperm(n, generator=g) if self.shuffle else torch.arange(n)
         aug = torch.Generator().manual_seed(epoch_seed(self.seed + 1, epoch))
+        # Draw the augmentation randomness for every batch of the epoch, in batch
+        # order, before the first yield: a resumed epoch sees the same flips and crops.
+        flips, shifts = [], []
         for b in range(len(self)):
-            idx = order[b * self.batch_size:(b + 1) * self.batch_size]
-            # Draw the augmentation randomness for every batch, skipped or not, so
-            # a resumed epoch sees the same flips and crops.
-            flips = torch.rand(len(idx), generator=aug) < 0.5 if self.random_flip else None
-            shifts = (torch.randint(0, 2 * self.random_crop + 1, (len(idx), 2), generator=aug)
-                      if self.random_crop else None)
-            if b < start_batch:
-                continue
+            m = len(order[b * self.batch_size:(b + 1) * self.batch_size])
+            flips.append(torch.rand(m, generator=aug) < 0.5 if self.random_flip else None)
+            shifts.append(torch.randint(0, 2 * self.random_crop + 1, (m, 2), generator=aug)
+                          if self.random_crop else None)
+        # One host-to-device copy per epoch (the order and the flip masks), none per
+        # batch: on CUDA a CPU index or mask would be copied, and wait, every step.
+        dev = self.x.device
+        order_dev = order.to(dev)
+        flips_dev = torch.cat(flips).to(dev) if self.random_flip and flips else None
+        for b in range(start_batch, len(self)):
+            part = slice(b * self.batch_size, (b + 1) * self.batch_size)
+            idx, flip, shift = order_dev[part], flips_dev[part] if flips_dev is not None else None, shifts[b]
             if self.world > 1:
-                part = slice(self.rank, None, self.world)
-                idx = idx[part]
-                flips = flips[part] if flips is not None else None
-                shifts = shifts[part] if shifts is not None else None
+                mine = slice(self.rank, None, self.world)
+                idx = idx[mine]
+                flip = flip[mine] if flip is not None else None
+                shift = shift[mine] if shift is not None else None
             xb = self.x[idx]
-            if flips is not None and flips.any():
-                flips = flips.to(xb.device)
-                xb = xb.clone()
-                xb[flips] = xb[flips].flip(-1)
-            if shifts is not None:
-                xb = _random_crop(xb, self.random_crop, shifts)
+            if flip is not None:
+                xb = torch.where(flip.view(-1, *([1] * (xb.dim() - 1))), xb.flip(-1), xb)
+            if shift is not None:
+                xb = _random_crop(xb, self.random_crop, shift)
             yield xb, self.y[idx]
 
 

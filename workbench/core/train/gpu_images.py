@@ -183,13 +183,29 @@ class BatchImageTransform:
             image = F.center_crop(image, [self.crop, self.crop])
         return image
 
+    def _shape_all(self, images: list[torch.Tensor]) -> list[torch.Tensor]:
+        """:meth:`_shape` applied to ``images``, one batched call per distinct ``(C, H, W)``.
+
+        Photos from one camera mostly share a size: one resize of an ``(n, C, H, W)``
+        stack launches a handful of kernels instead of a handful per image.
+        """
+        groups: dict[tuple, list[int]] = {}
+        for i, image in enumerate(images):
+            groups.setdefault(tuple(image.shape), []).append(i)
+        out: list[torch.Tensor | None] = [None] * len(images)
+        for members in groups.values():
+            shaped = self._shape(torch.stack([images[i] for i in members]))
+            for i, image in zip(members, shaped):
+                out[i] = image
+        return out
+
     def __call__(self, batch):
         buffer, meta, paths, aug, targets = batch
         images, bad = self._decode(_unpack(buffer, meta), paths)
         keep = [i for i, image in enumerate(images) if image is not None]
         if not keep:
             return None, None, bad
-        shaped = [self._shape(images[i]) for i in keep]
+        shaped = self._shape_all([images[i] for i in keep])
         try:
             x = torch.stack(shaped)  # (N, 3, H, W) uint8
         except RuntimeError as e:

@@ -375,11 +375,22 @@ class DevicePrefetcher:
         with torch.cuda.stream(self.stream):
             return to_device(xb, self.device, True, self.memory_format), to_device(yb, self.device, True)
 
+    def _next(self):
+        """The next batch on the device, or None at the end.
+
+        On CUDA the loader itself is advanced on the side stream too, so GPU work it
+        does (Decode on GPU: nvjpeg decode, resize, normalize) overlaps the step
+        the consumer has just enqueued instead of queuing behind it.
+        """
+        if self.stream is None:
+            batch = next(self.batches, None)
+            return None if batch is None else self._copy(batch)
+        with torch.cuda.stream(self.stream):
+            batch = next(self.batches, None)
+            return None if batch is None else self._copy(batch)
+
     def __iter__(self):
-        try:
-            ahead = self._copy(next(self.batches))
-        except StopIteration:
-            return
+        ahead = self._next()
         while ahead is not None:
             current = ahead
             if self.stream is not None:
@@ -388,10 +399,7 @@ class DevicePrefetcher:
                 for t in current:
                     if isinstance(t, torch.Tensor):
                         t.record_stream(main)
-            try:
-                ahead = self._copy(next(self.batches))
-            except StopIteration:
-                ahead = None
+            ahead = self._next()
             yield current
 
 
