@@ -207,18 +207,32 @@ def run() -> dict[str, float]:
         "imagefolder_workers": float(workers),
     }
     if torch.cuda.is_available():
-        gpu_root = make_folder(Path(tempfile.mkdtemp(prefix="bench-photos-gpu-")), images=1200)
-        pairs = []
-        for i in range(3):
-            p = _side(["--side", "plain", str(gpu_root), "resnet18", "cuda", "8"])["samples_per_s"]
-            w = _side(["--side", "workbench", str(gpu_root), "resnet18", "cuda"])["samples_per_s"]
-            c = _side(["--side", "workbench", str(gpu_root), "resnet18", "cuda", "off"])["samples_per_s"]
-            pairs.append((w / p, c / p))
-            print(f"gpu imagefolder {i + 1}/3: plain {p:.0f}, workbench {w:.0f}, cpu decode {c:.0f} samples/s")
-        figures["gpu_imagefolder_ratio"] = statistics.median(r for r, _ in pairs)
-        figures["gpu_imagefolder_ratio_cpu_decode"] = statistics.median(c for _, c in pairs)
-        figures["gpu_channels_last_speedup"] = channels_last_speedup()
+        figures.update(gpu_figures())
     return figures
+
+
+def gpu_figures(triples: int = 3) -> dict[str, float]:
+    """The ``gpu_`` figures (CUDA only): ``triples`` interleaved plain / defaults / CPU-decode runs."""
+    gpu_root = make_folder(Path(tempfile.mkdtemp(prefix="bench-photos-gpu-")), images=1200)
+    rows = []
+    for i in range(triples):
+        p = _side(["--side", "plain", str(gpu_root), "resnet18", "cuda", "8"])["samples_per_s"]
+        w = _side(["--side", "workbench", str(gpu_root), "resnet18", "cuda"])
+        c = _side(["--side", "workbench", str(gpu_root), "resnet18", "cuda", "off"])["samples_per_s"]
+        rows.append((w["samples_per_s"] / p, c / p, p, w["samples_per_s"], w["input_wait"]))
+        print(f"gpu imagefolder {i + 1}/{triples}: plain {p:.0f}, workbench {w['samples_per_s']:.0f} "
+              f"(input wait {w['input_wait']:.0%}), cpu decode {c:.0f} samples/s", flush=True)
+    col = list(zip(*rows))
+    return {
+        "gpu_imagefolder_ratio": statistics.median(col[0]),
+        "gpu_imagefolder_ratio_min": min(col[0]),
+        "gpu_imagefolder_ratio_max": max(col[0]),
+        "gpu_imagefolder_ratio_cpu_decode": statistics.median(col[1]),
+        "gpu_imagefolder_samples_per_s_plain": statistics.median(col[2]),
+        "gpu_imagefolder_samples_per_s_workbench": statistics.median(col[3]),
+        "gpu_imagefolder_input_wait": statistics.median(col[4]),
+        "gpu_channels_last_speedup": channels_last_speedup(),
+    }
 
 
 if __name__ == "__main__":
