@@ -8,7 +8,11 @@
   and the global norm, every ``grad_every``-th step (default: the same cadence);
 * the update ratio ``||dw|| / ||w||`` over the measured step;
 * optional weight histograms of chosen parameters;
-* health badges from all of the above.
+* every leaf module's layer statistics (:mod:`workbench.core.probe.layer_stats`:
+  activation mean / std / zero share / saturated share, own grad norm, update
+  ratio) as one :class:`~workbench.core.probe.layer_stats.LayerSnapshot`, for the
+  layer x time heatmaps;
+* health badges from all of the above, each with the step since which it holds.
 
 The results travel as :class:`ProbeReport` objects holding only floats and numpy
 arrays. They are handed to ``sink(list[ProbeReport])`` from the training thread,
@@ -39,7 +43,16 @@ from torch import nn
 
 from workbench.core.probe.activations import ActivationProbe, ActivationStats, Histogram
 from workbench.core.probe.gradients import GradNorms, UpdateTracker, grad_norms, weight_histograms
-from workbench.core.probe.health import Badge, HealthThresholds, activation_badges, grad_badges, merge_badges
+from workbench.core.probe.health import (
+    Badge,
+    HealthThresholds,
+    activation_badges,
+    grad_badges,
+    layer_badges,
+    merge_badges,
+    with_onsets,
+)
+from workbench.core.probe.layer_stats import LayerSnapshot, LayerStatsProbe, layer_snapshot
 from workbench.core.train.hooks import Callback
 
 __all__ = ["ProbeCallback", "ProbeReport"]
@@ -62,7 +75,11 @@ class ProbeReport:
     weight_histograms : dict of str to Histogram
         For the parameters named in ``ProbeCallback(weight_hist=...)``.
     badges : dict of str to list of Badge
-        Module name -> the current badges (latest activation badges merged with the latest gradient badges).
+        Module name -> the current badges (latest activation badges merged with
+        the latest gradient badges), each with ``since``: the first step of the
+        unbroken run of measurements that raised it.
+    layers : LayerSnapshot or None
+        Every leaf module's statistics (on activation steps with ``layers=True``).
     """
 
     step: int
@@ -71,6 +88,7 @@ class ProbeReport:
     update_ratios: dict[str, float] = field(default_factory=dict)
     weight_histograms: dict[str, Histogram] = field(default_factory=dict)
     badges: dict[str, list[Badge]] = field(default_factory=dict)
+    layers: LayerSnapshot | None = None
 
 
 class ProbeCallback(Callback):
@@ -102,6 +120,9 @@ class ProbeCallback(Callback):
         Parameter names whose weight histogram is sent on activation steps.
     thresholds : HealthThresholds, optional
         Badge thresholds.
+    layers : bool
+        Measure every leaf module's layer statistics on activation steps (forward
+        hooks on all leaves for those steps only; part of the cadence's budget).
     flush_ms : float
         Minimum time between two sink calls, in milliseconds (0: one call per report).
     **probe_kwargs
@@ -124,6 +145,7 @@ class ProbeCallback(Callback):
         track_updates: bool = True,
         weight_hist: Iterable[str] = (),
         thresholds: HealthThresholds | None = None,
+        layers: bool = True,
         flush_ms: float = 40.0,
         **probe_kwargs,
     ):
@@ -139,6 +161,7 @@ class ProbeCallback(Callback):
         self.grad_every = None if grad_every is None else int(grad_every)
         self.track_updates = track_updates
         self.thresholds = thresholds or HealthThresholds()
+        self.layers = bool(layers)
         self.flush_ms = float(flush_ms)
         self._probe_kwargs = probe_kwargs
         self._lock = threading.Lock()
@@ -149,6 +172,8 @@ class ProbeCallback(Callback):
 
     def _reset(self) -> None:
         self._probe: ActivationProbe | None = None
+        self._layer_probe: LayerStatsProbe | None = None
+        self._onsets: dict[tuple[str, str], int] = {}
         self._model: nn.Module | None = None
         self._updates = UpdateTracker()
         self._index = 0  # steps completed in this fit
@@ -191,7 +216,7 @@ class ProbeCallback(Callback):
             probed, hist = list(self._wanted), list(self._weight_hist)
         return {"every": None if self.auto else self._fixed_every, "grad_every": self.grad_every,
                 "budget": self.budget, "probed": probed, "track_updates": self.track_updates,
-                "weight_hist": hist, "thresholds": self.thresholds, "flush_ms": self.flush_ms,
+                "weight_hist": hist, "thresholds": self.thresholds, "layers": self.layers, "flush_ms": self.flush_ms,
                 **self._probe_kwargs}
 
     def add_listener(self, fn: Callable[[str, tuple], None]) -> None:
@@ -213,6 +238,7 @@ class ProbeCallback(Callback):
         self._reset()
         self._model = trainer.model
         self._probe = ActivationProbe(self._model, **self._probe_kwargs)
+        self._layer_probe = LayerStatsProbe(self._model) if self.layers else None
         self._prepare(0)
 
     def on_after_backward(self, trainer) -> None:
@@ -243,6 +269,9 @@ class ProbeCallback(Callback):
     def on_fit_end(self, trainer, reason: str = "completed") -> None:  # noqa: D102
         if self._probe is not None:
             self._probe.close()
+        if self._layer_probe is not None:
+            self._layer_probe.detach()
+            self._layer_probe = None
         self._updates.clear()
         self._flush()
         self._probe = None
@@ -251,6 +280,8 @@ class ProbeCallback(Callback):
     def on_exception(self, trainer, exc, tb: str = "") -> None:  # noqa: D102
         if self._probe is not None:
             self._probe.close()  # never leave our hooks behind
+        if self._layer_probe is not None:
+            self._layer_probe.detach()
 
     # -- internals -------------------------------------------------------------------------
     def _prepare(self, index: int) -> None:
@@ -260,7 +291,12 @@ class ProbeCallback(Callback):
             wanted = self._wanted
         names = [n for n in wanted if _has_module(self._model, n)] if measured else []
         self._probe.set_probed(names)
-        if measured and self.track_updates:
+        if self._layer_probe is not None:
+            if measured:
+                self._layer_probe.attach()
+            else:
+                self._layer_probe.detach()
+        if measured and (self.track_updates or self._layer_probe is not None):
             self._updates.snapshot(self._model)
 
     def _is_act_step(self, i: int) -> bool:
@@ -288,13 +324,20 @@ class ProbeCallback(Callback):
         if acts_step:
             report.activations = self._probe.collect(step=step)
             self._act_badges = activation_badges(report.activations, self.thresholds)
+            norms = self._updates.norms(self._model) if self._updates.has_snapshot else {}
             if self.track_updates:
-                report.update_ratios = self._updates.ratios(self._model)
+                report.update_ratios = {n: (d / w if w > 0 else (0.0 if d == 0 else math.inf))
+                                        for n, (d, w) in norms.items()}
+            if self._layer_probe is not None:
+                names, acts = self._layer_probe.collect()
+                report.layers = layer_snapshot(step, names, [self._layer_probe.type_of(n) for n in names], acts,
+                                               report.grads.own if report.grads is not None else None, norms)
+                self._act_badges = merge_badges(layer_badges(report.layers, self.thresholds), self._act_badges)
             with self._lock:
                 hist_names = [n for n in self._weight_hist if n in dict(self._model.named_parameters())]
             if hist_names:
                 report.weight_histograms = weight_histograms(self._model, hist_names, self._probe.bins)
-        report.badges = merge_badges(self._act_badges, self._grad_badges)
+        report.badges = with_onsets(merge_badges(self._act_badges, self._grad_badges), self._onsets)
         return report
 
     def _maybe_flush(self) -> None:

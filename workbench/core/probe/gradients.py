@@ -262,6 +262,14 @@ class UpdateTracker:
             Parameter name -> ``||dw|| / ||w||`` (dimensionless); parameters
             frozen or replaced since the snapshot are left out. Empty without a snapshot.
         """
+        return {n: (d / w if w > 0 else (0.0 if d == 0 else math.inf)) for n, (d, w) in self.norms(model).items()}
+
+    def norms(self, model: nn.Module) -> dict[str, tuple[float, float]]:
+        """Per-parameter ``(||dw||, ||w||)`` since the snapshot (L2, the parameter's units); drops the snapshot.
+
+        The pair lets a caller sum a module's parameters in quadrature
+        (:func:`workbench.core.probe.layer_stats.layer_snapshot`). Same exclusions as :meth:`ratios`.
+        """
         if not self._names:
             return {}
         current = dict(model.named_parameters())
@@ -279,7 +287,7 @@ class UpdateTracker:
             deltas = torch._foreach_sub(after, before)
             values = bulk_norms(list(deltas) + after)
         k = len(names)
-        return {n: (d / w if w > 0 else (0.0 if d == 0 else math.inf)) for n, d, w in zip(names, values[:k], values[k:])}
+        return {n: (d, w) for n, d, w in zip(names, values[:k], values[k:])}
 
 
 def weight_histograms(

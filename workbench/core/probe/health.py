@@ -8,6 +8,7 @@ configurable through :class:`HealthThresholds`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.core.probe.activations import ActivationStats
     from workbench.core.probe.gradients import GradNorms
 
-__all__ = ["Badge", "HealthThresholds", "activation_badges", "check_health", "grad_badges", "merge_badges"]
+__all__ = ["Badge", "HealthThresholds", "activation_badges", "check_health", "grad_badges", "layer_badges",
+           "merge_badges", "with_onsets"]
 
 BADGE_KINDS = ("vanishing_grad", "exploding_grad", "dead_units", "nonfinite")
 
@@ -37,12 +39,16 @@ class Badge:
         Training step of the measurement (-1 for a probe batch outside training).
     text : str
         Hover text naming the measured value and the step.
+    since : int
+        First step of the unbroken run of measurements that raised this badge
+        (:func:`with_onsets`; -1: not tracked).
     """
 
     kind: str
     value: float
     step: int
     text: str
+    since: int = -1
 
 
 @dataclass
@@ -163,6 +169,56 @@ def activation_badges(
             if all(old.kind != b.kind for old in badges):
                 badges.append(b)
     return {k: v for k, v in out.items() if v}
+
+
+def layer_badges(snapshot, thresholds: HealthThresholds | None = None) -> dict[str, list[Badge]]:
+    """Dead-unit and non-finite badges for every leaf module of a layer snapshot.
+
+    Parameters
+    ----------
+    snapshot : workbench.core.probe.layer_stats.LayerSnapshot
+        Its ``act_zeros`` column (share of exact zeros) and ``act_mean`` (non-finite
+        when the output holds NaN / Inf).
+    thresholds : HealthThresholds, optional
+
+    Returns
+    -------
+    dict of str to list of Badge
+        Keyed by qualified module name; only modules with a badge appear.
+    """
+    th = thresholds or HealthThresholds()
+    step = _step(snapshot.step)
+    zeros, means = snapshot.column("act_zeros"), snapshot.column("act_mean")
+    out: dict[str, list[Badge]] = {}
+    for name, z, m in zip(snapshot.names, zeros.tolist(), means.tolist()):
+        found = []
+        if "dead_units" in th.kinds and z > th.dead_fraction:
+            found.append(Badge("dead_units", z, step,
+                               f"{name}: dead units, {z:.1%} of the output is exactly 0 {_at(step)}"))
+        if "nonfinite" in th.kinds and (math.isinf(m) or (math.isnan(m) and not math.isnan(z))):
+            found.append(Badge("nonfinite", 1.0, step, f"{name}: the output holds NaN/Inf {_at(step)}"))
+        if found:
+            out[name] = found
+    return out
+
+
+def with_onsets(badges: dict[str, list[Badge]], onsets: dict[tuple[str, str], int]) -> dict[str, list[Badge]]:
+    """Copies of ``badges`` with ``since`` set from ``onsets`` (updated in place), said in the hover text.
+
+    ``onsets`` maps ``(module, kind)`` to the step a badge first appeared in an
+    unbroken run of measurements; a badge that is absent from ``badges`` ends its
+    run (the key is dropped). Call once per measurement, in step order.
+    """
+    present = {(name, b.kind) for name, bs in badges.items() for b in bs}
+    for key in [k for k in onsets if k not in present]:
+        del onsets[key]
+    out: dict[str, list[Badge]] = {}
+    for name, bs in badges.items():
+        for b in bs:
+            since = onsets.setdefault((name, b.kind), b.step)
+            text = f"{b.text} (since step {since:,})" if 0 <= since < b.step else b.text
+            out.setdefault(name, []).append(dataclasses.replace(b, since=since, text=text))
+    return out
 
 
 def merge_badges(*parts: Mapping[str, list[Badge]]) -> dict[str, list[Badge]]:

@@ -1,0 +1,215 @@
+"""Per-layer statistics of every leaf module, for the layer x time heatmaps.
+
+:class:`LayerStatsProbe` attaches one forward hook to every leaf module for the
+measured step only (the other steps run hook-free) and reduces each output to
+four numbers on its own device; :meth:`LayerStatsProbe.collect` reads them back
+with one host copy. :func:`layer_snapshot` joins them with the per-layer gradient
+norms and update ratios into a :class:`LayerSnapshot`: a ``(L, Q)`` float32 table
+that crosses the process boundary as one numpy array.
+
+Quantities (the columns, :data:`QUANTITIES`):
+
+``act_mean`` / ``act_std``
+    Mean and standard deviation of the module's output (all elements).
+``act_zeros``
+    Share of output elements that are exactly 0 (dead ReLU units show as 1.0).
+``act_saturated``
+    Share of output elements within 1 % of the range of a bounded activation
+    (Sigmoid, Hardsigmoid: below 0.01 or above 0.99; Tanh, Hardtanh, Softsign:
+    ``|y| > 0.99``; ReLU6: above 5.94). NaN for other modules: saturation has no
+    meaning for an unbounded output.
+``grad_norm``
+    L2 norm of the gradients of the module's own parameters (NaN: no trainable parameter).
+``update_ratio``
+    ``||w_after - w_before|| / ||w_after||`` over the measured step, over the
+    module's own trainable parameters (the ``lr * update`` actually applied; the
+    reference line practitioners use is 1e-3: Karpathy, "A Recipe for Training
+    Neural Networks", 2019).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from workbench.core.probe.activations import iter_tensor_leaves, leaf_modules
+
+__all__ = ["QUANTITIES", "QUANTITY_TITLES", "LOG_QUANTITIES", "LayerSnapshot", "LayerStatsProbe", "layer_snapshot"]
+
+#: Column order of :attr:`LayerSnapshot.values`.
+QUANTITIES = ("act_mean", "act_std", "act_zeros", "act_saturated", "grad_norm", "update_ratio")
+#: Human titles of the quantities (plots, CSV readers).
+QUANTITY_TITLES = {"act_mean": "activation mean", "act_std": "activation std", "act_zeros": "dead units (share of 0)",
+                   "act_saturated": "saturated share", "grad_norm": "gradient norm (log10)",
+                   "update_ratio": "update / weight (log10)"}
+#: Quantities shown on a log10 scale.
+LOG_QUANTITIES = ("grad_norm", "update_ratio")
+
+#: Bounded activations: (low, high) of the output range; saturated = within 1 % of the range from a bound.
+_BOUNDED = {nn.Sigmoid: (0.0, 1.0), nn.Hardsigmoid: (0.0, 1.0), nn.Tanh: (-1.0, 1.0), nn.Softsign: (-1.0, 1.0)}
+
+
+@dataclass
+class LayerSnapshot:
+    """Every leaf module's statistics at one measured step (CPU data only).
+
+    Attributes
+    ----------
+    step : int
+        Training step of the measurement.
+    names : tuple of str
+        Leaf modules in execution order of the measured forward (modules that
+        did not run follow in ``named_modules`` order with NaN activations).
+    types : tuple of str
+        Class name of each module (``"BatchNorm2d"``).
+    values : numpy.ndarray
+        ``(L, Q)`` float32, columns :data:`QUANTITIES`; NaN = not measured.
+    """
+
+    step: int
+    names: tuple[str, ...]
+    types: tuple[str, ...]
+    values: np.ndarray
+
+    def column(self, quantity: str) -> np.ndarray:
+        """``(L,)`` values of one quantity."""
+        return self.values[:, QUANTITIES.index(quantity)]
+
+
+def _bounds(module: nn.Module) -> tuple[float, float] | None:
+    if isinstance(module, nn.Hardtanh):  # ReLU6 is a Hardtanh(0, 6)
+        return float(module.min_val), float(module.max_val)
+    for kind, bounds in _BOUNDED.items():
+        if isinstance(module, kind):
+            return bounds
+    return None
+
+
+class LayerStatsProbe:
+    """Forward hooks on every leaf module of ``model``, attached for measured steps only.
+
+    Each hook reduces the module's first floating-point output to ``[mean, std,
+    zero share, saturated share]`` on the output's device (4 reductions, no host
+    sync); :meth:`collect` stacks them and copies them to the host once.
+
+    Parameters
+    ----------
+    model : nn.Module
+
+    Notes
+    -----
+    Cost: four reductions over each leaf's output on measured steps; the
+    :class:`~workbench.core.probe.callback.ProbeCallback` cadence keeps the
+    measured steps within its time budget.
+    """
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.names = leaf_modules(model)
+        self._modules = {n: model.get_submodule(n) for n in self.names}
+        self._handles: list = []
+        self._order: list[str] = []
+        self._rows: dict[str, torch.Tensor] = {}
+
+    @property
+    def attached(self) -> bool:
+        """True while the hooks are attached."""
+        return bool(self._handles)
+
+    def attach(self) -> None:
+        """Attach the hooks for the next forward (no-op when attached)."""
+        if self._handles:
+            return
+        self._order, self._rows = [], {}
+        for name, module in self._modules.items():
+            self._handles.append(module.register_forward_hook(self._hook(name, _bounds(module))))
+
+    def detach(self) -> None:
+        """Remove the hooks (the recorded rows stay until :meth:`collect`)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _hook(self, name: str, bounds):
+        def hook(module, args, output) -> None:
+            if name in self._rows:  # a module called twice: keep its first call
+                return
+            t = next((t for _, t in iter_tensor_leaves(output) if t.is_floating_point() and t.numel()), None)
+            if t is None:
+                return
+            with torch.no_grad():
+                x = t.detach().float()
+                zeros = (x == 0).float().mean()
+                if bounds is None:
+                    sat = torch.full((), math.nan, device=x.device)
+                else:
+                    lo, hi = bounds
+                    margin = 0.01 * (hi - lo)
+                    sat = ((x <= lo + margin) | (x >= hi - margin)).float().mean()
+                std = x.std() if x.numel() > 1 else torch.zeros((), device=x.device)
+                self._rows[name] = torch.stack([x.mean(), std, zeros, sat])
+            self._order.append(name)
+
+        return hook
+
+    def collect(self) -> tuple[list[str], np.ndarray]:
+        """Detach and read back: (names in execution order, ``(L, 4)`` float32 activation columns)."""
+        self.detach()
+        ran = list(self._order)
+        names = ran + [n for n in self.names if n not in self._rows]
+        out = np.full((len(names), 4), np.nan, dtype=np.float32)
+        if ran:
+            out[:len(ran)] = torch.stack([self._rows[n] for n in ran]).cpu().numpy()
+        self._order, self._rows = [], {}
+        return names, out
+
+    def type_of(self, name: str) -> str:
+        """Class name of leaf module ``name``."""
+        return type(self._modules[name]).__name__
+
+
+def _owner(param: str) -> str:
+    return param.rpartition(".")[0]
+
+
+def layer_snapshot(step: int, names: list[str], types: list[str], acts: np.ndarray,
+                   grad_own: dict[str, float] | None, update_norms: dict[str, tuple[float, float]] | None
+                   ) -> LayerSnapshot:
+    """Join activation rows, own-parameter grad norms and update norms into one snapshot.
+
+    Parameters
+    ----------
+    step : int
+    names, types : list of str
+        Leaf modules (execution order) and their class names.
+    acts : numpy.ndarray
+        ``(L, 4)`` from :meth:`LayerStatsProbe.collect`.
+    grad_own : dict of str to float, optional
+        :attr:`GradNorms.own <workbench.core.probe.gradients.GradNorms.own>` (module -> norm of its own grads).
+    update_norms : dict of str to (float, float), optional
+        Parameter -> ``(||dw||, ||w||)`` from :meth:`UpdateTracker.norms
+        <workbench.core.probe.gradients.UpdateTracker.norms>`; summed in quadrature per owning module.
+
+    Returns
+    -------
+    LayerSnapshot
+    """
+    values = np.full((len(names), len(QUANTITIES)), np.nan, dtype=np.float32)
+    values[:, :4] = acts
+    grad_own = grad_own or {}
+    sums: dict[str, list[float]] = {}
+    for param, (d, w) in (update_norms or {}).items():
+        acc = sums.setdefault(_owner(param), [0.0, 0.0])
+        acc[0] += d * d
+        acc[1] += w * w
+    for i, name in enumerate(names):
+        if name in grad_own:
+            values[i, 4] = grad_own[name]
+        if name in sums:
+            d2, w2 = sums[name]
+            values[i, 5] = math.sqrt(d2) / math.sqrt(w2) if w2 > 0 else (0.0 if d2 == 0 else math.inf)
+    return LayerSnapshot(int(step), tuple(names), tuple(types), values)
