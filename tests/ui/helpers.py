@@ -22,6 +22,7 @@ class RecordingPrompts:
 
     def __init__(self, **answers):
         self.errors: list[str] = []
+        self.traces: list[str] = []  # the NaN trace line each nonfinite() question showed
         self.asked: list[tuple] = []
         self.answers = {"trust": False, "partial_load": False, "architecture": None, "new_architecture": None,
                         "confirm_stop": True, "nonfinite": "stop", "open_path": None, "save_path": None,
@@ -73,7 +74,8 @@ class RecordingPrompts:
         self.errors.append(message)
         return self._answer("replace_head", data_classes, outputs)
 
-    def nonfinite(self, step, loss, can_rollback=True):
+    def nonfinite(self, step, loss, can_rollback=True, trace=""):
+        self.traces.append(trace)
         return self._answer("nonfinite", step, loss)
 
     def count(self, name: str) -> int:

@@ -280,6 +280,7 @@ class MainWindow(QMainWindow):
         session.badgesChanged.connect(self.tree_model.set_badges)
         session.probedChanged.connect(self.tree_model.set_probed)
         session.statusMessage.connect(self._on_status_message)
+        session.revealRequested.connect(self._on_reveal_requested)
         session.replaceHeadRequested.connect(self._on_replace_head_requested)
         session.keepBnStatsFixedChanged.connect(self.keep_bn_action.setChecked)
         session.keepBnStatsFixedChanged.connect(self.tree_model.set_bn_stats_fixed)
@@ -346,6 +347,11 @@ class MainWindow(QMainWindow):
         name = getattr(obj, "name", None)
         self.details.show_node(obj, self.tree_model.badges(name) if isinstance(name, str) else [])
         self.session.select(obj)
+
+    def _on_reveal_requested(self, name: str, step: int) -> None:
+        """A module was named elsewhere (a heatmap cell, the NaN trace): select it in the tree."""
+        if self.tree_widget.select_name(name):
+            self.model_dock.raise_()
 
     def _on_status_message(self, text: str, ms: int) -> None:
         self.statusBar().showMessage(text, ms)

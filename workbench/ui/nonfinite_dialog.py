@@ -25,6 +25,9 @@ class NonFiniteDialog(QMessageBox):
         The offending value (shown as text).
     can_rollback : bool
         Whether a checkpoint exists to roll back to (the button is disabled otherwise).
+    trace : str
+        Where the first non-finite value appeared (:meth:`NonFiniteTrace.text
+        <workbench.core.train.nan_trace.NonFiniteTrace.text>`); empty: unknown.
     parent : QWidget, optional
         Owner window.
 
@@ -35,15 +38,17 @@ class NonFiniteDialog(QMessageBox):
     """
 
     def __init__(self, step: int, loss: float | None = None, can_rollback: bool = True,
-                 parent: QWidget | None = None):
+                 parent: QWidget | None = None, trace: str = ""):
         super().__init__(parent)
         self.setObjectName("nonFiniteDialog")
         self.setIcon(QMessageBox.Icon.Warning)
         self.setWindowTitle("Non-finite loss")
         value = "" if loss is None else f" ({loss})"
-        self.setText(f"The training loss became non-finite{value} at step {step}.")
+        self.setText(f"The training loss became non-finite{value} at step {step}."
+                     + (f"\n\n{trace[:1].upper()}{trace[1:]}." if trace else ""))
         self.setInformativeText(
-            "The run is paused at that step. Lower the learning rate (x0.1) and continue, "
+            ("The module is selected in the Model tree. " if trace else "")
+            + "The run is paused at that step. Lower the learning rate (x0.1) and continue, "
             "roll back to the last checkpoint, or stop the run."
         )
         self.lower_button = self.addButton("Lower LR and continue", QMessageBox.ButtonRole.AcceptRole)
@@ -64,8 +69,8 @@ class NonFiniteDialog(QMessageBox):
 
 
 def ask_nonfinite(parent: QWidget | None, step: int, loss: float | None = None,
-                  can_rollback: bool = True) -> str:
+                  can_rollback: bool = True, trace: str = "") -> str:
     """Show :class:`NonFiniteDialog` modally and return the chosen action."""
-    dialog = NonFiniteDialog(step, loss, can_rollback, parent)
+    dialog = NonFiniteDialog(step, loss, can_rollback, parent, trace=trace)
     dialog.exec()
     return dialog.action()

@@ -164,6 +164,7 @@ class Prompts:
         box.exec()
         return box.clickedButton() is accept
 
-    def nonfinite(self, step: int, loss: float, can_rollback: bool = True) -> str:
-        """The NaN/Inf dialog: ``"lower_lr"``, ``"rollback"`` or ``"stop"``."""
-        return nonfinite_dialog.ask_nonfinite(self.parent, step, loss, can_rollback=can_rollback)
+    def nonfinite(self, step: int, loss: float, can_rollback: bool = True, trace: str = "") -> str:
+        """The NaN/Inf dialog (``trace``: the line naming the module that made it): ``"lower_lr"``,
+        ``"rollback"`` or ``"stop"``."""
+        return nonfinite_dialog.ask_nonfinite(self.parent, step, loss, can_rollback=can_rollback, trace=trace)

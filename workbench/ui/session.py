@@ -86,6 +86,7 @@ class Session(QObject):
     badgesChanged = Signal(dict)
     probedChanged = Signal(list)
     selectionChanged = Signal(object)
+    revealRequested = Signal(str, int)
     probeReports = Signal(list)
     statusMessage = Signal(str, int)
     commandRequested = Signal(object)
@@ -178,6 +179,10 @@ class Session(QObject):
     def select(self, obj: Any) -> None:
         """The tree's current row changed (a ``ModuleNode``, a parameter row or None)."""
         self.selectionChanged.emit(obj)
+
+    def reveal(self, name: str, step: int = -1) -> None:
+        """Ask the window to select module ``name`` in the tree and the probes to show it (at ``step``; -1: latest)."""
+        self.revealRequested.emit(str(name), int(step))
 
     def show_status(self, text: str, ms: int = 0) -> None:
         """Ask the window to show ``text`` on its status bar for ``ms`` milliseconds."""

@@ -350,6 +350,33 @@ def test_the_nonfinite_question_shows_the_loss_value(host, qtbot):
     assert asked == [("nonfinite", 5, float("inf"))]
 
 
+class _InfFrom(_NanAt):
+    """Forward hook: the output is +inf on every training forward from the ``at``-th on (a lasting fault)."""
+
+    def __call__(self, module, inputs, output):
+        if module.training:
+            self.calls += 1
+            if self.calls >= self.at:
+                return output * float("inf")
+        return None
+
+
+def test_the_nonfinite_question_names_the_module_and_the_tree_reveals_it(host, qtbot):
+    revealed = []
+    host.panel.session.revealRequested.connect(lambda name, step: revealed.append((name, step)))
+    hook = host.model.features[3].register_forward_hook(_InfFrom(4))
+    try:
+        _start(qtbot, host.panel, epochs=1)
+        _wait_end(qtbot, host.panel)
+    finally:
+        hook.remove()
+    assert [a[1] for a in host.prompts.asked if a[0] == "nonfinite"] == [4]
+    assert host.prompts.traces == ["first non-finite output: features.3 (Conv2d) at step 4 (Inf)"]
+    assert revealed == [("features.3", 4)]
+    badge = next(b for b in host.panel.session.badges["features.3"] if b.kind == "nonfinite")
+    assert badge.step == 4 and "features.3 (Conv2d)" in badge.text
+
+
 @pytest.mark.parametrize("action,reason", [("lower_lr", "completed"), ("rollback", "completed"),
                                            ("stop", "nonfinite")])
 def test_nonfinite_loss_each_choice(host, qtbot, action, reason):

@@ -11,7 +11,7 @@ it over its connection (:mod:`workbench.core.train.child`). The names are
   run_dir, data_note, history (the epochs a resumed run continues);
 * ``metrics(dict)`` once per ``on_metrics`` batch (~25 Hz): ``{"step": array, "loss": array, ...}``;
 * ``progressText(str)``, ``epochEnded(dict)``, ``commandApplied(dict)``,
-  ``nonFinite(int, float)``, ``classCountMismatch(int, int, str)``, ``error(str)``
+  ``nonFinite(int, float, dict)`` (step, loss, :meth:`NonFiniteTrace.to_dict <workbench.core.train.nan_trace.NonFiniteTrace.to_dict>` or ``{}``), ``classCountMismatch(int, int, str)``, ``error(str)``
   (the traceback text, once per run);
 * ``extrasReady(dict)``: optimizer / scheduler state (CPU copies), epoch, step, loss;
 * ``stateSynced(bytes)``: the model's state_dict and trainable names (:func:`state_blob`),
@@ -222,7 +222,8 @@ class EventBridge(Callback):
         self.emit("commandApplied", info)
 
     def on_nonfinite(self, trainer, step, loss) -> None:  # noqa: D102
-        self.emit("nonFinite", int(step), float(loss))
+        trace = trainer.nonfinite_trace
+        self.emit("nonFinite", int(step), float(loss), trace.to_dict() if trace is not None else {})
 
     def on_exception(self, trainer, exc, tb) -> None:  # noqa: D102
         if isinstance(exc, ClassCountMismatch):  # the window offers to replace the head instead

@@ -21,6 +21,7 @@ import torch
 from workbench.core.errors import TrainingError
 from workbench.core.train import optim
 from workbench.core.train.hooks import Callback
+from workbench.core.train.nan_trace import NonFiniteTrace, trace_nonfinite
 
 if TYPE_CHECKING:
     from workbench.core.train.loop import Trainer
@@ -81,11 +82,12 @@ class FaultHandler:
             After a rollback.
         """
         tr = self.trainer
+        trace = self.trace(step, exact=not counted)
         tr.optimizer.zero_grad(set_to_none=True)
         if not counted:
             tr.batch_in_epoch += 1  # the bad batch is consumed (skipped)
-        message = (f"step {step}: the loss is {loss}; lower the learning rate, "
-                   "roll back to the last checkpoint, or stop")
+        head = f"step {step}: the loss is {loss}" + (f"; {trace.text()}" if trace is not None else "")
+        message = f"{head}; lower the learning rate, roll back to the last checkpoint, or stop"
         if not self._handled():
             self.end_nonfinite(message)
             return
@@ -107,7 +109,26 @@ class FaultHandler:
             tr.checkpoints.load_file(last)
             raise Restart()
         else:
-            self.end_nonfinite(message.split(";")[0] + "; stopped")
+            self.end_nonfinite(head + "; stopped")
+
+    def trace(self, step: int, exact: bool = True) -> NonFiniteTrace | None:
+        """Re-run the last batch to name the module that made the first NaN/Inf (:mod:`nan_trace`).
+
+        Sets and returns ``trainer.nonfinite_trace``; None when no batch is kept or
+        the re-run itself failed (the run's own handling goes on either way).
+        ``exact``: the batch is the failing step's and the weights are pre-step.
+        """
+        tr = self.trainer
+        tr.nonfinite_trace = None
+        batch = tr.last_batch
+        if batch is None:
+            return None
+        xb, yb = batch
+        try:
+            tr.nonfinite_trace = trace_nonfinite(tr.model, xb, yb, tr.loss_fn, step, tr.autocast, exact=exact)
+        except Exception:  # noqa: BLE001 - a trace must never turn a NaN into a crash
+            traceback.print_exc()
+        return tr.nonfinite_trace
 
     def nonfinite_state(self, step: int, names: list[str]) -> None:
         """Parameters or buffers ``names`` hold NaN/Inf at an epoch end (no checkpoint is written).

@@ -181,6 +181,10 @@ class Trainer:
         self.lr_used = float(config.lr)
         #: set by the fault handler: the end reason that overrides completed / stopped
         self.reason_override: str | None = None
+        #: the latest training batch ``(x, y)`` (a reference, kept for the NaN trace)
+        self.last_batch: tuple | None = None
+        #: where the last non-finite loss came from (``faults.trace``), or None
+        self.nonfinite_trace = None
         self._data = data
         self._prepared = False
         self._buf: list[dict] = []
@@ -451,6 +455,7 @@ class Trainer:
         self._in_teardown = False
         self.reason_override = None
         self.error = None
+        self.nonfinite_trace = None
         try:
             self._fit_start()
             while not self._done():
@@ -541,6 +546,7 @@ class Trainer:
 
     def _teardown(self) -> None:
         self._in_teardown = True
+        self.last_batch = None  # frees the batch kept for the NaN trace
         with contextlib.suppress(Exception):
             self.checkpoints.shutdown()
         try:
@@ -608,6 +614,7 @@ class Trainer:
         yb = yb.to(dev, non_blocking=non_blocking)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
+        self.last_batch = (xb, yb)  # a reference (one batch of memory) for the NaN trace (faults.trace)
         with self.autocast():
             out = self.net(xb)
             loss = self.loss_fn(out.float() if out.dtype != torch.float32 else out, yb)

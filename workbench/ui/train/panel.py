@@ -42,12 +42,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.probe.health import Badge
 from workbench.core.train.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
 from workbench.core.train.control import NONFINITE_ACTIONS
 from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
 from workbench.core.train.devices import cuda_memory
 from workbench.core.train.events import apply_state
 from workbench.core.train.loaders import INPUT_BOUND_SHARE, input_wait_text
+from workbench.core.train.nan_trace import NonFiniteTrace
 from workbench.core.train.process import ModelNotPortable, TrainingProcess, make_job
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
@@ -808,12 +810,22 @@ class TrainingPanel(QWidget):
                                    time=time.perf_counter() - self._t0)
             self._status(f"Step {int(step)}: learning rate set to {float(info.get('lr')):.3g}", 5000)
 
-    @Slot(int, float)
-    def _on_nonfinite(self, step: int, loss: float) -> None:
+    @Slot(int, float, object)
+    def _on_nonfinite(self, step: int, loss: float, trace: dict | None = None) -> None:
         worker = self._worker
         if worker is None:
             return
-        action = self.prompts.nonfinite(step, loss, can_rollback=True)
+        text = ""
+        if trace:
+            text = NonFiniteTrace(**trace).text()
+            if trace.get("phase") in ("forward", "backward"):
+                module = trace.get("module", "")
+                badges = dict(self.session.badges)
+                badges[module] = [b for b in badges.get(module, []) if b.kind != "nonfinite"] + [
+                    Badge("nonfinite", 1.0, step, text)]
+                self.session.set_badges(badges)
+                self.session.reveal(module, step)
+        action = self.prompts.nonfinite(step, loss, can_rollback=True, trace=text)
         if action not in NONFINITE_ACTIONS:
             action = "stop"
         worker.control.resolve_nonfinite(action)

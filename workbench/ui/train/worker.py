@@ -36,7 +36,7 @@ class RunWorker(QObject):
     Signals
     -------
     fitStarted(dict), metrics(dict), epochEnded(dict), commandApplied(dict),
-    nonFinite(int, float), classCountMismatch(int, int, str), progressText(str),
+    nonFinite(int, float, dict) (the dict: the NaN trace, or empty), classCountMismatch(int, int, str), progressText(str),
     error(str), extrasReady(dict), paused(int), stateSynced(dict) (process runs:
     ``{"state_dict", "trainable"}``), cudaMemory(float, float)
     (bytes allocated, reserved), finished(str)
@@ -46,7 +46,7 @@ class RunWorker(QObject):
     metrics = Signal(object)
     epochEnded = Signal(object)
     commandApplied = Signal(object)
-    nonFinite = Signal(int, float)
+    nonFinite = Signal(int, float, object)
     classCountMismatch = Signal(int, int, str)
     progressText = Signal(str)
     error = Signal(str)
