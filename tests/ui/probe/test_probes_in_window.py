@@ -134,3 +134,48 @@ def test_probed_modules_are_marked_in_the_tree(qtbot):
     assert "probed" in tree.data(idx, Qt.ItemDataRole.ToolTipRole.value)
     win.probes_panel.toggle_probe("features.2")
     assert tree.data(idx, Qt.ItemDataRole.FontRole.value) is None
+
+
+def _hover(widget, pos) -> None:
+    """A real mouse-move event (QTest.mouseMove only moves the cursor, which sends none offscreen)."""
+    from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtWidgets import QApplication
+
+    local = QPointF(pos)
+    event = QMouseEvent(QEvent.Type.MouseMove, local, widget.mapToGlobal(local), Qt.MouseButton.NoButton,
+                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(widget, event)
+
+
+def test_layer_heatmaps_fill_during_a_run_and_a_cell_click_selects_the_module(main_window, qtbot, tmp_path):
+    """The Layers tab: every leaf of the demo over the run; hover names the cell; a click selects it in the tree."""
+    from PySide6.QtGui import QImage
+
+    win, panel = main_window
+    view = win.probes_panel.layers
+    _start(qtbot, panel, epochs=2)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: len(view.history) >= 3, timeout=10_000)
+    win.probes_panel.tabs.setCurrentWidget(view)
+    view.refresh()
+    assert view.history.names == ["features.0", "features.1", "features.2", "features.3", "features.4",
+                                  "features.5", "features.6", "features.7", "features.8", "features.9",
+                                  "features.10", "classifier"]  # execution order
+    step = int(view.history.steps()[-1])
+    pos = view.plot.mapFromScene(view.cell_center("features.3", step))
+    _hover(view.plot.viewport(), pos)
+    assert view.hover.text().startswith(f"features.3 (Conv2d) · step {step:,} · activation mean ")
+    qtbot.mouseClick(view.plot.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert win.tree_widget.current_node().name == "features.3"
+    assert win.probes_panel.probed() == ["features.3"]
+
+    view.set_quantity("act_zeros")
+    view.filter_edit.setText("relu")
+    assert [view.history.names[i] for i in view.rows] == ["features.2", "features.5", "features.8"]
+    png = view.export_png(tmp_path / "zeros.png")
+    image = QImage(str(png))
+    assert image.width() > 200 and image.height() > 100
+    csv_path = view.export_csv(tmp_path / "layers.csv")
+    lines = csv_path.read_text().splitlines()
+    assert lines[0] == "step,module,quantity,value" and len(lines) > 12 * 3

@@ -19,7 +19,10 @@ import numpy as np
 from workbench.core.files import atomic_write_text
 from workbench.core.probe.layer_stats import LOG_QUANTITIES, QUANTITIES, LayerSnapshot
 
-__all__ = ["LayerHistory", "SORT_KEYS"]
+__all__ = ["LayerHistory", "SORT_KEYS", "UPDATE_RATIO_REFERENCE", "display_levels"]
+
+#: The update-to-weight ratio practitioners aim for (Karpathy, "A Recipe for Training Neural Networks", 2019).
+UPDATE_RATIO_REFERENCE = 1e-3
 
 #: Orders of the layer axis: execution order, name, worst value first.
 SORT_KEYS = ("execution", "name", "worst")
@@ -177,10 +180,14 @@ class LayerHistory:
         if quantity not in QUANTITIES:
             raise KeyError(f"unknown quantity {quantity!r}; one of {', '.join(QUANTITIES)}")
         q = QUANTITIES.index(quantity)
-        out = np.concatenate([self._o[q, :, :self._o_n], self._r[q][:, self._ring()]], axis=1)
+        ring = self._r[q]
+        head = self._r_head if self._r_n == self.recent else 0
+        out = np.concatenate([self._o[q, :, :self._o_n], ring[:, head:self._r_n], ring[:, :head]], axis=1)
         if log if log is not None else quantity in LOG_QUANTITIES:
             with np.errstate(divide="ignore", invalid="ignore"):
-                out = np.where(out > 0, np.log10(np.where(out > 0, out, 1.0)), np.nan).astype(np.float32)
+                np.log(out, out=out)  # in place (a fresh array); negatives -> NaN; 3x faster than np.log10
+                out *= np.float32(1.0 / math.log(10.0))
+            out[np.isneginf(out)] = np.nan  # log10(0)
         return out
 
     def order(self, quantity: str, by: str = "execution", text: str = "") -> list[int]:
@@ -245,6 +252,30 @@ class LayerHistory:
         writer.writerow(["step", "module", "quantity", "value"])
         writer.writerows((s, n, q, repr(v)) for s, n, q, v in self.rows(quantities))
         return atomic_write_text(path, buf.getvalue())
+
+
+def display_levels(quantity: str, values: np.ndarray) -> tuple[float, float]:
+    """Colour range ``(low, high)`` for a heatmap of :meth:`LayerHistory.matrix` values.
+
+    Shares: ``(0, 1)``. The update ratio (log10): centred on
+    log10(:data:`UPDATE_RATIO_REFERENCE`) = -3, so the reference is the middle
+    colour of a diverging map, at least 2 decades each way. Others: the 2nd and
+    98th percentiles of the finite values (robust to a few outliers).
+    """
+    if quantity in ("act_zeros", "act_saturated"):
+        return 0.0, 1.0
+    flat = values.ravel()
+    if flat.size > 65_536:  # a strided sample: the percentiles of 1M cells cost 20 ms, of 64k under 1 ms
+        flat = flat[:: flat.size // 65_536]
+    finite = flat[np.isfinite(flat)]
+    if quantity == "update_ratio":
+        ref = math.log10(UPDATE_RATIO_REFERENCE)
+        span = max(2.0, float(np.max(np.abs(finite - ref)))) if finite.size else 2.0
+        return ref - span, ref + span
+    if not finite.size:
+        return 0.0, 1.0
+    lo, hi = (float(v) for v in np.percentile(finite, [2, 98]))
+    return (lo, hi) if hi > lo else (lo - 0.5, lo + 0.5)
 
 
 def _last_finite(row: np.ndarray) -> float:

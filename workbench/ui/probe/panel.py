@@ -49,6 +49,7 @@ from workbench.core.probe.callback import ProbeCallback, ProbeReport
 from workbench.core.probe.gradients import weight_histograms
 from workbench.core.probe.health import merge_badges
 from workbench.ui.probe.grad_norms_view import GradNormsView
+from workbench.ui.probe.layer_heatmap_view import LayerHeatmapView
 from workbench.ui.probe.weights_view import WeightsView
 from workbench.ui.probe.worker import ProbeBatchWorker
 from workbench.ui.session import Session
@@ -116,6 +117,7 @@ class ProbesPanel(QWidget):
         session.selectionChanged.connect(self._on_tree_node_changed)
         session.modelChanged.connect(self.on_model_changed)
         session.probeToggleRequested.connect(self.toggle_probe)
+        session.revealRequested.connect(self.reveal)
         session.add_callback_provider(self.training_callbacks)
         self.reportsArrived.connect(session.probeReports)
         self._refresh_weight_params()
@@ -154,6 +156,9 @@ class ProbesPanel(QWidget):
         self.weights = WeightsView()
         self.weights.parameterChanged.connect(self._on_weight_param_changed)
         self.tabs.addTab(self.weights, "Weights")
+        self.layers = LayerHeatmapView()
+        self.layers.cellClicked.connect(self.session.reveal)
+        self.tabs.addTab(self.layers, "Layers")
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
@@ -235,6 +240,23 @@ class ProbesPanel(QWidget):
         self._after_probes_changed()
         return True
 
+    def reveal(self, name: str, step: int = -1) -> None:
+        """Show module ``name``: probe it (from the next measured step during a run) and select it in the list.
+
+        ``step`` is where it was asked from (a heatmap cell); the detailed
+        histogram and feature maps are those of the latest measurement, not of
+        that step (only the layer statistics are kept for every step).
+        """
+        model = self.session.model
+        if model is None or not _has_submodule(model, name):
+            return
+        if name not in self._probed:
+            self.toggle_probe(name)
+        for row in range(self.probed_list.count()):
+            if self.probed_list.item(row).data(Qt.ItemDataRole.UserRole) == name:
+                self.probed_list.setCurrentRow(row)
+        self.status.setText(f"{name or '(model)'}: probed" + (f" (asked from step {step:,})" if step >= 0 else ""))
+
     def set_probed(self, names) -> None:
         """Probe exactly ``names`` (unknown names raise ``KeyError`` as in :meth:`toggle_probe`)."""
         for name in list(self._probed):
@@ -299,6 +321,7 @@ class ProbesPanel(QWidget):
         self._act_badges, self._grad_badges = {}, {}
         self.grads.clear()
         self.weights.clear()
+        self.layers.clear()
         self._after_probes_changed()
         self._push_badges()
 
@@ -334,6 +357,7 @@ class ProbesPanel(QWidget):
 
     @Slot(list)
     def _on_reports(self, reports: list[ProbeReport]) -> None:
+        self.layers.add([r.layers for r in reports if r.layers is not None])
         acts: dict[str, ActivationStats] = {}
         for r in reports:
             acts.update(r.activations)
@@ -525,3 +549,11 @@ class ProbesPanel(QWidget):
     def badges(self) -> dict:
         """The badges pushed to the tree last: ``{module name: [Badge, ...]}``."""
         return merge_badges(self._act_badges, self._grad_badges)
+
+
+def _has_submodule(model, name: str) -> bool:
+    try:
+        model.get_submodule(name)
+    except AttributeError:
+        return False
+    return True
