@@ -102,3 +102,18 @@ def test_workbench_train_prints_the_traced_module_and_fails(tmp_path):
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("error:"))
     assert "first non-finite output: features." in line and "(Conv2d) at step" in line, out.stdout[-2000:]
     assert "finished: nonfinite" in out.stdout
+
+
+def test_a_non_finite_gradient_is_caught_before_the_update_and_traced_in_backward(tmp_path):
+    data = DataConfig(dataset="fake", fake_shape=[3, 32, 32], fake_size=80, batch_size=16)
+    cfg = TrainConfig(data=data, epochs=1, lr=1e-3, run_dir=str(tmp_path / "run"), tensorboard=False)
+    model = torchvision.models.resnet18(num_classes=10)
+    model.layer4[1].relu = nn.Sequential(nn.ReLU(), Boom())
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = Trainer(model, cfg, [Record()])
+    assert trainer.fit() == "nonfinite"
+    trace = trainer.nonfinite_trace
+    assert trace.phase == "backward" and trace.step == 1 and trace.parameter.startswith("layer4.1.")
+    assert "step 1: a gradient is non-finite" in str(trainer.error) and "the weights were not updated" in str(
+        trainer.error)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())  # the step was skipped

@@ -69,8 +69,11 @@ class FaultHandler:
     def _handled(self) -> bool:
         return any(type(cb).on_nonfinite is not Callback.on_nonfinite for cb in self.trainer.callbacks)
 
-    def nonfinite(self, step: int, loss: float, counted: bool = False) -> None:
+    def nonfinite(self, step: int, loss: float, counted: bool = False, what: str = "loss") -> None:
         """Handle the NaN/Inf ``loss`` of ``step``: pause for a decision, or end the run headless.
+
+        ``what="gradient"``: the loss was finite but a gradient was not (the
+        optimizer step was skipped, the weights are those before the step).
 
         ``lower_lr`` divides every LR by 10, skips the bad batch and continues;
         ``rollback`` reloads ``run_dir/last.pt`` and raises :class:`Restart` (with no
@@ -86,7 +89,9 @@ class FaultHandler:
         tr.optimizer.zero_grad(set_to_none=True)
         if not counted:
             tr.batch_in_epoch += 1  # the bad batch is consumed (skipped)
-        head = f"step {step}: the loss is {loss}" + (f"; {trace.text()}" if trace is not None else "")
+        head = (f"step {step}: the loss is {loss}" if what == "loss" else
+                f"step {step}: a gradient is non-finite (the loss is {loss:.6g}; the weights were not updated)")
+        head += f"; {trace.text()}" if trace is not None else ""
         message = f"{head}; lower the learning rate, roll back to the last checkpoint, or stop"
         if not self._handled():
             self.end_nonfinite(message)

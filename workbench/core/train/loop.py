@@ -80,6 +80,14 @@ __all__ = ["Trainer"]
 STOP_CHECK_STEPS = 16
 
 
+def _grads_finite(opt: torch.optim.Optimizer) -> bool:
+    """True when every gradient in ``opt``'s param_groups is finite (one fused norm per tensor, one read)."""
+    grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+    if not grads:
+        return True
+    return bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all())
+
+
 class Trainer:
     """Trains ``model`` with ``config``; driven by :meth:`fit`, steered from any thread.
 
@@ -638,6 +646,13 @@ class Trainer:
                 self.scaler.unscale_(opt)
             for cb in self._after_backward:
                 cb.on_after_backward(self)
+            if not on_cuda and self.scaler is None and not _grads_finite(opt):
+                # A non-finite gradient never reaches the weights: the step is skipped and the
+                # trace can re-run it exactly. (Not on CUDA: the check would sync every step;
+                # with a GradScaler, overflowing fp16 gradients are its business: it skips the step.)
+                del out, loss
+                self.faults.nonfinite(self.step + 1, value, what="gradient")
+                return
             if self.config.grad_clip:
                 grads = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
                 if grads:

@@ -44,8 +44,8 @@ class NonFiniteTrace:
     kind : str
         ``"NaN"``, ``"Inf"`` or ``"NaN and Inf"``.
     broken_weights : list of str
-        The module's own parameters and buffers that already held NaN/Inf
-        before the re-run (an earlier update broke them).
+        The module's own parameters (and buffers, in ``eval()``) that already
+        held NaN/Inf before the re-run (an earlier update broke them).
     exact : bool
         True when the failing step's own batch and pre-step weights were re-run;
         False when the failure was noticed later (CUDA reads the loss at the
@@ -200,8 +200,8 @@ def trace_nonfinite(model: nn.Module, inputs: torch.Tensor, targets: torch.Tenso
     broken = []
     if found["phase"] == "forward":
         owner = model.get_submodule(module) if module else model
-        broken = [f"{module + '.' if module else ''}{n}"
-                  for n, t in [*owner.named_parameters(recurse=False), *owner.named_buffers(recurse=False)]
-                  if _bad(t)]
+        # buffers only in eval(): in train() a BatchNorm normalizes with the batch's own statistics
+        own = [*owner.named_parameters(recurse=False), *([] if owner.training else owner.named_buffers(recurse=False))]
+        broken = [f"{module + '.' if module else ''}{n}" for n, t in own if _bad(t)]
     return NonFiniteTrace(int(step), found["phase"], module, types.get(module, type(model).__name__),
                           found.get("parameter", ""), found.get("kind", ""), broken, exact)
