@@ -30,6 +30,8 @@ from workbench.core.probe.layer_stats import LOG_QUANTITIES, QUANTITIES, QUANTIT
 REDRAW_MS = 250
 #: At most this many layer names label the vertical axis.
 MAX_LAYER_TICKS = 30
+#: Vertical pixels per layer-name label.
+LABEL_PX = 15
 
 _SORT_TITLES = {"execution": "execution order", "name": "name", "worst": "worst latest value"}
 _COLORMAPS = {"update_ratio": "CET-D1"}  # diverging: the 1e-3 reference is the middle colour
@@ -178,7 +180,8 @@ class LayerHeatmapView(QWidget):
         else:
             image.clear()
         names = [h.names[i] for i in self.rows]
-        every = max(1, math.ceil(len(names) / MAX_LAYER_TICKS))
+        fit = max(1, int(self.plot.getPlotItem().vb.height() / LABEL_PX))  # labels that fit without overlapping
+        every = max(1, math.ceil(len(names) / min(MAX_LAYER_TICKS, fit)))
         self.plot.getAxis("left").setTicks([[(i + 0.5, n) for i, n in enumerate(names) if i % every == 0], []])
         unit = " (log10)" if q in LOG_QUANTITIES else ""
         self.plot.setTitle(f"{QUANTITY_TITLES[q].replace(' (log10)', '')}{unit}: {len(names)} layers x "
