@@ -378,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return inspect_main(argv[1:])
     if argv and argv[0] == "train":
         return _train_main(argv[1:])
+    if argv and argv[0] == "lr-find":
+        return _lr_find_main(argv[1:])
     from workbench.ui.app import main as gui_main
 
     return gui_main(argv)
@@ -416,6 +418,24 @@ def _train_main(argv: Sequence[str]) -> int:
             traceback.print_exc()
         print(f"workbench train: {exc}", file=sys.stderr)
         return 1
+
+
+def _lr_find_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="workbench lr-find",
+        description="Learning-rate range test on a run configuration (TOML): prints suggested_lr = <float> last "
+                    "and writes lr_find.csv into the run folder; the model is not changed.")
+    parser.add_argument("config", help="RUN.toml")
+    parser.add_argument("--min-lr", type=float, default=1e-7)
+    parser.add_argument("--max-lr", type=float, default=10.0)
+    parser.add_argument("--steps", type=int, default=100)
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    from workbench.core.train.headless import lr_find_from_toml
+
+    return int(lr_find_from_toml(args.config, out=print, min_lr=args.min_lr, max_lr=args.max_lr, steps=args.steps))
 
 
 if __name__ == "__main__":

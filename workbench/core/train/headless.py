@@ -13,7 +13,7 @@ import math
 import signal
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from torch import nn
 
@@ -28,6 +28,9 @@ from workbench.core.train.devices import available_devices
 from workbench.core.train.entry import make_trainer, save_last
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loaders import input_wait_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.core.train.loop import Trainer
 
 __all__ = ["train_from_toml", "model_from_config", "PrintProgress"]
 
@@ -125,6 +128,42 @@ def model_from_config(mc: ModelConfig, base: Path | None = None) -> tuple[nn.Mod
     return model, spec
 
 
+def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callbacks=()) -> Trainer | None:
+    """The :class:`Trainer` a run.toml describes (the same one ``workbench train`` runs), or None.
+
+    Errors (a missing file, a wrong key, a device this machine lacks, a model
+    that cannot be built) are printed through ``out`` and give None.
+    """
+    path = Path(path)
+    try:
+        cfg = TrainConfig.from_toml(path)
+    except FileNotFoundError:
+        out(f"error: {path}: file not found")
+        return None
+    except ValueError as e:  # names the file, the key and what it takes
+        out(f"error: {e}")
+        return None
+    except (OSError, TypeError) as e:
+        out(f"error: {path}: {e}")
+        return None
+    available = [d for d, _ in available_devices()]
+    if cfg.device not in available and not (cfg.device == "cuda" and any(d.startswith("cuda") for d in available)):
+        out(f"error: {path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}")
+        return None
+    try:
+        model, arch = model_from_config(cfg.model, path.parent)
+        resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
+        # the same entry point as the window's training process (core.train.child.run_job)
+        trainer = make_trainer(model, cfg, list(callbacks), arch, resume=resume)
+    except WorkbenchError as e:
+        out(f"error: {e}")
+        return None
+    except Exception as e:  # noqa: BLE001 - the CLI reports, never tracebacks at the user
+        out(f"error: {type(e).__name__}: {e}")
+        return None
+    return trainer
+
+
 def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
     """Run ``workbench train RUN.toml`` headless (no Qt).
 
@@ -140,32 +179,8 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
         0 completed, 130 stopped by Ctrl-C, 1 on any error (with a message
         printed through ``out``).
     """
-    path = Path(path)
-    try:
-        cfg = TrainConfig.from_toml(path)
-    except FileNotFoundError:
-        out(f"error: {path}: file not found")
-        return 1
-    except ValueError as e:  # names the file, the key and what it takes
-        out(f"error: {e}")
-        return 1
-    except (OSError, TypeError) as e:
-        out(f"error: {path}: {e}")
-        return 1
-    available = [d for d, _ in available_devices()]
-    if cfg.device not in available and not (cfg.device == "cuda" and any(d.startswith("cuda") for d in available)):
-        out(f"error: {path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}")
-        return 1
-    try:
-        model, arch = model_from_config(cfg.model, path.parent)
-        resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
-        # the same entry point as the window's training process (core.train.child.run_job)
-        trainer = make_trainer(model, cfg, [PrintProgress(out)], arch, resume=resume)
-    except WorkbenchError as e:
-        out(f"error: {e}")
-        return 1
-    except Exception as e:  # noqa: BLE001 - the CLI reports, never tracebacks at the user
-        out(f"error: {type(e).__name__}: {e}")
+    trainer = trainer_from_toml(path, out, [PrintProgress(out)])
+    if trainer is None:
         return 1
     previous = None
     if threading.current_thread() is threading.main_thread():
@@ -189,3 +204,41 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
                 out(f"saved {saved}")
         return 130
     return 1
+
+
+def lr_find_from_toml(path: str | Path, out: Callable[[str], Any] = print, min_lr: float = 1e-7,
+                      max_lr: float = 10.0, steps: int = 100) -> int:
+    """Run ``workbench lr-find RUN.toml``: the range test on the run's model, data, optimizer and frozen set.
+
+    Prints the curve's summary and, on its last line, ``suggested_lr = <float>``;
+    writes ``lr_find.csv`` (step, lr, loss, smoothed) into the run folder. The
+    model and optimizer are restored afterwards (nothing is saved but the CSV).
+
+    Returns
+    -------
+    int
+        0 with a suggestion, 1 on an error or when the sweep gave none.
+    """
+    from workbench.core.train.lr_finder import lr_find
+
+    trainer = trainer_from_toml(path, out)
+    if trainer is None:
+        return 1
+    try:
+        result = lr_find(trainer, min_lr=min_lr, max_lr=max_lr, steps=steps)
+    except WorkbenchError as e:
+        out(f"error: {e}")
+        return 1
+    except ValueError as e:
+        out(f"error: {e}")
+        return 1
+    csv_path = result.write_csv(trainer.run_dir / "lr_find.csv")
+    out(f"{len(result.lrs)} steps from {result.lrs[0]:.3g} to {result.lrs[-1]:.3g} ({result.reason}); "
+        f"wrote {csv_path}" if result.lrs else f"no step was finite ({result.reason})")
+    if result.steepest is not None:
+        out(f"steepest descent at lr = {result.steepest:.3g}")
+    if result.suggested is None:
+        out("error: too few finite steps for a suggestion; widen the range or add steps")
+        return 1
+    out(f"suggested_lr = {result.suggested!r}")
+    return 0

@@ -1,0 +1,95 @@
+"""The LR range test: a sensible suggestion, everything restored bit for bit, headless output."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torchvision
+
+from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
+from workbench.core.train.loop import Trainer
+from workbench.core.train.lr_finder import lr_find, valley
+
+
+def _state(trainer):
+    return ({k: v.clone() for k, v in trainer.model.state_dict().items()},
+            {n: p.requires_grad for n, p in trainer.model.named_parameters()})
+
+
+def test_the_sweep_restores_weights_bn_statistics_optimizer_scheduler_and_rng_bit_identically(tmp_path):
+    data = DataConfig(dataset="fake", fake_shape=[3, 32, 32], fake_size=400, batch_size=32)
+    cfg = TrainConfig(data=data, epochs=2, lr=1e-3, optimizer="sgd", momentum=0.9, scheduler="cosine",
+                      run_dir=str(tmp_path / "run"), tensorboard=False)
+    model = torchvision.models.resnet18(num_classes=10)
+    model.layer1.requires_grad_(False)  # a frozen set the sweep must keep
+    trainer = Trainer(model, cfg)
+    trainer.prepare()
+    xb, yb = next(iter(trainer.train_loader))  # one real step: momentum buffers to restore
+    torch.nn.functional.cross_entropy(trainer.model(xb), yb).backward()
+    trainer.optimizer.step()
+    trainer.optimizer.zero_grad(set_to_none=True)
+    weights, flags = _state(trainer)
+    opt_state = trainer.optimizer.state_dict()
+    momentum = {k: v["momentum_buffer"].clone() for k, v in opt_state["state"].items()}
+    assert momentum
+    sched_state = dict(trainer.scheduler.state_dict())
+    rng = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+
+    result = lr_find(trainer, min_lr=1e-5, max_lr=10.0, steps=20)
+    assert len(result.lrs) >= 5 and result.lrs[0] == 1e-5
+    assert all(math.isfinite(v) for v in result.losses)
+
+    after, after_flags = _state(trainer)
+    assert after_flags == flags
+    for k, v in weights.items():  # parameters and BatchNorm running statistics
+        assert torch.equal(after[k], v), k
+    assert trainer.optimizer.state_dict()["param_groups"] == opt_state["param_groups"]
+    restored = trainer.optimizer.state_dict()["state"]
+    assert restored.keys() == momentum.keys()
+    assert all(torch.equal(restored[k]["momentum_buffer"], m) for k, m in momentum.items())
+    assert trainer.scheduler.state_dict() == sched_state
+    assert torch.equal(torch.get_rng_state(), rng[0])
+    assert np.array_equal(np.random.get_state()[1], rng[1]) and random.getstate() == rng[2]
+    assert all(p.grad is None for p in trainer.model.parameters())
+    # and the run that follows is the run that would have been
+    assert trainer.fit() == "completed"
+
+
+def test_the_sweep_stops_at_divergence_and_suggests_an_lr_inside_the_falling_part(tmp_path):
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=1, optimizer="sgd",
+                      run_dir=str(tmp_path / "run"), tensorboard=False)
+    from workbench.core.model.demo import DigitsCNN
+
+    result = lr_find(Trainer(DigitsCNN(), cfg), min_lr=1e-4, max_lr=1e4, steps=120)
+    assert result.reason in ("diverged", "nonfinite")
+    assert len(result.lrs) < 120 and all(math.isfinite(s) for s in result.smoothed)
+    assert result.lrs[0] < result.suggested < result.lrs[-1]
+    i = min(range(len(result.lrs)), key=lambda k: abs(result.lrs[k] - result.suggested))
+    assert result.smoothed[i] < result.smoothed[0]  # the suggestion lies where the loss has fallen
+
+
+def test_valley_is_two_thirds_down_the_longest_descent():
+    lrs = [10 ** (i / 10) for i in range(10)]
+    losses = [5, 5, 4, 3, 2, 1, 0.5, 3, 8, 20]
+    # longest decreasing run: indices 1..6 (fastai's algorithm)
+    assert valley(lrs, losses) == lrs[3]
+
+
+def test_workbench_lr_find_prints_the_suggestion_last_and_writes_the_csv(tmp_path):
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=1, optimizer="sgd",
+                      run_dir=str(tmp_path / "run"), tensorboard=False, model=ModelConfig(arch="digits_cnn"))
+    cfg.to_toml(tmp_path / "run.toml")
+    out = subprocess.run([sys.executable, "-m", "workbench", "lr-find", str(tmp_path / "run.toml"), "--steps", "60",
+                          "--min-lr", "1e-4", "--max-lr", "100"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("suggested_lr = ")
+    assert 1e-4 < float(last.split("=")[1]) < 100
+    rows = (tmp_path / "run" / "lr_find.csv").read_text().splitlines()
+    assert rows[0] == "step,lr,loss,smoothed" and len(rows) > 10
+    assert not (tmp_path / "run" / "last.pt").exists()  # nothing trained, nothing saved
