@@ -55,6 +55,7 @@ from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
 from workbench.ui.threading import start_in_thread, wait_for
 from workbench.ui.train.loss_plot import TrainingPlots
+from workbench.ui.train.lr_find_dialog import LRFinder
 from workbench.ui.train.settings_form import TrainingSettings
 from workbench.ui.train.process_worker import ProcessTrainingWorker
 from workbench.ui.train.worker import TrainingWorker
@@ -188,6 +189,13 @@ class TrainingPanel(QWidget):
         self.cache_button.setObjectName("emptyCacheButton")
         self.cache_button.setToolTip("torch.cuda.empty_cache(): give cached, unused GPU memory back")
         self.cache_button.clicked.connect(self.empty_cuda_cache)
+        self.lr_find_button = QPushButton("Find LR…")
+        self.lr_find_button.setObjectName("findLrButton")
+        self.lr_find_button.setToolTip("Learning-rate range test on a copy of the model with these settings; "
+                                       "the model itself is not changed")
+        self.lr_finder = LRFinder(self, self._lr_find_config, self.session, self.settings.lr_spin.setValue,
+                                  self.prompts.training_error)
+        self.lr_find_button.clicked.connect(lambda: self.lr_finder.start())
         self.reset_button = QPushButton("Reset settings")
         self.reset_button.setObjectName("resetSettingsButton")
         self.reset_button.setToolTip("Put every training setting back to its default (and forget the remembered ones)")
@@ -218,10 +226,11 @@ class TrainingPanel(QWidget):
         buttons.addWidget(self.pause_button, 0, 1)
         buttons.addWidget(self.stop_button, 0, 2)
         buttons.addWidget(self.save_button, 1, 0)
-        buttons.addWidget(self.reset_button, 1, 1)
-        buttons.addWidget(self.cache_button, 1, 2)
-        buttons.addWidget(self.resume_check, 2, 0, 1, 3)
-        buttons.addWidget(self.in_process_check, 3, 0, 1, 3)
+        buttons.addWidget(self.lr_find_button, 1, 1)
+        buttons.addWidget(self.reset_button, 1, 2)
+        buttons.addWidget(self.cache_button, 2, 0)
+        buttons.addWidget(self.resume_check, 3, 0, 1, 3)
+        buttons.addWidget(self.in_process_check, 4, 0, 1, 3)
 
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -504,6 +513,7 @@ class TrainingPanel(QWidget):
         if not can_resume:
             self.resume_check.setChecked(False)
         self.start_button.setEnabled(self.session.model is not None and not self.is_running())
+        self.lr_find_button.setEnabled(self.start_button.isEnabled())
 
     def shutdown(self, ask: bool = True, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
         """The window's closeEvent path; True = the window may close.
@@ -519,6 +529,7 @@ class TrainingPanel(QWidget):
         """
         self._status_timer.stop()
         self._stop_timer.stop()
+        self.lr_finder.shutdown()
         if not self.is_running():
             self._end_spare()
             return True
@@ -623,6 +634,14 @@ class TrainingPanel(QWidget):
                 self.plots.grad_norm.add(report.step, grads.global_norm)
 
     # ------------------------------------------------------------------ helpers
+    def _lr_find_config(self):
+        """The form's settings for the LR finder (as Start would use them); raises ValueError on a bad setting."""
+        if self.is_running():
+            raise ValueError("a training run owns the model; find the LR before starting it")
+        config = self.settings.config()
+        self._fill_config(config)
+        return config
+
     def _fill_config(self, config) -> None:
         """Record the model's source in ``config.model`` so ``run.toml`` replays the run.
 
@@ -655,6 +674,7 @@ class TrainingPanel(QWidget):
         if not running:
             self._paused = False
         self.start_button.setEnabled(not running and self.session.model is not None)
+        self.lr_find_button.setEnabled(self.start_button.isEnabled())
         self.stop_button.setEnabled(running)
         self.pause_button.setEnabled(running)
         self.save_button.setEnabled(running)
