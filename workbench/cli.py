@@ -380,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _train_main(argv[1:])
     if argv and argv[0] == "lr-find":
         return _lr_find_main(argv[1:])
+    if argv and argv[0] == "diff":
+        return _diff_main(argv[1:])
     from workbench.ui.app import main as gui_main
 
     return gui_main(argv)
@@ -436,6 +438,37 @@ def _lr_find_main(argv: Sequence[str]) -> int:
     from workbench.core.train.headless import lr_find_from_toml
 
     return int(lr_find_from_toml(args.config, out=print, min_lr=args.min_lr, max_lr=args.max_lr, steps=args.steps))
+
+
+def _diff_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="workbench diff",
+        description="Per-module relative change ||a - b|| / ||a|| of parameters and buffers between two checkpoints "
+                    "of one architecture; one line per changed module, largest first.")
+    parser.add_argument("a", help="reference checkpoint (the denominator)")
+    parser.add_argument("b", help="checkpoint to compare")
+    parser.add_argument("--arch", default=None, help="architecture NAME or SPEC when the files do not name one")
+    parser.add_argument("--trust", action="store_true", help="allow files that run code when loaded")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.model.diff import module_diff
+    from workbench.core.model.opening import open_model
+
+    try:
+        a = open_model(args.a, args.arch, trust=args.trust, weights_only=True).model
+        b = open_model(args.b, args.arch, trust=args.trust, weights_only=True).model
+    except (WorkbenchError, OSError) as exc:
+        print(f"workbench diff: {exc}", file=sys.stderr)
+        return 1
+    changes = module_diff(a, b)
+    for change in changes:
+        print(change.text())
+    if not changes:
+        print("no module changed", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

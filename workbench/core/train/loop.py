@@ -57,6 +57,7 @@ import torch
 from torch import nn
 
 from workbench.core.errors import TrainingError
+from workbench.core.model.architectures import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.freezing import apply_batchnorm_policy
 from workbench.core.model.names import frozen_names
@@ -98,7 +99,7 @@ class Trainer:
         flags are the frozen set.
     config : TrainConfig
     callbacks : iterable of Callback
-    arch : ArchSpec, optional
+    arch : ArchSpec or str, optional
         Recorded in checkpoints and ``run.toml`` (anything with ``to_dict()`` or
         ``name`` / ``kwargs``).
     data : (train_loader, val_loader), optional
@@ -154,7 +155,8 @@ class Trainer:
         self.model = model
         self.config = config
         self.callbacks = list(callbacks)
-        self.arch = arch
+        # a spec given as text ("resnet18(num_classes=10)") is parsed, so checkpoints name it readably
+        self.arch = ArchSpec.parse(arch) if isinstance(arch, str) else arch
         self.device = torch.device(config.device)
         self.epoch = 0
         self.batch_in_epoch = 0
