@@ -132,3 +132,42 @@ def test_run_after_reinitialize_replays_with_the_reinitialized_weights(main_wind
     init = torch.load(tmp_path / "gui" / "init.pt", weights_only=True)["model_state_dict"]
     assert not torch.equal(init["classifier.3.weight"], before)  # the run started from the re-initialized layer
     _assert_bit_identical(tmp_path / "gui" / "last.pt", _replay(tmp_path, run_toml))
+
+
+def test_mid_run_unfreeze_and_lr_change_are_recorded_and_replay_bit_identical(main_window, qtbot, tmp_path):
+    """Issue "Experiments": edits made while a run trains go to edits.jsonl with their step, and
+    ``workbench train run.toml`` applies them at the same steps."""
+    from tests.ui.helpers import pause_and_sync
+    from workbench.core.train.edit_log import read_edits
+
+    window, panel = main_window
+    window.open_demo()
+    window.set_trainable("features", False)  # start with a frozen backbone
+    config = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=2, lr=0.01, tensorboard=False)
+    panel.settings.set_config(config)
+    run_dir = tmp_path / "gui"
+    panel.settings.run_dir_edit.setText(str(run_dir))
+    assert panel.start()
+    qtbot.waitUntil(lambda: len(panel.plots.steps) >= 5, timeout=60_000)
+    pause_and_sync(qtbot, panel)
+    window.set_trainable("features.3", True)  # the tree's checkbox, mid-run
+    panel.queue_lr(0.003)
+    panel.resume()
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=120_000)
+    assert panel.last_reason() == "completed", window.prompts.errors
+
+    edits = read_edits(run_dir / "edits.jsonl")
+    ops = [e["op"] for e in edits]
+    assert ops[0] == "pause" and sorted(ops) == ["pause", "resume", "set_lr", "set_trainable"]
+    step = edits[0]["step"]
+    assert step >= 5 and all(e["step"] == step for e in edits)  # all applied at the paused boundary
+    unfreeze = next(e for e in edits if e["op"] == "set_trainable")
+    assert unfreeze == {"step": step, "op": "set_trainable", "names": ["features.3.weight", "features.3.bias"],
+                        "flag": True}
+    assert next(e for e in edits if e["op"] == "set_lr")["lr"] == 0.003
+
+    replayed = _replay(tmp_path, run_dir / "run.toml")
+    _assert_bit_identical(run_dir / "last.pt", replayed)
+    # the replay records the same edits in its own folder (pause / resume are not replayed)
+    assert [e for e in read_edits(replayed.parent / "edits.jsonl")] == [e for e in edits if e["op"] not in (
+        "pause", "resume")]

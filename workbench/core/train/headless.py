@@ -25,6 +25,7 @@ from workbench.core.model.names import UnknownPathError
 from workbench.core.model.opening import NeedsArchitecture, as_spec, open_model
 from workbench.core.train.config import ModelConfig, TrainConfig
 from workbench.core.train.devices import available_devices
+from workbench.core.train.edit_log import EDITS_FILE, ReplayEdits, read_edits
 from workbench.core.train.entry import make_trainer, save_last
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loaders import input_wait_text
@@ -179,7 +180,16 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
         0 completed, 130 stopped by Ctrl-C, 1 on any error (with a message
         printed through ``out``).
     """
-    trainer = trainer_from_toml(path, out, [PrintProgress(out)])
+    replay = []
+    edits_path = Path(path).parent / EDITS_FILE
+    if edits_path.is_file():  # the mid-run edits of the run this run.toml came from
+        try:
+            replay = [ReplayEdits(read_edits(edits_path), out)]
+        except (OSError, ValueError) as e:
+            out(f"error: {e}")
+            return 1
+        out(f"replaying {len(replay[0].edits)} mid-run edit(s) from {edits_path}")
+    trainer = trainer_from_toml(path, out, [PrintProgress(out), *replay])
     if trainer is None:
         return 1
     previous = None

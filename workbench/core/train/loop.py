@@ -66,6 +66,7 @@ from workbench.core.rng import seed_everything
 from workbench.core.train import optim
 from workbench.core.train.checkpoints import CheckpointConnector
 from workbench.core.train.commands import apply_command
+from workbench.core.train.edit_log import EditLog
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.control import RunControl
 from workbench.core.train.evaluation import validate
@@ -191,6 +192,8 @@ class Trainer:
         self.lr_used = float(config.lr)
         #: set by the fault handler: the end reason that overrides completed / stopped
         self.reason_override: str | None = None
+        #: appends every applied mid-run edit to ``run_dir/edits.jsonl`` (rank 0, once prepared)
+        self.edit_log: EditLog | None = None
         #: the latest training batch ``(x, y)`` (a reference, kept for the NaN trace)
         self.last_batch: tuple | None = None
         #: where the last non-finite loss came from (``faults.trace``), or None
@@ -275,6 +278,8 @@ class Trainer:
         """
         for cmd in self.control.take_commands():
             apply_command(self, cmd)
+            if self.edit_log is not None:
+                self.edit_log.command(self.step, cmd)
             self.call("on_command_applied", self, cmd)
 
     @property
@@ -289,8 +294,12 @@ class Trainer:
             return
         self.emit()
         self.call("on_pause", self)
+        if self.edit_log is not None:
+            self.edit_log.write(self.step, {"op": "pause"})
         if self.control.wait_while_paused(self.apply_commands):
             self._window = (time.perf_counter(), self.samples, self._wait)  # pause time is not throughput
+        if self.edit_log is not None and not self.control.stop_requested:
+            self.edit_log.write(self.step, {"op": "resume"})
         self.apply_commands()
 
     def _sync_buffers(self) -> None:
@@ -425,6 +434,7 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir) if cfg.run_dir else new_run_dir()
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.edit_log = EditLog(self.run_dir)
         # CUDA: keep step losses on the device and read them at the emission cadence.
         self._defer_loss = self.device.type == "cuda"
         self._prepared = True
