@@ -382,6 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _lr_find_main(argv[1:])
     if argv and argv[0] == "diff":
         return _diff_main(argv[1:])
+    if argv and argv[0] == "runs":
+        return _runs_main(argv[1:])
     from workbench.ui.app import main as gui_main
 
     return gui_main(argv)
@@ -468,6 +470,26 @@ def _diff_main(argv: Sequence[str]) -> int:
         print(change.text())
     if not changes:
         print("no module changed", file=sys.stderr)
+    return 0
+
+
+def _runs_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="workbench runs", description="List the run folders: one run per line.")
+    parser.add_argument("root", nargs="?", default=None, help="runs folder (default: the runs root)")
+    parser.add_argument("--json", action="store_true", help="the same as a JSON list")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    from workbench.core.train.run_index import list_runs, runs_table
+    from workbench.core.train.runs import default_runs_root
+
+    try:
+        runs = list_runs(args.root or default_runs_root())
+    except FileNotFoundError as exc:
+        print(f"workbench runs: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps([r.to_dict() for r in runs], indent=1) if args.json else runs_table(runs))
     return 0
 
 

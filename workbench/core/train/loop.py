@@ -74,7 +74,7 @@ from workbench.core.train.faults import FaultHandler, Restart, nonfinite_tensors
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loaders import DevicePrefetcher, to_device
 from workbench.core.train.preflight import preflight
-from workbench.core.train.runs import MetricsCSV, new_run_dir
+from workbench.core.train.runs import MetricsCSV, new_run_dir, write_status
 
 __all__ = ["Trainer"]
 
@@ -213,6 +213,7 @@ class Trainer:
         self._tb = None
         self._running = False
         self._in_teardown = False
+        self._started_at: float | None = None  # time.time() of this fit's start (status.json)
         self._after_backward: list[Callback] = []
         self._step_end: list[Callback] = []
         self._defer_loss = False
@@ -501,8 +502,15 @@ class Trainer:
             self._teardown()
         self.end_reason = reason
         self._running = False
+        if self.is_main and self._started_at is not None and self.run_dir is not None:
+            with contextlib.suppress(OSError):
+                write_status(self.run_dir, reason, self._started_at, self._status_info())
         self.safe_call("on_fit_end", reason)
         return reason
+
+    def _status_info(self) -> dict:
+        cfg = self.config
+        return {"model": cfg.model.arch, "dataset": cfg.data.dataset, "epochs": int(cfg.epochs)}
 
     def _done(self) -> bool:
         return self.control.stop_requested or self.epoch >= self.config.epochs
@@ -516,6 +524,8 @@ class Trainer:
         saved.run_dir = None  # replaying run.toml makes a new run folder
         if self.is_main:
             saved.to_toml(self.run_dir / "run.toml")
+            self._started_at = time.time()
+            write_status(self.run_dir, None, self._started_at, self._status_info())
             self._csv = MetricsCSV(self.run_dir / "metrics.csv")
             if self.history and not self._csv.rows:  # a resumed run's folder starts with the epochs it continues
                 for h in self.history:

@@ -10,6 +10,11 @@ A run folder holds everything needed to look at or replay a run:
     streamed to callbacks, not written here. Rewritten atomically each epoch.
 ``last.pt`` / ``best.pt``
     Checkpoints at the last epoch end and at the epoch of lowest validation loss.
+``status.json``
+    ``{"state", "reason", "started", "ended", "pid"}``: ``"running"`` from the
+    start (with the process id), then the end reason (:func:`write_status`).
+``edits.jsonl``
+    The mid-run edits (:mod:`workbench.core.train.edit_log`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,26 @@ from workbench.core.files import atomic_write_text
 #: Columns of ``metrics.csv``; times in seconds since the start of the run.
 METRICS_COLUMNS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "time_s", "samples_per_s",
                    "input_wait", "best")
+
+
+#: The run's state for each end reason of ``Trainer.fit()``: a user's stop is not a crash.
+STATES = {"completed": "finished", "stopped": "stopped", "error": "crashed", "nonfinite": "crashed",
+          "oom": "crashed"}
+
+
+def write_status(run_dir: str | Path, reason: str | None, started: float, info: dict | None = None) -> None:
+    """Write ``run_dir/status.json`` atomically: running (``reason`` None) or ended with ``reason``.
+
+    Times are seconds since the epoch (``time.time()``). ``info`` (``model``,
+    ``dataset``, ``epochs``) is copied in, so a runs list need not parse every
+    run.toml (1.5 ms each).
+    """
+    import json
+
+    status = {"state": "running" if reason is None else STATES.get(reason, "crashed"), "reason": reason,
+              "started": float(started), "ended": None if reason is None else time.time(), "pid": os.getpid(),
+              **(info or {})}
+    atomic_write_text(Path(run_dir) / "status.json", json.dumps(status))
 
 
 def default_data_dir() -> Path:
