@@ -164,3 +164,15 @@ def test_scientific_notation_over_the_whole_useful_range(settings, qtbot):
         qtbot.keyClicks(spin.lineEdit(), typed)
         qtbot.keyClick(spin.lineEdit(), Qt.Key.Key_Return)
         assert spin.value() == pytest.approx(expected), typed
+
+
+def test_the_unfreeze_schedule_field_reaches_the_config_and_back(settings):
+    settings.unfreeze_edit.setText("3: layer4; 5: layer3")
+    cfg = settings.config()
+    assert cfg.unfreeze == [{"epoch": 3, "module": "layer4"}, {"epoch": 5, "module": "layer3"}]
+    settings.unfreeze_edit.setText("")
+    settings.set_config(cfg)
+    assert settings.unfreeze_edit.text() == "3: layer4; 5: layer3"
+    settings.unfreeze_edit.setText("three: layer4")
+    with pytest.raises(ValueError, match="expected <epoch>: <module>"):
+        settings.config()

@@ -45,6 +45,8 @@ class SetTrainable:
     flag: bool
     changed: list = field(default_factory=list)
     error: str | None = None
+    #: queued by the run's own ``unfreeze`` schedule (run.toml replays it: not an edit to record)
+    scheduled: bool = False
 
 
 @dataclass

@@ -231,6 +231,11 @@ class TrainConfig:
     channels_last : bool or "auto"
         ``torch.channels_last`` memory format for the model and its 4-D input
         batches; ``"auto"``: on for CUDA when the model has a 2-D convolution.
+    unfreeze : list of dict
+        Staged unfreezing (ULMFiT's gradual unfreezing, Lightning's
+        ``BaseFinetuning``): ``[{"epoch": 3, "module": "layer4"}, ...]`` unfreezes
+        each module's parameters before the 1-based epoch ``epoch`` starts; in
+        run.toml, ``[[unfreeze]]`` tables.
     """
 
     data: DataConfig = field(default_factory=DataConfig)
@@ -263,6 +268,7 @@ class TrainConfig:
     keep_frozen_bn_eval: bool = True
     tensorboard: bool = True
     channels_last: bool | str = field(default="auto", metadata={"auto": bool})
+    unfreeze: list = field(default_factory=list)
 
     # ------------------------------------------------------------------ dict / TOML
     def to_dict(self) -> dict[str, Any]:
@@ -336,6 +342,43 @@ class TrainConfig:
                 raise ValueError(f"{name} = {value!r} is not one of {', '.join(allowed)}")
         if self.epochs < 0 or self.data.batch_size < 1:
             raise ValueError("epochs must be >= 0 and data.batch_size >= 1")
+        for i, entry in enumerate(self.unfreeze):
+            ok = (isinstance(entry, dict) and set(entry) == {"epoch", "module"} and isinstance(entry["epoch"], int)
+                  and not isinstance(entry["epoch"], bool) and entry["epoch"] >= 1 and isinstance(entry["module"], str))
+            if not ok:
+                raise ValueError(f"unfreeze[{i}] = {entry!r}: expected {{epoch = <1-based epoch>, module = \"name\"}}")
+
+
+def parse_unfreeze(text: str) -> list[dict]:
+    """``"3: layer4; 5: layer3, layer2"`` -> ``[{"epoch": 3, "module": "layer4"}, {"epoch": 5, ...}, ...]``.
+
+    Raises
+    ------
+    ValueError
+        Names the part that is not ``<epoch>: <module>[, <module>...]`` with a whole epoch >= 1.
+    """
+    out = []
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        epoch, sep, modules = part.partition(":")
+        try:
+            k = int(epoch)
+        except ValueError:
+            k = 0
+        names = [m.strip() for m in modules.split(",") if m.strip()]
+        if not sep or k < 1 or not names:
+            raise ValueError(f"unfreeze schedule {part!r}: expected <epoch>: <module>, e.g. 3: layer4; 5: layer3")
+        out.extend({"epoch": k, "module": m} for m in names)
+    return out
+
+
+def format_unfreeze(entries: list[dict]) -> str:
+    """The text :func:`parse_unfreeze` reads back (same-epoch modules joined)."""
+    by_epoch: dict[int, list[str]] = {}
+    for e in entries:
+        by_epoch.setdefault(int(e["epoch"]), []).append(str(e["module"]))
+    return "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(by_epoch.items()))
 
 
 def _drop_none(obj):

@@ -26,7 +26,7 @@ EDITS_FILE = "edits.jsonl"
 
 def _record(cmd) -> dict | None:
     if isinstance(cmd, SetTrainable):
-        if cmd.error or not cmd.changed:
+        if cmd.error or not cmd.changed or cmd.scheduled:
             return None  # nothing changed: nothing to replay
         return {"op": "set_trainable", "names": list(cmd.changed), "flag": bool(cmd.flag)}
     if isinstance(cmd, SetLR):

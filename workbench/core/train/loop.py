@@ -65,7 +65,7 @@ from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import seed_everything
 from workbench.core.train import optim
 from workbench.core.train.checkpoints import CheckpointConnector
-from workbench.core.train.commands import apply_command
+from workbench.core.train.commands import SetTrainable, apply_command
 from workbench.core.train.edit_log import EditLog
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.control import RunControl
@@ -517,6 +517,13 @@ class Trainer:
 
     def _fit_start(self) -> None:
         self.prepare()
+        for entry in self.config.unfreeze:
+            try:
+                self.model.get_submodule(str(entry["module"]))
+            except AttributeError:
+                raise TrainingError(f"unfreeze schedule: no module named {entry['module']!r} in "
+                                    f"{type(self.model).__name__} (epoch {entry['epoch']}); fix the name "
+                                    "(as in the Model tree) or remove the entry") from None
         if not self.resumed and self.step == 0:
             seed_everything(int(self.config.seed))
         self._record_start()
@@ -608,6 +615,7 @@ class Trainer:
             for _ in range(self.batch_in_epoch):
                 next(it)
         if self.batch_in_epoch == 0:
+            self._queue_scheduled_unfreeze()
             self._epoch_loss = []
             self._epoch_t0 = time.perf_counter()
             self._epoch_samples = 0
@@ -629,6 +637,16 @@ class Trainer:
             self._wait += waited
             self._epoch_wait += waited
             self._train_step(xb, yb, n_batches)
+
+    def _queue_scheduled_unfreeze(self) -> None:
+        """``config.unfreeze`` entries of the epoch about to start: unfrozen at its first step boundary.
+
+        Called only at an epoch's first batch, so a run resumed in the middle of an
+        epoch keeps the checkpoint's frozen set and the entries of later epochs.
+        """
+        for entry in self.config.unfreeze:
+            if int(entry["epoch"]) == self.epoch + 1:
+                self.queue(SetTrainable([str(entry["module"])], True, scheduled=True))
 
     def autocast(self):
         """``torch.autocast`` for ``config.amp`` (bfloat16 on CPU, the configured dtype on CUDA), else a no-op."""

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.config import DataConfig, TrainConfig, format_unfreeze, parse_unfreeze
 from workbench.core.train.loaders import loader_settings
 
 #: (label, DataConfig.channels).
@@ -264,6 +264,11 @@ class TrainingSettings(QWidget):
         self.scheduler_combo = _combo("schedulerCombo", SCHEDULERS)
         self.step_size_spin = _spin("stepSizeSpin", 1, 10000, 1)
         self.gamma_spin = _dspin("gammaSpin", 0.0, 1.0, 0.1, 0.05)
+        self.unfreeze_edit = QLineEdit("")
+        self.unfreeze_edit.setObjectName("unfreezeEdit")
+        self.unfreeze_edit.setPlaceholderText("e.g. 3: layer4; 5: layer3")
+        self.unfreeze_edit.setToolTip("Staged unfreezing: before epoch k starts, unfreeze these modules "
+                                      "(marked on the loss plot; recorded in run.toml)")
         self.milestones_edit = QLineEdit("2, 4")
         self.milestones_edit.setObjectName("milestonesEdit")
         self.milestones_edit.setToolTip("MultiStepLR milestones, epochs, comma-separated")
@@ -386,6 +391,7 @@ class TrainingSettings(QWidget):
         optim.addRow("Loss", self.loss_combo)
         optim.addRow("Grad clip", self.clip_spin)
         optim.addRow("", self.amp_check)
+        optim.addRow("Unfreeze at epoch", self.unfreeze_edit)
 
         sched = QFormLayout()
         sched.addRow("Scheduler", self.scheduler_combo)
@@ -442,7 +448,8 @@ class TrainingSettings(QWidget):
         for spin in (self.val_spin, self.lr_spin, self.momentum_spin, self.wd_spin, self.backbone_spin,
                      self.gamma_spin, self.pct_start_spin, self.clip_spin):
             spin.valueChanged.connect(self._on_changed)
-        for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit, self.fake_shape_edit):
+        for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit, self.fake_shape_edit,
+                     self.unfreeze_edit):
             edit.textChanged.connect(self._on_changed)
         for check in (self.download_check, self.nesterov_check, self.amp_check, self.flip_check,
                       self.shuffle_check, self.skip_check, self.drop_last_check, self.tensorboard_check):
@@ -527,6 +534,7 @@ class TrainingSettings(QWidget):
             run_dir=self.run_dir_edit.text().strip() or None,
             tensorboard=self.tensorboard_check.isChecked(),
             channels_last=self.channels_last_combo.currentData(),
+            unfreeze=parse_unfreeze(self.unfreeze_edit.text()),
         )
         cfg.validate()
         return cfg
@@ -570,6 +578,7 @@ class TrainingSettings(QWidget):
         _set_combo(self.scheduler_combo, cfg.scheduler)
         self.step_size_spin.setValue(cfg.step_size)
         self.milestones_edit.setText(", ".join(str(m) for m in cfg.milestones))
+        self.unfreeze_edit.setText(format_unfreeze(cfg.unfreeze))
         self.gamma_spin.setValue(cfg.plateau_factor if cfg.scheduler == "plateau" else cfg.gamma)
         self.pct_start_spin.setValue(cfg.pct_start)
         self.patience_spin.setValue(cfg.plateau_patience)
