@@ -543,3 +543,16 @@ def test_the_last_settings_are_remembered_and_can_be_reset(main_window, qtbot, t
     third = MainWindow(prompts=RecordingPrompts())
     qtbot.addWidget(third)
     assert third.training_panel.settings.lr_spin.value() == pytest.approx(1e-3)
+
+
+def test_tensorboard_command_names_the_runs_event_folder(host, qtbot, tmp_path):
+    from PySide6.QtGui import QGuiApplication
+
+    panel = host.panel
+    assert panel.copy_tensorboard_command() is None  # no run yet: nothing to open
+    _start(qtbot, panel, epochs=1)
+    _wait_end(qtbot, panel)
+    command = panel.copy_tensorboard_command()
+    assert command == f'tensorboard --logdir "{tmp_path / "run" / "tensorboard"}"'
+    assert QGuiApplication.clipboard().text() == command
+    assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "run" / "tensorboard").iterdir())

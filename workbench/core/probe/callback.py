@@ -173,6 +173,7 @@ class ProbeCallback(Callback):
     def _reset(self) -> None:
         self._probe: ActivationProbe | None = None
         self._layer_probe: LayerStatsProbe | None = None
+        self._writer = None  # the trainer's TensorBoard SummaryWriter, if any
         self._onsets: dict[tuple[str, str], int] = {}
         self._model: nn.Module | None = None
         self._updates = UpdateTracker()
@@ -237,6 +238,7 @@ class ProbeCallback(Callback):
     def on_fit_start(self, trainer) -> None:  # noqa: D102
         self._reset()
         self._model = trainer.model
+        self._writer = getattr(trainer, "tensorboard", None)
         self._probe = ActivationProbe(self._model, **self._probe_kwargs)
         self._layer_probe = LayerStatsProbe(self._model) if self.layers else None
         self._prepare(0)
@@ -257,6 +259,8 @@ class ProbeCallback(Callback):
         report = self._measure(i, step)
         if report is not None:
             self._out.append(report)
+            if report.activations and self._writer is not None:
+                self._write_histograms(step)
         if self._is_act_step(i):
             self._next_act = i + self.every
         self._cadence.record(measured)
@@ -339,6 +343,19 @@ class ProbeCallback(Callback):
                 report.weight_histograms = weight_histograms(self._model, hist_names, self._probe.bins)
         report.badges = with_onsets(merge_badges(self._act_badges, self._grad_badges), self._onsets)
         return report
+
+    def _write_histograms(self, step: int) -> None:
+        """The probed modules' weight and gradient histograms into the run's TensorBoard log."""
+        with self._lock:
+            probed = list(self._wanted)
+        for module in probed:
+            if not _has_module(self._model, module):
+                continue
+            for pname, p in self._model.get_submodule(module).named_parameters(recurse=False):
+                full = f"{module}.{pname}" if module else pname
+                self._writer.add_histogram(f"weights/{full}", p.detach().float().cpu(), step)
+                if p.grad is not None:
+                    self._writer.add_histogram(f"grads/{full}", p.grad.detach().float().cpu(), step)
 
     def _maybe_flush(self) -> None:
         now = time.monotonic()

@@ -194,6 +194,9 @@ class Trainer:
         self.reason_override: str | None = None
         #: appends every applied mid-run edit to ``run_dir/edits.jsonl`` (rank 0, once prepared)
         self.edit_log: EditLog | None = None
+        #: the run's ``torch.utils.tensorboard.SummaryWriter`` (rank 0, ``config.tensorboard`` and the
+        #: tensorboard package installed), else None; callbacks may add to it (probe histograms)
+        self.tensorboard = None
         #: the latest training batch ``(x, y)`` (a reference, kept for the NaN trace)
         self.last_batch: tuple | None = None
         #: where the last non-finite loss came from (``faults.trace``), or None
@@ -538,6 +541,7 @@ class Trainer:
                 for h in self.history:
                     self._csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
         self._tb = _tensorboard_writer(self.run_dir) if self.config.tensorboard and self.is_main else None
+        self.tensorboard = self._tb
         self._t0 = time.perf_counter()
         self._last_emit = self._t0
         self._wait = 0.0
@@ -594,6 +598,7 @@ class Trainer:
             with contextlib.suppress(Exception):
                 self._tb.close()
             self._tb = None
+            self.tensorboard = None
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
         for loader in (self.train_loader, self.val_loader):
@@ -747,9 +752,14 @@ class Trainer:
         for r in batch:
             r["samples_per_s"] = self.samples_per_s
             r["input_wait"] = self.input_wait
-        if self._tb is not None:
-            for r in batch[-1:]:
-                self._tb.add_scalar("train/loss", r["loss"], r["step"])
+        if self._tb is not None:  # every step's loss; the window's rates once per emission
+            for r in batch:
+                if math.isfinite(r["loss"]):
+                    self._tb.add_scalar("train/loss", r["loss"], r["step"])
+            last = batch[-1]
+            self._tb.add_scalar("train/lr", last["lr"], last["step"])
+            if math.isfinite(self.samples_per_s):
+                self._tb.add_scalar("train/samples_per_s", self.samples_per_s, last["step"])
         self.call("on_metrics", self, batch)
         if tensors and not self._in_teardown:
             bad = next((r for r in batch if not math.isfinite(r["loss"])), None)
@@ -797,10 +807,11 @@ class Trainer:
             payload = self.checkpoints.payload(loss=val_loss if math.isfinite(val_loss) else train_loss)
             paths = [self.run_dir / "last.pt"] + ([self.run_dir / "best.pt"] if best else [])
             self.checkpoints.save_in_background(payload, paths)
-        if self._tb is not None:
-            for k in ("train_loss", "val_loss", "val_acc", "lr"):
+        if self._tb is not None:  # at the epoch's last global step, as metrics.csv's step column
+            for k, tag in (("train_loss", "epoch/train_loss"), ("val_loss", "val/loss"), ("val_acc", "val/accuracy")):
                 if math.isfinite(metrics[k]):
-                    self._tb.add_scalar(f"epoch/{k}", metrics[k], finished)
+                    self._tb.add_scalar(tag, metrics[k], self.step)
+            self._tb.flush()
         self.call("on_epoch_end", self, metrics)
 
     def _take_skipped(self) -> list[str]:

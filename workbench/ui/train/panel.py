@@ -196,6 +196,11 @@ class TrainingPanel(QWidget):
         self.lr_finder = LRFinder(self, self._lr_find_config, self.session, self.settings.lr_spin.setValue,
                                   self.prompts.training_error)
         self.lr_find_button.clicked.connect(lambda: self.lr_finder.start())
+        self.tensorboard_button = QPushButton("TensorBoard…")
+        self.tensorboard_button.setObjectName("tensorboardButton")
+        self.tensorboard_button.setToolTip("Copy the command that opens the last run in TensorBoard "
+                                           "(no server is started)")
+        self.tensorboard_button.clicked.connect(self.copy_tensorboard_command)
         self.reset_button = QPushButton("Reset settings")
         self.reset_button.setObjectName("resetSettingsButton")
         self.reset_button.setToolTip("Put every training setting back to its default (and forget the remembered ones)")
@@ -228,7 +233,8 @@ class TrainingPanel(QWidget):
         buttons.addWidget(self.save_button, 1, 0)
         buttons.addWidget(self.lr_find_button, 1, 1)
         buttons.addWidget(self.reset_button, 1, 2)
-        buttons.addWidget(self.cache_button, 2, 0)
+        buttons.addWidget(self.tensorboard_button, 2, 0)
+        buttons.addWidget(self.cache_button, 2, 1)
         buttons.addWidget(self.resume_check, 3, 0, 1, 3)
         buttons.addWidget(self.in_process_check, 4, 0, 1, 3)
 
@@ -634,6 +640,25 @@ class TrainingPanel(QWidget):
                 self.plots.grad_norm.add(report.step, grads.global_norm)
 
     # ------------------------------------------------------------------ helpers
+    def tensorboard_command(self) -> str | None:
+        """``tensorboard --logdir "<run>/tensorboard"`` for the current or last run, or None before any run."""
+        run_dir = self._run_dir
+        if not run_dir:
+            return None
+        return f'tensorboard --logdir "{Path(run_dir) / "tensorboard"}"'
+
+    def copy_tensorboard_command(self) -> str | None:
+        """Put :meth:`tensorboard_command` on the clipboard and say so in the status bar; returns it."""
+        from PySide6.QtGui import QGuiApplication
+
+        command = self.tensorboard_command()
+        if command is None:
+            self._status("Start a run first: TensorBoard reads the run folder's event files", 8000)
+            return None
+        QGuiApplication.clipboard().setText(command)
+        self._status(f"Copied: {command}", 15000)
+        return command
+
     def _lr_find_config(self):
         """The form's settings for the LR finder (as Start would use them); raises ValueError on a bad setting."""
         if self.is_running():

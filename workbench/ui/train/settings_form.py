@@ -346,6 +346,7 @@ class TrainingSettings(QWidget):
         self.tensorboard_check.setObjectName("tensorboardCheck")
         has_tb = importlib.util.find_spec("tensorboard") is not None
         self.tensorboard_check.setProperty("available", has_tb)
+        self.tensorboard_check.setChecked(bool(TrainConfig.tensorboard) and has_tb)  # the default, as Reset gives
         self.tensorboard_check.setToolTip("Write TensorBoard scalars into the run folder" if has_tb
                                           else "Install the tensorboard package to enable this")
 

@@ -1,0 +1,37 @@
+"""TensorBoard for real: a run's event files hold its scalars (checked against metrics.csv) and probe histograms."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import HISTOGRAMS, SCALARS, EventAccumulator
+
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.probe.callback import ProbeCallback
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.loop import Trainer
+
+
+def test_event_files_match_metrics_csv_and_hold_probe_histograms(tmp_path):
+    run = tmp_path / "run"
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=2, lr=1e-3, run_dir=str(run),
+                      tensorboard=True)
+    probe = ProbeCallback(lambda reports: None, every=5, probed=["features.3"])
+    trainer = Trainer(DigitsCNN(), cfg, [probe])
+    assert trainer.fit() == "completed"
+    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={SCALARS: 0, HISTOGRAMS: 0})
+    acc.Reload()
+    tags = acc.Tags()
+    assert {"train/loss", "train/lr", "train/samples_per_s", "val/loss", "val/accuracy"} <= set(tags["scalars"])
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    val = acc.Scalars("val/loss")
+    assert [e.step for e in val] == [int(r["step"]) for r in rows]
+    assert [e.value for e in val] == pytest.approx([float(r["val_loss"]) for r in rows], rel=1e-6)
+    assert [e.value for e in acc.Scalars("val/accuracy")] == pytest.approx([float(r["val_acc"]) for r in rows],
+                                                                            rel=1e-6)
+    losses = acc.Scalars("train/loss")
+    assert [e.step for e in losses] == list(range(1, trainer.step + 1))  # every step
+    assert {"weights/features.3.weight", "grads/features.3.weight", "weights/features.3.bias"} <= set(
+        tags["histograms"])
+    assert len(acc.Histograms("weights/features.3.weight")) == len(range(0, trainer.step, 5))
