@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import HISTOGRAMS, SCALARS, EventAccumulator
 
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.probe.callback import ProbeCallback
@@ -14,6 +13,9 @@ from workbench.core.train.loop import Trainer
 
 
 def test_event_files_match_metrics_csv_and_hold_probe_histograms(tmp_path):
+    # imported here: the GPU machine runs `pytest -m gpu` without the tensorboard package
+    from tensorboard.backend.event_processing.event_accumulator import HISTOGRAMS, SCALARS, EventAccumulator
+
     run = tmp_path / "run"
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=2, lr=1e-3, run_dir=str(run),
                       tensorboard=True)
