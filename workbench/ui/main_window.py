@@ -21,6 +21,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
 from workbench.core.model import tree as core_tree
 from workbench.core.model.edits import last_layer
+from workbench.core.train.runs import default_runs_root
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
 from workbench.ui.model.details_panel import DetailsPanel
@@ -29,6 +30,7 @@ from workbench.ui.model.tree_view import ModelTreeWidget
 from workbench.ui.probe.panel import ProbesPanel
 from workbench.ui.prompts import Prompts
 from workbench.ui.qsettings import make_settings
+from workbench.ui.runs.runs_panel import RunsPanel
 from workbench.ui.session import Session
 from workbench.ui.train.panel import TrainingPanel
 
@@ -86,6 +88,7 @@ class MainWindow(QMainWindow):
         self.details = DetailsPanel(self)
         self.training_panel = TrainingPanel(self.session, self.prompts, self)
         self.probes_panel = ProbesPanel(self.session, self)
+        self.runs_panel = RunsPanel(default_runs_root(), self)
         self._build_status_bar()
         self._build_docks()
         self._build_menus()
@@ -189,6 +192,10 @@ class MainWindow(QMainWindow):
         self.training_dock = self._dock("Training", "trainingDock", self.training_panel, right)
         self.probes_dock = self._dock("Probes", "probesDock", self.probes_panel, right)
         self.splitDockWidget(self.training_dock, self.probes_dock, Qt.Orientation.Vertical)
+        self.runs_dock = self._dock("Runs", "runsDock", self.runs_panel, right)
+        self.tabifyDockWidget(self.probes_dock, self.runs_dock)
+        self.probes_dock.raise_()
+        self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
 
     def _apply_default_dock_sizes(self) -> None:
@@ -257,7 +264,7 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "&Expand all", self.tree_widget.expand_all)
         self._action(view_menu, "&Collapse all", self.tree_widget.collapse_all)
         view_menu.addSeparator()
-        for dock in (self.model_dock, self.details_dock, self.training_dock, self.probes_dock):
+        for dock in (self.model_dock, self.details_dock, self.training_dock, self.probes_dock, self.runs_dock):
             view_menu.addAction(dock.toggleViewAction())
         self._rebuild_recent_menu()
 
@@ -391,6 +398,8 @@ class MainWindow(QMainWindow):
                                          "(Ctrl+Z puts the old head back)", 10000)
 
     def _on_running_changed(self, running: bool) -> None:
+        if not running and self.runs_dock.isVisible():
+            self.runs_panel.refresh()  # the run that just ended joins the list
         self.undo_action.setEnabled(not running and self.undo_stack.canUndo())
         self.redo_action.setEnabled(not running and self.undo_stack.canRedo())
         if not running:

@@ -9,15 +9,22 @@ torch, so 1,000 folders list in well under a second. A folder whose
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
 import time
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["RunSummary", "list_runs", "runs_table"]
+import numpy as np
+import tomllib
+
+__all__ = ["METRICS", "X_AXES", "RunSummary", "config_diff", "export_metrics", "list_runs", "read_metrics", "runs_table"]
+
+#: The metrics.csv columns a comparison overlays, and the x axes it offers.
+METRICS = ("train_loss", "val_loss", "val_acc", "lr")
+X_AXES = ("step", "epoch", "time_s")
 
 
 @dataclass
@@ -145,3 +152,62 @@ def runs_table(runs: list[RunSummary]) -> str:
                      "-" if math.isnan(s.best_val_acc) else f"{s.best_val_acc:.1%}", s.state))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def read_metrics(folder: str | Path) -> dict[str, np.ndarray]:
+    """``metrics.csv`` of a run as float64 columns (one value per epoch; blanks are NaN; no file: empty columns)."""
+    columns: dict[str, list[float]] = {}
+    try:
+        with open(Path(folder) / "metrics.csv", newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                for k, v in row.items():
+                    columns.setdefault(k, []).append(_float(v))
+    except OSError:
+        pass
+    return {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def config_diff(folders: list[str | Path]) -> list[tuple[str, list]]:
+    """The run.toml settings whose values differ between ``folders``: ``[(dotted key, [value per run]), ...]``.
+
+    A key missing from a run's file shows as None; keys are sorted.
+    """
+    flat = []
+    for folder in folders:
+        try:
+            flat.append(_flatten(tomllib.loads((Path(folder) / "run.toml").read_text(encoding="utf-8"))))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            flat.append({})
+    keys = sorted(set().union(*flat)) if flat else []
+    return [(k, [f.get(k) for f in flat]) for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+
+
+def export_metrics(folders: list[str | Path], path: str | Path) -> Path:
+    """Write the runs' metrics as one tidy CSV (``run,step,epoch,metric,value``) atomically; returns the path.
+
+    ``step`` and ``epoch`` are as in each ``metrics.csv`` (``epoch`` counts from 0).
+    """
+    from workbench.core.files import atomic_write_text
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["run", "step", "epoch", "metric", "value"])
+    for folder in folders:
+        cols = read_metrics(folder)
+        steps, epochs = cols.get("step", np.zeros(0)), cols.get("epoch", np.zeros(0))
+        for metric in ("train_loss", "val_loss", "val_acc", "lr", "samples_per_s", "input_wait", "time_s"):
+            for i, v in enumerate(cols.get(metric, ())):
+                if not math.isnan(v):
+                    w.writerow([Path(folder).name, int(steps[i]), int(epochs[i]), metric, repr(float(v))])
+    return Path(atomic_write_text(path, buf.getvalue()))
