@@ -345,3 +345,33 @@ def test_a_class_count_mismatch_offers_to_replace_the_head(main_window, qtbot):
     assert panel.start()
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=60_000)
     assert panel.last_reason() == "completed"
+
+
+def test_compare_with_a_fine_tuned_checkpoint_colours_only_the_head(main_window, tmp_path):
+    """File > Compare with checkpoint…: a Change column with the relative change of each changed module."""
+    from PySide6.QtCore import Qt as _Qt
+
+    from workbench.core.model.architectures import ArchSpec
+    from workbench.ui.model.tree_model import COL_CHANGE
+
+    window, _ = main_window
+    base = torchvision.models.resnet18(num_classes=10)
+    tuned = torchvision.models.resnet18(num_classes=10)
+    tuned.load_state_dict(base.state_dict())
+    with torch.no_grad():
+        tuned.fc.weight.mul_(1.1)
+    torch.save(base.state_dict(), tmp_path / "base.pt")
+    torch.save(tuned.state_dict(), tmp_path / "tuned.pt")
+    assert window.open_path(tmp_path / "base.pt", arch=ArchSpec.parse("resnet18(num_classes=10)"))
+    assert window.tree_widget.view.isColumnHidden(COL_CHANGE)
+    changes = window.compare_with(tmp_path / "tuned.pt")
+    assert [c.module for c in changes] == ["fc"] and not window.prompts.errors
+    assert not window.tree_widget.view.isColumnHidden(COL_CHANGE)
+    model = window.tree_model
+    fc = model.index_for_name("fc")
+    cell = fc.sibling(fc.row(), COL_CHANGE)
+    assert cell.data() == f"{changes[0].params:.2e}" and cell.data(_Qt.ItemDataRole.BackgroundRole) is not None
+    conv = model.index_for_name("conv1")
+    assert conv.sibling(conv.row(), COL_CHANGE).data() is None  # unchanged: blank
+    window.session.set_comparison(None)
+    assert window.tree_widget.view.isColumnHidden(COL_CHANGE)

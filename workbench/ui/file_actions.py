@@ -20,6 +20,7 @@ from workbench.core.model import architectures, saving
 from workbench.core.model import tree as core_tree
 from workbench.core.model.architectures import ArchSpec
 from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
+from workbench.core.model.diff import module_diff
 from workbench.core.model.opening import NeedsArchitecture, Opened, PartialFit, open_model
 from workbench.core.train.commands import SaveNow
 from workbench.core.train.faults import nonfinite_tensors
@@ -148,6 +149,45 @@ class FileActions(QObject):
                 if partial or not self.prompts.partial_load(err.report, Path(err.checkpoint.path).name, err.spec):
                     return None
                 partial = True
+
+    def compare_with(self, path) -> list:
+        """Compare the shown model with another checkpoint of its architecture, module by module.
+
+        The file is opened by the one open policy (with the shown model's
+        architecture); :func:`workbench.core.model.diff.module_diff` gives the
+        relative change of each module's parameters and buffers, which the tree
+        shows as a column and a colour. Returns the changes, largest first ([] on
+        an error or a cancel, which the prompts report).
+        """
+        model = self.session.model
+        if model is None:
+            self.prompts.error("Open a model first, then compare it with another checkpoint.")
+            return []
+        path = Path(path)
+        try:
+            other = self._open(path, self.session.arch_spec, False)
+        except (WorkbenchError, ValueError, OSError) as exc:
+            self.prompts.error(str(exc))
+            return []
+        if other is None:
+            return []
+        changes = module_diff(model, other.model)
+        missing = [c for c in changes if c.note]
+        if missing and len(missing) == len(changes) and not any(c.params > 0 for c in changes):
+            self.prompts.error(f"{path.name} does not fit this model: {missing[0].note}")
+            return []
+        self.session.set_comparison({c.module: c for c in changes}, str(path))
+        top = ", ".join(f"{c.module or '(root)'} {max(c.params, c.buffers, 0.0):.2g}" for c in changes[:3]
+                        if not c.note)
+        self.session.show_status(f"Compared with {path.name}: {len(changes)} module(s) changed"
+                                 + (f"; largest: {top}" if top else ""), 20000)
+        return changes
+
+    def on_compare_triggered(self) -> None:
+        """File > Compare with checkpoint…"""
+        path = self.prompts.open_path(str(self.settings.value(LAST_FOLDER_KEY, "") or ""))
+        if path:
+            self.compare_with(path)
 
     def new_from_architecture(self, spec: ArchSpec | None = None) -> bool:
         """Build a freshly initialized model (File > New from architecture); asks when ``spec`` is None."""

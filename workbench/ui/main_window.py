@@ -247,6 +247,9 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "&Save checkpoint…", files.on_save_triggered, QKeySequence.StandardKey.Save)
         self._action(file_menu, "&Export summary…", files.on_export_triggered, tip="Markdown or CSV")
+        self._action(file_menu, "&Compare with checkpoint…", files.on_compare_triggered,
+                     tip="Per-module relative change ||a - b|| / ||a|| against another checkpoint of this architecture")
+        self._action(file_menu, "C&lear comparison", lambda: self.session.set_comparison(None))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         edit_menu = self.menuBar().addMenu("&Edit")
@@ -288,6 +291,7 @@ class MainWindow(QMainWindow):
         session.probedChanged.connect(self.tree_model.set_probed)
         session.statusMessage.connect(self._on_status_message)
         session.revealRequested.connect(self._on_reveal_requested)
+        session.comparisonChanged.connect(self._on_comparison_changed)
         session.replaceHeadRequested.connect(self._on_replace_head_requested)
         session.keepBnStatsFixedChanged.connect(self.keep_bn_action.setChecked)
         session.keepBnStatsFixedChanged.connect(self.tree_model.set_bn_stats_fixed)
@@ -354,6 +358,14 @@ class MainWindow(QMainWindow):
         name = getattr(obj, "name", None)
         self.details.show_node(obj, self.tree_model.badges(name) if isinstance(name, str) else [])
         self.session.select(obj)
+
+    def _on_comparison_changed(self, changes) -> None:
+        self.tree_model.set_comparison(changes)
+        self.tree_widget.show_change_column(changes is not None)
+
+    def compare_with(self, path) -> list:
+        """Compare the shown model with the checkpoint at ``path`` (:meth:`FileActions.compare_with`)."""
+        return self.file_actions.compare_with(path)
 
     def _on_reveal_requested(self, name: str, step: int) -> None:
         """A module was named elsewhere (a heatmap cell, the NaN trace): select it in the tree."""

@@ -87,6 +87,7 @@ class Session(QObject):
     probedChanged = Signal(list)
     selectionChanged = Signal(object)
     revealRequested = Signal(str, int)
+    comparisonChanged = Signal(object)
     probeReports = Signal(list)
     statusMessage = Signal(str, int)
     commandRequested = Signal(object)
@@ -96,6 +97,9 @@ class Session(QObject):
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
+        #: ``{module: ModuleChange}`` against another checkpoint ("Compare with…"), or None
+        self.comparison: dict | None = None
+        self.comparison_source = ""
         self.model: nn.Module | None = None
         self.arch_spec = None
         self.checkpoint = None
@@ -120,6 +124,8 @@ class Session(QObject):
         self.edits = []
         self.badges = {}
         self.run_extras = {}
+        if self.comparison is not None:
+            self.set_comparison(None)  # a comparison belongs to the model it was made with
         self.modelChanged.emit()
 
     def set_arch_spec(self, spec) -> None:
@@ -179,6 +185,12 @@ class Session(QObject):
     def select(self, obj: Any) -> None:
         """The tree's current row changed (a ``ModuleNode``, a parameter row or None)."""
         self.selectionChanged.emit(obj)
+
+    def set_comparison(self, changes: dict | None, source: str = "") -> None:
+        """The per-module change against another checkpoint (``{module: ModuleChange}``; None: no comparison)."""
+        self.comparison = dict(changes) if changes is not None else None
+        self.comparison_source = source if changes is not None else ""
+        self.comparisonChanged.emit(self.comparison)
 
     def reveal(self, name: str, step: int = -1) -> None:
         """Ask the window to select module ``name`` in the tree and the probes to show it (at ``step``; -1: latest)."""

@@ -12,6 +12,7 @@ rows (``ParamRow``).
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Iterable
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt, Signal
@@ -22,9 +23,9 @@ from workbench.core.model import tree as core_summary
 
 #: The Train checkbox sits next to the name, where the eye is (it was the last column, off-screen
 #: in a 676 px wide tree at the first-launch 1500x900 window).
-COLUMNS = ("Name", "Train", "Type", "Output shape", "Params", "Trainable", "FLOPs")
-COL_NAME, COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS = range(len(COLUMNS))
-NUMERIC_COLUMNS = (COL_PARAMS, COL_TRAINABLE, COL_FLOPS)
+COLUMNS = ("Name", "Train", "Type", "Output shape", "Params", "Trainable", "FLOPs", "Change")
+COL_NAME, COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_CHANGE = range(len(COLUMNS))
+NUMERIC_COLUMNS = (COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_CHANGE)
 
 DISPLAY = Qt.ItemDataRole.DisplayRole.value
 TOOLTIP = Qt.ItemDataRole.ToolTipRole.value
@@ -33,6 +34,7 @@ ALIGN = Qt.ItemDataRole.TextAlignmentRole.value
 FOREGROUND = Qt.ItemDataRole.ForegroundRole.value
 DECORATION = Qt.ItemDataRole.DecorationRole.value
 FONT = Qt.ItemDataRole.FontRole.value
+BACKGROUND = Qt.ItemDataRole.BackgroundRole.value
 #: Custom roles: the row object, a numeric sort key, the text the filter box matches.
 NODE_ROLE = Qt.ItemDataRole.UserRole.value + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole.value + 2
@@ -130,6 +132,7 @@ class ModelTreeModel(QAbstractItemModel):
         self._param_rows: dict[int, list[ParamRow]] = {}
         self._touched: dict[int, object] = {}   # modules whose children the view has asked for
         self._badges: dict[str, list] = {}
+        self._changes: dict = {}  # module -> ModuleChange ("Compare with…")
         #: frozen BatchNorm layers keep their statistics (the window follows its setting)
         self.bn_stats_fixed = True
         self._probed: frozenset[str] = frozenset()
@@ -279,6 +282,8 @@ class ModelTreeModel(QAbstractItemModel):
             return None
         obj = index.internalPointer()
         col = index.column()
+        if col == COL_CHANGE:
+            return self._change_data(obj, role)
         if role == DISPLAY:
             return self._param_text(obj, col) if isinstance(obj, ParamRow) else self._module_text(obj, col)
         if role == CHECK:
@@ -336,6 +341,33 @@ class ModelTreeModel(QAbstractItemModel):
         if isinstance(obj, ParamRow):
             return not obj.info.requires_grad
         return obj.total_params > 0 and obj.trainable_params == 0
+
+    def set_comparison(self, changes: dict | None) -> None:
+        """Show ``{module: ModuleChange}`` (``||a - b|| / ||a||`` per module) in the Change column; None clears."""
+        self._changes = dict(changes or {})
+        self.refresh_trainable()
+
+    def _change_data(self, obj, role: int):
+        """The Change column: own parameters' relative change (text), buffers' in the tooltip, a colour."""
+        if isinstance(obj, ParamRow):
+            return None
+        change = self._changes.get(obj.name)
+        if change is None:
+            return None
+        value = change.params if change.params == change.params else change.buffers  # NaN: buffers only
+        if role == DISPLAY:
+            return "shape differs" if change.note else ("" if value != value else f"{value:.2e}")
+        if role == ALIGN:
+            return _RIGHT
+        if role == TOOLTIP:
+            return change.text()
+        if role == BACKGROUND and value == value and value > 0:
+            # white at 1e-6 and below to red at 1e0 and above (log scale)
+            t = min(1.0, max(0.0, (math.log10(value) + 6.0) / 6.0))
+            return QBrush(QColor(255, int(255 - 170 * t), int(255 - 200 * t)))
+        if role == SORT_ROLE:
+            return -1.0 if value != value else value
+        return None
 
     def _tooltip(self, obj, col: int) -> str | None:
         info = obj.info if isinstance(obj, ParamRow) else None
@@ -469,7 +501,7 @@ class ModelTreeModel(QAbstractItemModel):
         if self._root is None:
             return
         core_summary.refresh_trainable(self._root)
-        roles = [DISPLAY, CHECK, FOREGROUND, TOOLTIP, SORT_ROLE]
+        roles = [DISPLAY, CHECK, FOREGROUND, TOOLTIP, SORT_ROLE, BACKGROUND]
         last = len(COLUMNS) - 1
         top = self.createIndex(0, 0, self._root)
         self.dataChanged.emit(top, self.createIndex(0, last, self._root), roles)

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.model.edits import INIT_METHODS, is_head_candidate
 from workbench.ui.model.tree_model import (
+    COL_CHANGE,
     COL_FLOPS,
     COL_NAME,
     COL_PARAMS,
@@ -40,7 +41,7 @@ from workbench.ui.model.tree_model import (
 )
 
 _COLUMN_WIDTHS = {COL_NAME: 165, COL_TYPE: 125, COL_SHAPE: 135, COL_PARAMS: 90, COL_TRAINABLE: 85,
-                  COL_FLOPS: 105, COL_TRAIN: 42}
+                  COL_FLOPS: 105, COL_TRAIN: 42, COL_CHANGE: 80}
 
 
 class TreeController(Protocol):
@@ -145,8 +146,13 @@ class ModelTreeWidget(QWidget):
         self.proxy.setSourceModel(model)
         model.set_visible_parents_provider(self.visible_source_parents)
         self._apply_column_widths()
+        self.view.setColumnHidden(COL_CHANGE, True)  # shown while a comparison is set (show_change_column)
         self.view.selectionModel().currentChanged.connect(self._on_current_changed)
         self.reset_view()
+
+    def show_change_column(self, shown: bool) -> None:
+        """Show or hide the Change column ("Compare with…")."""
+        self.view.setColumnHidden(COL_CHANGE, not shown)
 
     def reset_view(self) -> None:
         """Expand the root row so the top-level modules show."""
