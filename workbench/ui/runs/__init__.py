@@ -1,0 +1,1 @@
+"""The Runs dock: run folders side by side."""
