@@ -185,6 +185,7 @@ class ProbeCallback(Callback):
         self._out: list[ProbeReport] = []
         self._last_flush = time.monotonic()
         self._next_act = 0  # index of the next step whose activations are measured
+        self._last_act: int | None = None  # index of the last step whose activations were measured
         self.every = AUTO_START_EVERY if self.auto else self._fixed_every
         self._cadence = _StepCost()
 
@@ -262,10 +263,15 @@ class ProbeCallback(Callback):
             if report.activations and self._writer is not None:
                 self._write_histograms(step)
         if self._is_act_step(i):
-            self._next_act = i + self.every
+            self._last_act = i
         self._cadence.record(measured)
         if self.auto:
             self.every = self._cadence.cadence(self.budget, AUTO_START_EVERY)
+        if self._last_act is not None:
+            # from the last measurement, with the cadence known now: as soon as a plain step has been
+            # timed, the next measurement moves (before, the second one came at AUTO_START_EVERY whatever
+            # a measurement cost: 4 of the 5 in a 40-step resnet18 epoch on CPU, 10 % of its time)
+            self._next_act = max(self._last_act + self.every, i + 1)
         self._index = i + 1
         self._prepare(self._index)
         self._maybe_flush()
