@@ -79,7 +79,7 @@ class LayerHeatmapView(QWidget):
         self.history = history if history is not None else LayerHistory()
         self.rows: list[int] = []  # history row of each image row, top to bottom
         self._matrix = np.zeros((0, 0), np.float32)
-        self._dirty = False
+        self._stale = False  # measurements arrived since the last refresh
         self.quantity_combo = QComboBox(objectName="heatmapQuantityCombo")
         for q in QUANTITIES:
             self.quantity_combo.addItem(QUANTITY_TITLES[q], q)
@@ -146,11 +146,18 @@ class LayerHeatmapView(QWidget):
         self.quantity_combo.setCurrentIndex(self.quantity_combo.findData(quantity))
 
     def add(self, snapshots: list[LayerSnapshot]) -> None:
-        """Append measurements; the picture redraws within :data:`REDRAW_MS`."""
+        """Append measurements; the picture redraws within :data:`REDRAW_MS` when shown (else when next shown)."""
         for snap in snapshots:
             self.history.add(snap)
-        if snapshots and not self._timer.isActive():
-            self._timer.start()
+        if snapshots:
+            self._stale = True
+            if self.isVisible() and not self._timer.isActive():
+                self._timer.start()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override): a hidden tab redraws when it is shown
+        super().showEvent(event)
+        if self._stale:
+            self.refresh()
 
     def clear(self) -> None:
         """Forget every measurement (a new model)."""
@@ -159,6 +166,7 @@ class LayerHeatmapView(QWidget):
 
     def refresh(self) -> None:
         """Redraw the shown quantity now."""
+        self._stale = False
         q = self.quantity
         h = self.history
         self.rows = h.order(q, self.sort_combo.currentData(), self.filter_edit.text()) if len(h) else []
