@@ -304,10 +304,9 @@ def inspect_main(argv: Sequence[str]) -> int:
         does not take is one too).
     """
     parser = build_inspect_parser()
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exc:  # argparse: usage error (2) or --help (0)
-        return int(exc.code or 0)
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
 
     from workbench.core.errors import WorkbenchError
 
@@ -357,6 +356,14 @@ def _fail(message: str, debug: bool) -> int:
     return 1
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit code argparse chose (``--help``: 0, a usage error: 2)."""
+    try:
+        return parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``workbench`` console script and ``python -m workbench``.
 
@@ -402,10 +409,9 @@ def _train_main(argv: Sequence[str]) -> int:
     ddp.add_argument("--master-port", type=int, default=None)
     ddp.add_argument("--rank-timeout", type=float, default=60.0, metavar="S",
                      help="end the run when a rank has made no step for S seconds (default 60)")
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
     from workbench.core.errors import WorkbenchError
     from workbench.core.train.headless import train_from_toml
 
@@ -433,10 +439,9 @@ def _lr_find_main(argv: Sequence[str]) -> int:
     parser.add_argument("--min-lr", type=float, default=1e-7)
     parser.add_argument("--max-lr", type=float, default=10.0)
     parser.add_argument("--steps", type=int, default=100)
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
     from workbench.core.train.headless import lr_find_from_toml
 
     return int(lr_find_from_toml(args.config, out=print, min_lr=args.min_lr, max_lr=args.max_lr, steps=args.steps))
@@ -451,10 +456,9 @@ def _diff_main(argv: Sequence[str]) -> int:
     parser.add_argument("b", help="checkpoint to compare")
     parser.add_argument("--arch", default=None, help="architecture NAME or SPEC when the files do not name one")
     parser.add_argument("--trust", action="store_true", help="allow files that run code when loaded")
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
     from workbench.core.errors import WorkbenchError
     from workbench.core.model.diff import module_diff
     from workbench.core.model.opening import open_model
@@ -477,10 +481,9 @@ def _runs_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench runs", description="List the run folders: one run per line.")
     parser.add_argument("root", nargs="?", default=None, help="runs folder (default: the runs root)")
     parser.add_argument("--json", action="store_true", help="the same as a JSON list")
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
     from workbench.core.train.run_index import list_runs, runs_table
     from workbench.core.train.runs import default_runs_root
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from torch import nn
 
 from workbench.core.probe.activations import ActivationProbe, ActivationStats, Histogram
-from workbench.core.probe.gradients import GradNorms, UpdateTracker, grad_norms, weight_histograms
+from workbench.core.probe.gradients import GradNorms, UpdateTracker, grad_norms, update_ratio, weight_histograms
 from workbench.core.probe.health import (
     Badge,
     HealthThresholds,
@@ -350,8 +350,7 @@ class ProbeCallback(Callback):
             self._act_badges = activation_badges(report.activations, self.thresholds)
             norms = self._updates.norms(self._model) if self._updates.has_snapshot else {}
             if self.track_updates:
-                report.update_ratios = {n: (d / w if w > 0 else (0.0 if d == 0 else math.inf))
-                                        for n, (d, w) in norms.items()}
+                report.update_ratios = {n: update_ratio(d, w) for n, (d, w) in norms.items()}
             if self._layer_probe is not None:
                 names, acts = self._layer_probe.collect()
                 report.layers = layer_snapshot(step, names, [self._layer_probe.type_of(n) for n in names], acts,

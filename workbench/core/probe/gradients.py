@@ -22,7 +22,8 @@ from torch import nn
 from workbench.core.probe.activations import DEFAULT_BINS, Histogram, histogram
 
 __all__ = [
-    "GradNorms", "LayerNorm", "UpdateTracker", "aggregate", "bulk_norms", "grad_norms", "layer_norms", "weight_histograms",
+    "GradNorms", "LayerNorm", "UpdateTracker", "aggregate", "bulk_norms", "grad_norms", "layer_norms", "update_ratio",
+    "weight_histograms",
 ]
 
 
@@ -61,6 +62,11 @@ def bulk_norms(tensors: Sequence[torch.Tensor]) -> list[float]:
             for i, v in zip(idx, values):
                 out[i] = v
     return out
+
+
+def update_ratio(delta: float, weight: float) -> float:
+    """``||dw|| / ||w||`` from the two norms: 0 for no change, Inf for a change of an all-zero tensor."""
+    return delta / weight if weight > 0 else (0.0 if delta == 0 else math.inf)
 
 
 def aggregate(values: dict[str, float], *, subtree: bool) -> dict[str, float]:
@@ -262,7 +268,7 @@ class UpdateTracker:
             Parameter name -> ``||dw|| / ||w||`` (dimensionless); parameters
             frozen or replaced since the snapshot are left out. Empty without a snapshot.
         """
-        return {n: (d / w if w > 0 else (0.0 if d == 0 else math.inf)) for n, (d, w) in self.norms(model).items()}
+        return {n: update_ratio(d, w) for n, (d, w) in self.norms(model).items()}
 
     def norms(self, model: nn.Module) -> dict[str, tuple[float, float]]:
         """Per-parameter ``(||dw||, ||w||)`` since the snapshot (L2, the parameter's units); drops the snapshot.

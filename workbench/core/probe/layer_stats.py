@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from workbench.core.probe.activations import iter_tensor_leaves, leaf_modules
+from workbench.core.probe.gradients import aggregate, update_ratio
 
 __all__ = ["QUANTITIES", "QUANTITY_TITLES", "LOG_QUANTITIES", "LayerSnapshot", "LayerStatsProbe", "layer_snapshot"]
 
@@ -183,10 +184,6 @@ class LayerStatsProbe:
         return type(self._modules[name]).__name__
 
 
-def _owner(param: str) -> str:
-    return param.rpartition(".")[0]
-
-
 def layer_snapshot(step: int, names: list[str], types: list[str], acts: np.ndarray,
                    grad_own: dict[str, float] | None, update_norms: dict[str, tuple[float, float]] | None
                    ) -> LayerSnapshot:
@@ -212,15 +209,12 @@ def layer_snapshot(step: int, names: list[str], types: list[str], acts: np.ndarr
     values = np.full((len(names), len(QUANTITIES)), np.nan, dtype=np.float32)
     values[:, :4] = acts
     grad_own = grad_own or {}
-    sums: dict[str, list[float]] = {}
-    for param, (d, w) in (update_norms or {}).items():
-        acc = sums.setdefault(_owner(param), [0.0, 0.0])
-        acc[0] += d * d
-        acc[1] += w * w
+    pairs = update_norms or {}
+    deltas = aggregate({p: d for p, (d, _) in pairs.items()}, subtree=False)  # per owning module, in quadrature
+    weights = aggregate({p: w for p, (_, w) in pairs.items()}, subtree=False)
     for i, name in enumerate(names):
         if name in grad_own:
             values[i, 4] = grad_own[name]
-        if name in sums:
-            d2, w2 = sums[name]
-            values[i, 5] = math.sqrt(d2) / math.sqrt(w2) if w2 > 0 else (0.0 if d2 == 0 else math.inf)
+        if name in deltas:
+            values[i, 5] = update_ratio(deltas[name], weights[name])
     return LayerSnapshot(int(step), tuple(names), tuple(types), values)
