@@ -97,37 +97,15 @@ def _plain_process() -> float:
 
 def _window_run(panel, run_dir: str) -> tuple[float, list[float]]:
     import torchvision
-    from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
+
+    from benchmarks.bench_training import run_with_gui_timer
 
     panel.session.set_model(torchvision.models.resnet18(num_classes=10), None, None, (1, 3, 32, 32))
     panel.settings.set_config(_config(run_dir))
-    intervals: list[float] = []
-    clock, timer, loop = QElapsedTimer(), QTimer(), QEventLoop()
-    timer.setInterval(10)
-    timer.setTimerType(timer.timerType().PreciseTimer)
-
-    def tick():
-        intervals.append(clock.nsecsElapsed() / 1e6)
-        clock.restart()
-
-    def on_running(running: bool) -> None:
-        if not running:
-            loop.quit()
-
-    timer.timeout.connect(tick)
-    panel.runningChanged.connect(on_running)
-    clock.start()
-    timer.start()
-    if not panel.start():
-        raise RuntimeError("the panel did not start")
-    loop.exec()
-    timer.stop()
-    panel.runningChanged.disconnect(on_running)
-    if panel.last_reason() != "completed":
-        raise RuntimeError(f"window run ended with {panel.last_reason()}: {panel._last_error}")
+    intervals, _ = run_with_gui_timer(panel)
     stats = panel.last_run_stats()
     panel.wait_for_training_process()
-    return stats["samples"] / stats["time"], intervals[1:]
+    return stats["samples"] / stats["time"], intervals
 
 
 def run() -> dict[str, float]:

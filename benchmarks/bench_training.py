@@ -129,8 +129,6 @@ def qt_run(app, panel, run_dir: str, epochs: int = EPOCHS, seed: int = 0) -> tup
     sides. Waits for the next process started ahead to be ready before returning,
     so its start-up never overlaps the next measurement.
     """
-    from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
-
     panel.session.set_model(DigitsCNN(), None, None, (1, 1, 8, 8))
     s = panel.settings
     s.dataset_combo.setCurrentIndex(s.dataset_combo.findData("digits"))
@@ -140,9 +138,22 @@ def qt_run(app, panel, run_dir: str, epochs: int = EPOCHS, seed: int = 0) -> tup
     s.seed_spin.setValue(seed)
     s.run_dir_edit.setText(run_dir)
 
+    intervals, first = run_with_gui_timer(panel)
+    stats = panel.last_run_stats()
+    panel.wait_for_training_process()
+    return stats["samples"] / stats["time"], intervals, first
+
+
+def run_with_gui_timer(panel) -> tuple[list[float], float]:
+    """Start the panel's run and spin a real GUI event loop until it ends, a 10 ms QTimer recording its intervals.
+
+    Returns (timer intervals in ms, seconds from Start to the first step's
+    metrics in the window). Raises RuntimeError when the run does not complete.
+    """
+    from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
+
     intervals: list[float] = []
-    clock = QElapsedTimer()
-    timer = QTimer()
+    clock, timer, loop = QElapsedTimer(), QTimer(), QEventLoop()
     timer.setInterval(10)
     timer.setTimerType(timer.timerType().PreciseTimer)
 
@@ -150,14 +161,12 @@ def qt_run(app, panel, run_dir: str, epochs: int = EPOCHS, seed: int = 0) -> tup
         intervals.append(clock.nsecsElapsed() / 1e6)
         clock.restart()
 
-    timer.timeout.connect(tick)
-    loop = QEventLoop()
-
     def on_running(running: bool) -> None:
         if not running:
             loop.quit()
 
     first: list[float] = []
+    timer.timeout.connect(tick)
     panel.runningChanged.connect(on_running)
     clock.start()
     timer.start()
@@ -170,9 +179,7 @@ def qt_run(app, panel, run_dir: str, epochs: int = EPOCHS, seed: int = 0) -> tup
     panel.runningChanged.disconnect(on_running)
     if panel.last_reason() != "completed":
         raise RuntimeError(f"benchmark run ended with {panel.last_reason()}: {panel._last_error}")
-    stats = panel.last_run_stats()
-    panel.wait_for_training_process()
-    return stats["samples"] / stats["time"], intervals[1:], (first[0] if first else float("nan"))
+    return intervals[1:], (first[0] if first else float("nan"))
 
 
 def redraw_1m(panel, repeats: int = 15) -> float:
