@@ -106,3 +106,48 @@ def test_a_stop_reaches_every_rank_at_the_same_step_and_rank_0_saves(tmp_path):
 def test_a_missing_run_file_is_named_before_any_rank_starts(tmp_path, capsys):
     assert cli_main(["train", str(tmp_path / "nope.toml"), "--nproc-per-node", "2"]) == 1
     assert f"error: {tmp_path / 'nope.toml'}: file not found" in capsys.readouterr().out
+
+
+def test_mid_run_commands_apply_at_the_same_step_on_both_ranks_and_a_pause_keeps_them_in_step(tmp_path):
+    import time
+
+    from workbench.core.train.commands import SaveNow, SetLR, SetTrainable
+
+    lines = []
+    snapshot = tmp_path / "at_freeze.pt"
+    run = DistributedRun(_run_file(tmp_path, epochs=200), 2, out=lines.append, timeout_s=30)
+    run.start()
+    try:
+        assert run.wait_until(_both_stepping, timeout=120), lines
+        # a freeze changes the parameters with gradients: the DDP reducer is rebuilt at that step
+        assert run.queue(SetTrainable(["features.3"], False))
+        assert run.queue(SaveNow(str(snapshot)))
+        assert run.wait_until(lambda r: all(len(s.applied) >= 2 for s in r.values()), timeout=60), lines
+        assert run.pause()
+        assert run.wait_until(lambda r: all(len(s.applied) >= 2 for s in r.values()), timeout=5)
+        time.sleep(1.0)  # the pause reaches both ranks at the next agreed step
+        paused_at = {r: s.step for r, s in run.ranks.items()}
+        assert run.queue(SetLR(1e-3))  # given during the pause: applied at the pause's step on both ranks
+        assert run.wait_until(lambda r: all(len(s.applied) >= 3 for s in r.values()), timeout=30), lines
+        time.sleep(2.5)  # longer than a pause tick: both ranks stay put and keep their heartbeat
+        assert {r: s.step for r, s in run.ranks.items()} == paused_at
+        assert all(time.monotonic() - s.last_seen < 2.0 for s in run.ranks.values())
+        assert run.resume()
+        assert run.wait_until(lambda r: all(s.step > paused_at[k] + 3 for k, s in r.items()), timeout=60), lines
+        run.stop()
+        assert run.wait(timeout=120) == 130
+    finally:
+        run.kill()
+    applied = {r: [(step, type(cmd).__name__) for step, cmd in s.applied] for r, s in run.ranks.items()}
+    assert applied[0] == applied[1], applied
+    assert [kind for _, kind in applied[0]] == ["SetTrainable", "SaveNow", "SetLR"]
+    assert applied[0][2][0] == paused_at[0] == paused_at[1]
+    assert run.ranks[0].applied[0][1].changed == run.ranks[1].applied[0][1].changed == [
+        "features.3.weight", "features.3.bias"]
+    assert run.ranks[1].applied[1][1].saved_to is None  # rank 0 alone writes
+    assert "all 2 ranks end with identical weights" in lines
+    at_freeze = torch.load(snapshot, weights_only=True)["model_state_dict"]
+    last = torch.load(tmp_path / "run" / "last.pt", weights_only=True)["model_state_dict"]
+    for name in ("features.3.weight", "features.3.bias", *FROZEN):  # frozen since: bit-identical
+        assert torch.equal(at_freeze[name], last[name]), name
+    assert not torch.equal(at_freeze["classifier.weight"], last["classifier.weight"])  # the rest trained on

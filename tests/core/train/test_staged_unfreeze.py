@@ -83,3 +83,50 @@ def test_an_unknown_module_in_the_schedule_stops_before_the_first_step(tmp_path)
     trainer = Trainer(DigitsCNN(), cfg)
     assert trainer.fit() == "error"
     assert "no module named 'layer4'" in str(trainer.error) and trainer.step == 0
+
+
+class FactorSeen(Callback):
+    """At each epoch end: the LR of features.3's param group over its role's LR at the current head LR."""
+
+    def __init__(self, stop_after=None):
+        self.ratio = {}
+        self.stop_after = stop_after
+
+    def on_epoch_end(self, trainer, metrics):
+        from workbench.core.train import optim
+
+        opt = trainer.optimizer
+        weight = trainer.model.features[3].weight
+        group = next((g for g in opt.param_groups if any(p is weight for p in g["params"])), None)
+        if group is not None:
+            role_lr = optim.lr_for_role(group["wb_role"], optim.head_lr(opt), trainer.config)
+            self.ratio[trainer.epoch] = group["lr"] / role_lr
+        if trainer.epoch == self.stop_after:
+            trainer.request_stop()
+
+
+def test_an_lr_factor_gives_the_unfrozen_module_that_share_of_the_lr_through_an_lr_change_and_resume(tmp_path):
+    from workbench.core.train.commands import SetLR
+
+    entries = parse_unfreeze("2: features.3*0.1")
+    assert entries == [{"epoch": 2, "module": "features.3", "lr_factor": 0.1}]
+    assert format_unfreeze(entries) == "2: features.3*0.1"
+    cfg = _config(tmp_path, "factor")
+    cfg.unfreeze = entries
+    cfg.validate()
+    seen = FactorSeen(stop_after=2)
+    first = Trainer(_frozen_backbone(), cfg, [seen])
+    assert first.fit() == "stopped"
+    assert 1 not in seen.ratio and seen.ratio[2] == pytest.approx(0.1)
+    # resumed from the checkpoint, with the LR changed: the factor stays (wb_lr_factor is in the optimizer state)
+    seen = FactorSeen()
+    resumed = Trainer(_frozen_backbone(), _config(tmp_path, "factor"), [seen])
+    resumed.config.unfreeze = entries
+    resumed.resume_from(tmp_path / "factor" / "last.pt")
+    resumed.queue(SetLR(2e-3))
+    assert resumed.fit() == "completed"
+    assert seen.ratio[3] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="layer3\\*0"):
+        parse_unfreeze("3: layer3*0")
+    with pytest.raises(ValueError, match="lr_factor"):
+        TrainConfig(unfreeze=[{"epoch": 2, "module": "x", "lr_factor": -1}]).validate()

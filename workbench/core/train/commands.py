@@ -47,6 +47,9 @@ class SetTrainable:
     error: str | None = None
     #: queued by the run's own ``unfreeze`` schedule (run.toml replays it: not an edit to record)
     scheduled: bool = False
+    #: unfreezing: the new param groups' LR is their role's LR times this (staged unfreezing's
+    #: "unfreeze layer3 at a tenth of the LR"); kept in the group as ``wb_lr_factor``
+    lr_factor: float = 1.0
 
 
 @dataclass
@@ -105,6 +108,8 @@ def apply_command(trainer: Trainer, cmd: Any) -> None:
         trainer.config.lr = float(cmd.lr)
         trainer.lr_used = float(cmd.lr)
     elif isinstance(cmd, SaveNow):
+        if not trainer.is_main:
+            return  # data-parallel: rank 0 alone writes; every replica holds the same weights
         trainer.prepare()
         trainer.checkpoints.wait_for_saves()  # the epoch-end write must not land after this one
         path = Path(cmd.path) if cmd.path else trainer.run_dir / "last.pt"
@@ -137,13 +142,13 @@ def _set_trainable(trainer: Trainer, cmd: SetTrainable) -> None:
             if not p.requires_grad:
                 p.grad = None
     if cmd.flag and changed and trainer.optimizer is not None:
-        _add_to_optimizer(trainer, changed)
+        _add_to_optimizer(trainer, changed, float(cmd.lr_factor))
     if model.training:
         trainer.apply_bn_policy()
 
 
-def _add_to_optimizer(trainer: Trainer, names: list[str]) -> None:
-    """Add a param group per role for newly trainable parameters not yet in the optimizer."""
+def _add_to_optimizer(trainer: Trainer, names: list[str], factor: float = 1.0) -> None:
+    """Add a param group per role for newly trainable parameters not yet in the optimizer (LR times ``factor``)."""
     opt = trainer.optimizer
     in_opt = {id(p) for g in opt.param_groups for p in g["params"]}
     params = dict(trainer.model.named_parameters())
@@ -155,7 +160,9 @@ def _add_to_optimizer(trainer: Trainer, names: list[str]) -> None:
         role = g["wb_role"]
         ref = next((x for x in opt.param_groups if x.get("wb_role") == role and x["params"]),
                    None) or next((x for x in opt.param_groups), None)
-        group = {"params": g["params"], "wb_role": role, "lr": optim.lr_for_role(role, head, trainer.config)}
+        group = {"params": g["params"], "wb_role": role, "lr": optim.lr_for_role(role, head, trainer.config) * factor}
+        if factor != 1.0:
+            group["wb_lr_factor"] = factor  # in the optimizer's state_dict: resume and SetLR keep it
         opt.add_param_group(group)
         optim.adopt_group(opt, trainer.scheduler, opt.param_groups[-1], ref)
         trainer.group_names.append(list(g["wb_names"]))

@@ -234,8 +234,9 @@ class TrainConfig:
     unfreeze : list of dict
         Staged unfreezing (ULMFiT's gradual unfreezing, Lightning's
         ``BaseFinetuning``): ``[{"epoch": 3, "module": "layer4"}, ...]`` unfreezes
-        each module's parameters before the 1-based epoch ``epoch`` starts; in
-        run.toml, ``[[unfreeze]]`` tables.
+        each module's parameters before the 1-based epoch ``epoch`` starts; an
+        optional ``"lr_factor": 0.1`` gives their new param groups that share of
+        their role's LR (ULMFiT's discriminative rates). In run.toml, ``[[unfreeze]]`` tables.
     """
 
     data: DataConfig = field(default_factory=DataConfig)
@@ -343,19 +344,26 @@ class TrainConfig:
         if self.epochs < 0 or self.data.batch_size < 1:
             raise ValueError("epochs must be >= 0 and data.batch_size >= 1")
         for i, entry in enumerate(self.unfreeze):
-            ok = (isinstance(entry, dict) and set(entry) == {"epoch", "module"} and isinstance(entry["epoch"], int)
-                  and not isinstance(entry["epoch"], bool) and entry["epoch"] >= 1 and isinstance(entry["module"], str))
+            ok = (isinstance(entry, dict) and {"epoch", "module"} <= set(entry) <= {"epoch", "module", "lr_factor"}
+                  and isinstance(entry["epoch"], int) and not isinstance(entry["epoch"], bool) and entry["epoch"] >= 1
+                  and isinstance(entry["module"], str))
+            factor = entry.get("lr_factor", 1.0) if isinstance(entry, dict) else 1.0
+            if ok and (isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0):
+                ok = False
             if not ok:
-                raise ValueError(f"unfreeze[{i}] = {entry!r}: expected {{epoch = <1-based epoch>, module = \"name\"}}")
+                raise ValueError(f"unfreeze[{i}] = {entry!r}: expected {{epoch = <1-based epoch>, module = \"name\"}} "
+                                 "and optionally lr_factor = <number > 0>")
 
 
 def parse_unfreeze(text: str) -> list[dict]:
-    """``"3: layer4; 5: layer3, layer2"`` -> ``[{"epoch": 3, "module": "layer4"}, {"epoch": 5, ...}, ...]``.
+    """``"3: layer4; 5: layer3*0.1, layer2"`` -> ``[{"epoch": 3, "module": "layer4"}, {"epoch": 5,
+    "module": "layer3", "lr_factor": 0.1}, ...]`` (``*f``: the module's LR factor).
 
     Raises
     ------
     ValueError
-        Names the part that is not ``<epoch>: <module>[, <module>...]`` with a whole epoch >= 1.
+        Names the part that is not ``<epoch>: <module>[*<factor>][, ...]`` with a whole epoch >= 1
+        and a factor > 0.
     """
     out = []
     for part in (p.strip() for p in text.split(";")):
@@ -368,8 +376,19 @@ def parse_unfreeze(text: str) -> list[dict]:
             k = 0
         names = [m.strip() for m in modules.split(",") if m.strip()]
         if not sep or k < 1 or not names:
-            raise ValueError(f"unfreeze schedule {part!r}: expected <epoch>: <module>, e.g. 3: layer4; 5: layer3")
-        out.extend({"epoch": k, "module": m} for m in names)
+            raise ValueError(f"unfreeze schedule {part!r}: expected <epoch>: <module>, e.g. 3: layer4; 5: layer3*0.1")
+        for m in names:
+            name, star, factor = (x.strip() for x in m.partition("*"))
+            entry: dict = {"epoch": k, "module": name}
+            if star:
+                try:
+                    entry["lr_factor"] = float(factor)
+                except ValueError:
+                    entry["lr_factor"] = 0.0
+                if not name or not entry["lr_factor"] > 0:
+                    raise ValueError(f"unfreeze schedule {part!r}: {m!r} is not <module>*<LR factor > 0>, "
+                                     "e.g. layer3*0.1")
+            out.append(entry)
     return out
 
 
@@ -377,7 +396,8 @@ def format_unfreeze(entries: list[dict]) -> str:
     """The text :func:`parse_unfreeze` reads back (same-epoch modules joined)."""
     by_epoch: dict[int, list[str]] = {}
     for e in entries:
-        by_epoch.setdefault(int(e["epoch"]), []).append(str(e["module"]))
+        factor = e.get("lr_factor")
+        by_epoch.setdefault(int(e["epoch"]), []).append(str(e["module"]) + (f"*{factor:g}" if factor else ""))
     return "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(by_epoch.items()))
 
 

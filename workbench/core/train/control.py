@@ -146,6 +146,20 @@ class RunControl:
                 self._waiting = False
         return True
 
+    def wait_for_change(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds while paused with no command queued and no stop.
+
+        A data-parallel rank 0 (:class:`~workbench.core.train.rank_sync.RankSync`) waits
+        this way between the ticks that keep the other ranks in step.
+        """
+        with self._cond:
+            self._waiting = True
+            self._cond.notify_all()  # wakes wait_until_blocked()
+            try:
+                self._cond.wait_for(lambda: not self._paused or self._stop or not self._commands.empty(), timeout)
+            finally:
+                self._waiting = False
+
     def begin_nonfinite(self, step: int) -> None:
         """Enter the NaN pause for ``step`` (before the ``on_nonfinite`` callbacks run)."""
         with self._cond:

@@ -61,6 +61,10 @@ class Callback:
         """The run pauses at this step boundary (the metrics so far were emitted); the
         training thread blocks right after, so the model is consistent here."""
 
+    def on_heartbeat(self, trainer: Trainer) -> None:
+        """Data-parallel, while paused: called every ``rank_sync.PAUSE_TICK_S`` on every rank (a
+        paused rank makes no step, yet is alive)."""
+
     def on_nonfinite(self, trainer: Trainer, step: int, loss: float) -> None:
         """The loss of step ``step`` is ``loss`` (NaN or +/-Inf); the run is paused until
         ``trainer.control.resolve_nonfinite(action)`` (may be called from any thread, or here)."""

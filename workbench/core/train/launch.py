@@ -48,6 +48,8 @@ class RankState:
         SHA-256 of its final weights (equal on every rank of a healthy run).
     gone_at : float or None
         ``time.monotonic()`` when its connection closed without an end: the process died.
+    applied : list of (int, object)
+        ``(step, command)`` for every command this rank applied, in order (with its result fields).
     """
 
     pid: int
@@ -57,6 +59,7 @@ class RankState:
     reason: str | None = None
     digest: str = ""
     gone_at: float | None = None
+    applied: list = field(default_factory=list)
 
 
 class DistributedRun:
@@ -105,6 +108,7 @@ class DistributedRun:
         self._key = secrets.token_bytes(16)
         self._listener = Listener(("127.0.0.1", 0), authkey=self._key)
         self._conns: list = []
+        self._by_rank: dict = {}  # rank -> its connection (after its hello)
         self.proc: subprocess.Popen | None = None
         self.failure: str | None = None
 
@@ -155,6 +159,7 @@ class DistributedRun:
                     kind, rank = msg[0], int(msg[1])
                     if kind == "hello":
                         self.ranks[rank] = RankState(pid=int(msg[2]))
+                        self._by_rank[rank] = conn
                         continue
                     state = self.ranks.get(rank)
                     if state is None:
@@ -162,6 +167,8 @@ class DistributedRun:
                     state.last_seen = time.monotonic()
                     if kind == "step":
                         state.step, state.samples_per_s = int(msg[2]), float(msg[3])
+                    elif kind == "applied":
+                        state.applied.append((int(msg[2]), msg[3]))
                     elif kind == "end":
                         state.reason, state.digest = str(msg[2]), str(msg[3])
         except (EOFError, OSError):
@@ -182,6 +189,29 @@ class DistributedRun:
                     return False
                 self._changed.wait(min(left, 0.5))
             return True
+
+    def _to_rank0(self, *msg) -> bool:
+        """Send ``msg`` to rank 0 (which every rank follows); False before rank 0 said hello."""
+        conn = self._by_rank.get(0)
+        if conn is None:
+            return False
+        with contextlib.suppress(OSError):
+            conn.send(msg)
+            return True
+        return False
+
+    def queue(self, command) -> bool:
+        """A command of :mod:`workbench.core.train.commands` (``SetTrainable``, ``SetLR``, ``SaveNow``)
+        for every rank, applied at the same step boundary on each; False before rank 0 is connected."""
+        return self._to_rank0("queue", command)
+
+    def pause(self) -> bool:
+        """Pause every rank at the same step boundary (they keep their heartbeat)."""
+        return self._to_rank0("pause")
+
+    def resume(self) -> bool:
+        """Continue after :meth:`pause`."""
+        return self._to_rank0("resume")
 
     def stop(self) -> None:
         """Ask every rank to stop at the same step boundary (rank 0 saves last.pt)."""

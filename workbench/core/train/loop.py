@@ -74,12 +74,11 @@ from workbench.core.train.faults import FaultHandler, Restart, nonfinite_tensors
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loaders import DevicePrefetcher, to_device
 from workbench.core.train.preflight import preflight
+from workbench.core.train.rank_sync import RankSync
 from workbench.core.train.runs import MetricsCSV, new_run_dir, write_status
 
 __all__ = ["Trainer"]
 
-#: Data-parallel on CUDA: the agreed stop flag is read (a host-device sync) every this many steps.
-STOP_CHECK_STEPS = 16
 
 
 def _grads_finite(opt: torch.optim.Optimizer) -> bool:
@@ -220,7 +219,8 @@ class Trainer:
         self._after_backward: list[Callback] = []
         self._step_end: list[Callback] = []
         self._defer_loss = False
-        self._stop_wish = False  # data-parallel: a stop asked of this rank, not yet agreed by all
+        #: data-parallel: rank 0's commands, pause and stop agreed by every rank (None in one process)
+        self.sync = RankSync(self) if self.world_size > 1 else None
 
     # ------------------------------------------------------------ steering (delegates to control)
     def request_stop(self) -> None:
@@ -229,8 +229,8 @@ class Trainer:
         Data-parallel, the wish travels with the next step's loss all-reduce and every
         rank stops after that same step (:meth:`_global_loss`).
         """
-        if self.world_size > 1 and self._running:
-            self._stop_wish = True
+        if self.sync is not None and self._running:
+            self.sync.stop_wish = True
             return
         self.control.request_stop()
 
@@ -281,10 +281,18 @@ class Trainer:
         Call it from another thread only while no ``fit()`` runs.
         """
         for cmd in self.control.take_commands():
-            apply_command(self, cmd)
-            if self.edit_log is not None:
-                self.edit_log.command(self.step, cmd)
-            self.call("on_command_applied", self, cmd)
+            self.apply_one(cmd)
+
+    def apply_one(self, cmd: Any) -> None:
+        """Apply one command on the training thread, record it in the edit log and tell the callbacks."""
+        apply_command(self, cmd)
+        if self.edit_log is not None:
+            self.edit_log.command(self.step, cmd)
+        self.call("on_command_applied", self, cmd)
+
+    def restart_throughput_window(self) -> None:
+        """After a pause: the time paused does not count against samples/s."""
+        self._window = (time.perf_counter(), self.samples, self._wait)
 
     @property
     def is_main(self) -> bool:
@@ -292,7 +300,13 @@ class Trainer:
         return self.rank == 0
 
     def _boundary(self) -> None:
-        """Apply queued commands; wait while paused (commands still apply); return on stop."""
+        """Apply queued commands; wait while paused (commands still apply); return on stop.
+
+        Data-parallel, the commands and the pause are rank 0's, agreed by every rank (:class:`RankSync`).
+        """
+        if self.sync is not None:
+            self.sync.boundary()
+            return
         self.apply_commands()
         if not self.control.is_paused:
             return
@@ -301,10 +315,29 @@ class Trainer:
         if self.edit_log is not None:
             self.edit_log.write(self.step, {"op": "pause"})
         if self.control.wait_while_paused(self.apply_commands):
-            self._window = (time.perf_counter(), self.samples, self._wait)  # pause time is not throughput
+            self.restart_throughput_window()
         if self.edit_log is not None and not self.control.stop_requested:
             self.edit_log.write(self.step, {"op": "resume"})
         self.apply_commands()
+
+    def wrap_ddp(self) -> None:
+        """Data-parallel: (re)build the ``DistributedDataParallel`` wrapper of the model.
+
+        Only parameters with ``requires_grad=True`` join the reducer, so frozen ones stay
+        bit-identical; a freeze or unfreeze mid-run calls this again at the same step
+        boundary on every rank (:class:`RankSync`). With nothing trainable the model runs
+        unwrapped (DDP refuses a module without gradients; there is nothing to reduce).
+        """
+        from torch.nn.parallel import DistributedDataParallel
+
+        if not any(p.requires_grad for p in self.model.parameters()):
+            self.net = self.model
+            return
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        # broadcast_buffers=False: rank 0's buffers go to every rank at each epoch end
+        # (_sync_buffers) instead of before every forward: one collective less per step and the
+        # same result (with the default too, every rank ends up with rank 0's running statistics)
+        self.net = DistributedDataParallel(self.model, device_ids=ids, broadcast_buffers=False)
 
     def _sync_buffers(self) -> None:
         """Data-parallel: every rank takes rank 0's buffers (BatchNorm running statistics), as
@@ -316,30 +349,6 @@ class Trainer:
 
         for buffer in self.model.buffers():
             dist.broadcast(buffer.data, 0)
-
-    def _global_loss(self, loss: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
-        """Data-parallel: the mean loss over every rank's samples of this step and their count.
-
-        The same ``all_reduce`` carries a stop flag: a stop asked of any rank (Ctrl-C, the
-        launcher's Stop) stops every rank after this same step; otherwise the others would
-        wait forever in the next gradient all-reduce.
-        """
-        import torch.distributed as dist
-
-        flag = 1.0 if self._stop_wish else 0.0
-        buf = torch.stack([loss.detach().float() * n, torch.tensor(float(n), device=loss.device),
-                           torch.tensor(flag, device=loss.device)])
-        dist.all_reduce(buf)
-        # Reading the flag syncs a GPU: on CUDA it is read every STOP_CHECK_STEPS steps, at the
-        # same steps on every rank (the step count is the same everywhere).
-        if self._defer_loss:  # the global count is n * world_size but for the last partial batch
-            if self.step % STOP_CHECK_STEPS == 0 and float(buf[2]) > 0:
-                self.control.request_stop()
-            return buf[0] / buf[1], n * self.world_size
-        flag, count = float(buf[2]), int(buf[1])  # CPU: reading costs nothing
-        if flag > 0 and not self.control.stop_requested:
-            self.control.request_stop()
-        return buf[0] / buf[1], count
 
     # ------------------------------------------------------------ checkpoints (delegates)
     def checkpoint_payload(self, loss: float | None = None) -> dict:
@@ -424,14 +433,7 @@ class Trainer:
                 self.data_note = f"{self.data_note}; {note}" if self.data_note else note
             self._take_skipped()  # the pre-flight batches are not the first epoch's
         if self.world_size > 1:
-            # only parameters with requires_grad=True join the reducer: frozen ones stay bit-identical
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            # broadcast_buffers=False: rank 0's buffers go to every rank at each epoch end
-            # (_sync_buffers) instead of before every forward: one collective less per step and the
-            # same result (with the default too, every rank ends up with rank 0's running statistics)
-            self.net = DistributedDataParallel(self.model, device_ids=ids, broadcast_buffers=False)
+            self.wrap_ddp()
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
             self.scaler = torch.amp.GradScaler("cuda")
@@ -606,7 +608,8 @@ class Trainer:
                 with contextlib.suppress(Exception):
                     loader.close()
         self.control.reset()  # a stop requested before fit() started is honoured; the next fit() runs
-        self._stop_wish = False
+        if self.sync is not None:
+            self.sync.reset()
 
     # ------------------------------------------------------------ epochs and steps
     def _train_epoch(self) -> None:
@@ -620,7 +623,7 @@ class Trainer:
             for _ in range(self.batch_in_epoch):
                 next(it)
         if self.batch_in_epoch == 0:
-            self._queue_scheduled_unfreeze()
+            self._apply_scheduled_unfreeze()
             self._epoch_loss = []
             self._epoch_t0 = time.perf_counter()
             self._epoch_samples = 0
@@ -643,15 +646,23 @@ class Trainer:
             self._epoch_wait += waited
             self._train_step(xb, yb, n_batches)
 
-    def _queue_scheduled_unfreeze(self) -> None:
-        """``config.unfreeze`` entries of the epoch about to start: unfrozen at its first step boundary.
+    def _apply_scheduled_unfreeze(self) -> None:
+        """``config.unfreeze`` entries of the epoch about to start: unfrozen before its first step.
 
         Called only at an epoch's first batch, so a run resumed in the middle of an
         epoch keeps the checkpoint's frozen set and the entries of later epochs.
+        Applied at once, not queued: every rank of a data-parallel run reaches this
+        point at the same step, and rebuilds its ``DistributedDataParallel`` wrapper.
         """
+        changed = False
         for entry in self.config.unfreeze:
             if int(entry["epoch"]) == self.epoch + 1:
-                self.queue(SetTrainable([str(entry["module"])], True, scheduled=True))
+                cmd = SetTrainable([str(entry["module"])], True, scheduled=True,
+                                   lr_factor=float(entry.get("lr_factor", 1.0)))
+                self.apply_one(cmd)
+                changed = changed or bool(cmd.changed)
+        if changed and self.world_size > 1:
+            self.wrap_ddp()
 
     def autocast(self):
         """``torch.autocast`` for ``config.amp`` (bfloat16 on CPU, the configured dtype on CUDA), else a no-op."""
@@ -675,7 +686,7 @@ class Trainer:
         n = int(xb.shape[0])
         logged = loss
         if self.world_size > 1:  # every rank logs (and judges NaN on) the same global loss
-            logged, n = self._global_loss(loss, n)
+            logged, n = self.sync.reduce(loss, n, deferred=on_cuda)
         if not on_cuda:
             value = logged.item()
             if not math.isfinite(value):

@@ -211,7 +211,7 @@ def rescale_lr(optimizer, scheduler, head_lr: float, config: TrainConfig) -> Non
     ``max_lr``, ``min_lr``) by the same ratio as each group's LR.
     """
     for i, g in enumerate(optimizer.param_groups):
-        new = lr_for_role(g.get("wb_role", "all"), head_lr, config)
+        new = lr_for_role(g.get("wb_role", "all"), head_lr, config) * float(g.get("wb_lr_factor", 1.0))
         ratio = new / g["lr"] if g["lr"] else 1.0
         g["lr"] = new
         for key in LR_KEYS:

@@ -43,11 +43,16 @@ def state_digest(model: torch.nn.Module) -> str:
 
 
 class RankReporter(Callback):
-    """Sends this rank's progress to the launcher; a ``("stop",)`` from it stops the run.
+    """Sends this rank's progress to the launcher and takes its steering.
 
-    Messages (tuples): ``("hello", rank, pid, world_size)``, ``("step", rank, step,
-    samples_per_s)`` at the metrics cadence (the heartbeat), ``("end", rank, reason,
-    state_digest)``.
+    Messages sent (tuples): ``("hello", rank, pid, world_size)``, ``("step", rank, step,
+    samples_per_s)`` at the metrics cadence (the heartbeat), ``("beat", rank, step)``
+    while paused, ``("applied", rank, step, command)`` for each command applied,
+    ``("end", rank, reason, state_digest)``.
+
+    Messages taken: ``("stop",)`` on any rank; ``("queue", command)``, ``("pause",)`` and
+    ``("resume",)`` are rank 0's to give (:class:`~workbench.core.train.rank_sync.RankSync`
+    makes every rank apply them at the same step).
 
     Parameters
     ----------
@@ -72,8 +77,18 @@ class RankReporter(Callback):
     def _read(self) -> None:
         try:
             while True:
-                if self.conn.recv() == ("stop",) and self.trainer is not None:
-                    self.trainer.request_stop()
+                msg = self.conn.recv()
+                tr = self.trainer
+                if tr is None:
+                    continue
+                if msg == ("stop",):
+                    tr.request_stop()
+                elif msg[0] == "queue":
+                    tr.queue(msg[1])
+                elif msg == ("pause",):
+                    tr.pause()
+                elif msg == ("resume",):
+                    tr.resume()
         except (EOFError, OSError):
             return
 
@@ -85,6 +100,12 @@ class RankReporter(Callback):
     def on_metrics(self, trainer, batch):
         if batch:
             self.send("step", trainer.rank, int(batch[-1]["step"]), float(trainer.samples_per_s / trainer.world_size))
+
+    def on_heartbeat(self, trainer):
+        self.send("beat", trainer.rank, int(trainer.step))
+
+    def on_command_applied(self, trainer, command):
+        self.send("applied", trainer.rank, int(trainer.step), command)
 
     def on_fit_end(self, trainer, reason):
         self.send("end", trainer.rank, reason, state_digest(trainer.model))

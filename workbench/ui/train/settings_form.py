@@ -266,9 +266,10 @@ class TrainingSettings(QWidget):
         self.gamma_spin = _dspin("gammaSpin", 0.0, 1.0, 0.1, 0.05)
         self.unfreeze_edit = QLineEdit("")
         self.unfreeze_edit.setObjectName("unfreezeEdit")
-        self.unfreeze_edit.setPlaceholderText("e.g. 3: layer4; 5: layer3")
-        self.unfreeze_edit.setToolTip("Staged unfreezing: before epoch k starts, unfreeze these modules "
-                                      "(marked on the loss plot; recorded in run.toml)")
+        self.unfreeze_edit.setPlaceholderText("e.g. 3: layer4; 5: layer3*0.1")
+        self.unfreeze_edit.setToolTip("Staged unfreezing: before epoch k starts, unfreeze these modules; "
+                                      "module*f trains it at f times its LR (marked on the loss plot; "
+                                      "recorded in run.toml)")
         self.milestones_edit = QLineEdit("2, 4")
         self.milestones_edit.setObjectName("milestonesEdit")
         self.milestones_edit.setToolTip("MultiStepLR milestones, epochs, comma-separated")
