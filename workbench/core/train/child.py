@@ -35,7 +35,7 @@ import threading
 import traceback
 from typing import Any
 
-__all__ = ["serve", "run_job", "NICE_INCREMENT"]
+__all__ = ["serve", "run_job", "import_file", "NICE_INCREMENT"]
 
 #: Nice value added to the training process, so the window's process wins a contended core.
 NICE_INCREMENT = 10
@@ -111,7 +111,7 @@ def _warm_up() -> None:
     opt.step()
 
 
-def run_job(conn, job: dict) -> str:
+def run_job(conn, job: dict, extra_callbacks=()) -> str:
     """Train one job and send its events; the last one is ``finished(reason)``.
 
     Parameters
@@ -123,6 +123,8 @@ def run_job(conn, job: dict) -> str:
         ``config`` (``TrainConfig.to_dict()``), ``arch`` (dict or None),
         ``resume`` (path or None), ``callbacks`` (list of ``{"factory", "kwargs"}``),
         ``threads`` (intra-op threads, or None for every core).
+    extra_callbacks : sequence of Callback
+        Added to the run as they are (a data-parallel rank 0's heartbeat reporter).
 
     Returns
     -------
@@ -149,14 +151,14 @@ def run_job(conn, job: dict) -> str:
         torch.set_num_threads(int(job["threads"]))
     try:
         for name, path in (job.get("factories") or {}).items():
-            _import_file(name, path)
+            import_file(name, path)
         for index, spec in enumerate(job.get("callbacks") or []):
             extra.append(_build_callback(spec, index, send))
         reader = threading.Thread(target=_read, args=(conn, control, extra, flags), name="commands", daemon=True)
         reader.start()
         model = module_from_bytes(job["model"], trust=True)  # the window pickled its own model
         config = TrainConfig.from_dict(job["config"])
-        callbacks = [bridge, *extra]
+        callbacks = [bridge, *extra, *extra_callbacks]
         arch = ArchSpec.from_dict(job["arch"]) if job.get("arch") else None
         trainer = make_trainer(model, config, callbacks, arch, control=control, resume=job.get("resume"))
         reason = trainer.fit()
@@ -202,7 +204,7 @@ def _read(conn, control, callbacks: list, flags: dict) -> None:
             control.resume()
 
 
-def _import_file(name: str, path: str) -> None:
+def import_file(name: str, path: str) -> None:
     """Import ``path`` as module ``name`` (a ``file.py:callable`` architecture the pickle refers to)."""
     if name in sys.modules:
         return

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["available_devices", "default_device", "cuda_memory"]
+__all__ = ["available_devices", "default_device", "cuda_memory", "ddp_choices", "split_device_choice",
+           "CPU_DDP_PROCESSES"]
+
+#: Processes of the window's "CPU, N processes (DDP, Gloo)" choice.
+CPU_DDP_PROCESSES = 2
 
 
 def available_devices() -> list[tuple[str, str]]:
@@ -46,3 +50,33 @@ def cuda_memory(device: str | torch.device = "cuda") -> tuple[int, int]:
     if device.type != "cuda" or not torch.cuda.is_available():
         return 0, 0
     return int(torch.cuda.memory_allocated(device)), int(torch.cuda.memory_reserved(device))
+
+
+def ddp_choices() -> list[tuple[str, str]]:
+    """Data-parallel entries of the device choice, as ``(key, label)``.
+
+    ``("ddp:cpu:2", "CPU, 2 processes (DDP, Gloo)")`` everywhere (the path is testable
+    without GPUs), and ``("ddp:cuda:N", "all N GPUs (DDP)")`` when more than one CUDA
+    device exists. :func:`split_device_choice` reads a key back.
+    """
+    out = [(f"ddp:cpu:{CPU_DDP_PROCESSES}", f"CPU, {CPU_DDP_PROCESSES} processes (DDP, Gloo)")]
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n > 1:
+        out.append((f"ddp:cuda:{n}", f"all {n} GPUs (DDP)"))
+    return out
+
+
+def split_device_choice(key: str) -> tuple[str, int]:
+    """``(device, processes)`` of a device choice: ``"ddp:cpu:2"`` -> ``("cpu", 2)``, ``"cuda:0"`` -> ``("cuda:0", 1)``.
+
+    Raises
+    ------
+    ValueError
+        A ``ddp:`` key without a device and a process count >= 1.
+    """
+    if not key.startswith("ddp:"):
+        return key, 1
+    device, _, count = key[4:].rpartition(":")
+    if not device or not count.isdigit() or int(count) < 1:
+        raise ValueError(f"device choice {key!r}: expected ddp:<device>:<processes>, e.g. ddp:cpu:2")
+    return device, int(count)

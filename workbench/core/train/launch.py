@@ -78,6 +78,16 @@ class DistributedRun:
         A rank that has made no step for this long is named and the run is ended.
     out : callable
         Where progress lines go (``print``).
+    config : TrainConfig, optional
+        The run's settings when there is no run file (the window's runs: ``rank_args``
+        then name the job file).
+    rank_args : list of str, optional
+        Arguments of :mod:`workbench.core.train.rank` (default: the run file).
+    serve : bool
+        Rank 0 also opens a connection that speaks the training process's protocol
+        (:func:`workbench.core.train.child.run_job`): :attr:`main_conn`, for the window.
+    log_path : str or Path, optional
+        File that takes torchrun's and the ranks' output (default: this process's).
 
     Attributes
     ----------
@@ -85,16 +95,23 @@ class DistributedRun:
     run_dir : Path
     messages : list of str
         Every line this launcher printed.
+    main_conn : Connection or None
+        With ``serve``: rank 0's training-process connection, once it connected.
     """
 
-    def __init__(self, path: str | Path, nproc_per_node: int, *, nnodes: int = 1, node_rank: int = 0,
+    def __init__(self, path: str | Path | None, nproc_per_node: int, *, nnodes: int = 1, node_rank: int = 0,
                  master_addr: str | None = None, master_port: int | None = None, timeout_s: float = 60.0,
-                 out: Callable[[str], Any] = print):
+                 out: Callable[[str], Any] = print, config=None, rank_args: list[str] | None = None,
+                 serve: bool = False, log_path: str | Path | None = None):
         from workbench.core.train.config import TrainConfig
         from workbench.core.train.runs import new_run_dir
 
-        self.path = Path(path)
-        self.config = TrainConfig.from_toml(self.path)
+        self.path = Path(path) if path is not None else None
+        self.config = config if config is not None else TrainConfig.from_toml(self.path)
+        self.rank_args = list(rank_args) if rank_args is not None else [str(self.path)]
+        self.serve = bool(serve)
+        self.log_path = log_path
+        self.main_conn = None
         self.nproc, self.nnodes, self.node_rank = int(nproc_per_node), int(nnodes), int(node_rank)
         self.master_addr, self.master_port = master_addr, master_port
         self.timeout_s = float(timeout_s)
@@ -128,18 +145,23 @@ class DistributedRun:
         else:
             cmd += [f"--nnodes={self.nnodes}", f"--node-rank={self.node_rank}",
                     f"--master-addr={self.master_addr or '127.0.0.1'}", f"--master-port={self.master_port or 29500}"]
-        return cmd + ["-m", "workbench.core.train.rank", str(self.path)]
+        return cmd + ["-m", "workbench.core.train.rank", *self.rank_args]
 
     def start(self) -> None:
         """Start torchrun in its own session (so Stop can end its whole process group)."""
         host, port = self._listener.address
         env = {**os.environ, REPORT_ENV: f"{host}:{port}", KEY_ENV: self._key.hex(), RUN_DIR_ENV: str(self.run_dir)}
         self.say(f"launching {self.world_size} ranks with torch.distributed.run (run folder {self.run_dir})")
-        self.proc = subprocess.Popen(self.command(), env=env, start_new_session=True)
+        if self.log_path is None:
+            self.proc = subprocess.Popen(self.command(), env=env, start_new_session=True)
+        else:
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(self.command(), env=env, start_new_session=True, stdout=log,
+                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         threading.Thread(target=self._accept, name="workbench-ddp-accept", daemon=True).start()
 
     def _accept(self) -> None:
-        for _ in range(self.nproc):
+        for _ in range(self.nproc + (1 if self.serve else 0)):
             try:
                 conn = self._listener.accept()
             except OSError:
@@ -157,6 +179,9 @@ class DistributedRun:
                 with self._changed:
                     self._changed.notify_all()
                     kind, rank = msg[0], int(msg[1])
+                    if kind == "hello" and msg[4:] == ("serve",):
+                        self.main_conn = conn  # rank 0's training-process protocol: its reader is the window's
+                        return
                     if kind == "hello":
                         self.ranks[rank] = RankState(pid=int(msg[2]))
                         self._by_rank[rank] = conn
@@ -232,7 +257,12 @@ class DistributedRun:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
-    def _check(self) -> str | None:
+    def close(self) -> None:
+        """Stop listening (after the run ended)."""
+        with contextlib.suppress(OSError):
+            self._listener.close()
+
+    def check(self) -> str | None:
         """A rank that died or hangs, as the sentence to print; None while all is well."""
         now = time.monotonic()
         with self._changed:
@@ -280,7 +310,7 @@ class DistributedRun:
                     break
                 except subprocess.TimeoutExpired:
                     pass
-                problem = self._check()
+                problem = self.check()
                 if problem is not None:
                     self.failure = problem
                     self.say(problem)
@@ -302,7 +332,7 @@ class DistributedRun:
         code = self.proc.wait()
         for reader in self._readers:  # each ends at its rank's EOF: every "end" message is in
             reader.join(5.0)
-        self._listener.close()
+        self.close()
         return self._summary(code)
 
     def _summary(self, code: int) -> int:

@@ -227,12 +227,14 @@ class Trainer:
         """Ask the run to stop at the next step boundary (``control.request_stop``).
 
         Data-parallel, the wish travels with the next step's loss all-reduce and every
-        rank stops after that same step (:meth:`_global_loss`).
+        rank stops after that same step (:class:`RankSync`, :attr:`stop_agreed`).
         """
-        if self.sync is not None and self._running:
-            self.sync.stop_wish = True
-            return
         self.control.request_stop()
+
+    @property
+    def stop_agreed(self) -> bool:
+        """The run stops at this boundary: a stop was asked (data-parallel: and every rank agreed)."""
+        return self.control.stop_requested if self.sync is None else self.sync.stop
 
     def pause(self) -> None:
         """Pause at the next step boundary (``control.pause``)."""
@@ -487,7 +489,7 @@ class Trainer:
             while not self._done():
                 try:
                     self._train_epoch()
-                    if self.control.stop_requested:
+                    if self.stop_agreed:
                         break
                     self._end_epoch()
                 except Restart:
@@ -518,7 +520,7 @@ class Trainer:
         return {"model": cfg.model.arch, "dataset": cfg.data.dataset, "epochs": int(cfg.epochs)}
 
     def _done(self) -> bool:
-        return self.control.stop_requested or self.epoch >= self.config.epochs
+        return self.stop_agreed or self.epoch >= self.config.epochs
 
     def _fit_start(self) -> None:
         self.prepare()
@@ -634,7 +636,7 @@ class Trainer:
         clock = time.perf_counter
         while True:
             self._boundary()
-            if self.control.stop_requested:
+            if self.stop_agreed:
                 return
             t = clock()
             try:

@@ -111,18 +111,11 @@ class RankReporter(Callback):
         self.send("end", trainer.rank, reason, state_digest(trainer.model))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Train one rank of ``RUN.toml``; 0 completed, 130 stopped, 1 otherwise."""
+def _join(cfg) -> int:
+    """Join the process group (NCCL on CUDA, Gloo on CPU) and point ``cfg`` at this rank's run folder
+    and GPU; this rank's number."""
     import torch.distributed as dist
 
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.train.config import TrainConfig
-    from workbench.core.train.entry import make_trainer, save_last
-    from workbench.core.train.headless import PrintProgress, model_from_config
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    path = Path(argv[0])
-    cfg = TrainConfig.from_toml(path)
     if os.environ.get(RUN_DIR_ENV):
         cfg.run_dir = os.environ[RUN_DIR_ENV]
     cuda = cfg.device.startswith("cuda")
@@ -131,10 +124,79 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg.device = f"cuda:{local}"
         torch.cuda.set_device(local)
     dist.init_process_group("nccl" if cuda else "gloo")
-    rank = dist.get_rank()
-    callbacks: list[Callback] = []
-    if os.environ.get(REPORT_ENV):
-        callbacks.append(RankReporter(os.environ[REPORT_ENV], bytes.fromhex(os.environ.get(KEY_ENV, ""))))
+    return dist.get_rank()
+
+
+def _reporter() -> list[Callback]:
+    if not os.environ.get(REPORT_ENV):
+        return []
+    return [RankReporter(os.environ[REPORT_ENV], bytes.fromhex(os.environ.get(KEY_ENV, "")))]
+
+
+def run_window_job(job_path: Path) -> int:
+    """One rank of a run the window started (``--job FILE``); 0 completed, 130 stopped, 1 otherwise.
+
+    The job file is :func:`workbench.core.train.process.make_job`'s dict, pickled by
+    the window for its own ranks (0600, in a private temporary folder). Rank 0 opens
+    a second connection to the window that speaks the training process's protocol
+    (:func:`workbench.core.train.child.run_job`: events, the live probes, commands),
+    so the window steers it as it steers one training process; every rank reports
+    its heartbeat (:class:`RankReporter`). Probes run on rank 0's replica; its
+    gradients are those after DDP's all-reduce.
+    """
+    import pickle
+    from multiprocessing.connection import Client
+
+    import torch.distributed as dist
+
+    from workbench.core.model.architectures import ArchSpec
+    from workbench.core.model.checkpoint import module_from_bytes
+    from workbench.core.train import child
+    from workbench.core.train.config import TrainConfig
+    from workbench.core.train.entry import make_trainer
+
+    with open(job_path, "rb") as f:
+        job = pickle.load(f)  # noqa: S301 - written by the window that started this run, for its ranks
+    cfg = TrainConfig.from_dict(job["config"])
+    rank = _join(cfg)
+    job["config"] = cfg.to_dict()
+    reason = "error"
+    try:
+        if rank == 0:
+            host, port = os.environ[REPORT_ENV].rsplit(":", 1)
+            conn = Client((host, int(port)), authkey=bytes.fromhex(os.environ[KEY_ENV]))
+            conn.send(("hello", 0, os.getpid(), dist.get_world_size(), "serve"))
+            reason = child.run_job(conn, job, extra_callbacks=_reporter())
+        else:
+            if job.get("threads"):
+                torch.set_num_threads(int(job["threads"]))
+            for name, path in (job.get("factories") or {}).items():
+                child.import_file(name, path)
+            model = module_from_bytes(job["model"], trust=True)  # the window pickled its own model
+            arch = ArchSpec.from_dict(job["arch"]) if job.get("arch") else None
+            reason = make_trainer(model, cfg, _reporter(), arch, resume=job.get("resume")).fit()
+    finally:
+        dist.destroy_process_group()
+    return {"completed": 0, "stopped": 130}.get(reason, 1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Train one rank of ``RUN.toml`` (or of a window's job: ``--job FILE``); 0 completed, 130 stopped,
+    1 otherwise."""
+    import torch.distributed as dist
+
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.train.config import TrainConfig
+    from workbench.core.train.entry import make_trainer, save_last
+    from workbench.core.train.headless import PrintProgress, model_from_config
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--job"]:
+        return run_window_job(Path(argv[1]))
+    path = Path(argv[0])
+    cfg = TrainConfig.from_toml(path)
+    rank = _join(cfg)
+    callbacks: list[Callback] = _reporter()
     if rank == 0:
         callbacks.append(PrintProgress(lambda line: print(line, flush=True)))
     try:

@@ -50,8 +50,9 @@ class RankSync:
 
     Attributes
     ----------
-    stop_wish : bool
-        A stop asked of this rank, not yet agreed by all.
+    stop : bool
+        Every rank agreed to stop at the next boundary (a stop was asked of one of them:
+        ``trainer.control.request_stop()`` by Ctrl-C, the launcher or the window).
     agreed : list
         Commands every rank applies at the next step boundary.
     pause_agreed : bool
@@ -60,13 +61,13 @@ class RankSync:
 
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
-        self.stop_wish = False
+        self.stop = False
         self.agreed: list = []
         self.pause_agreed = False
 
     def reset(self) -> None:
         """End of ``fit()``."""
-        self.stop_wish = False
+        self.stop = False
         self.agreed = []
         self.pause_agreed = False
 
@@ -96,13 +97,14 @@ class RankSync:
         paused = 1.0 if main and read and tr.control.is_paused else 0.0
         dev = loss.device
         buf = torch.stack([loss.detach().float() * n, torch.tensor(float(n), device=dev),
-                           torch.tensor(1.0 if self.stop_wish else 0.0, device=dev),
+                           torch.tensor(1.0 if tr.control.stop_requested else 0.0, device=dev),
                            torch.tensor(float(len(outbox)), device=dev), torch.tensor(paused, device=dev)])
         dist.all_reduce(buf)
         if read:
             flags = buf[2:].tolist()  # the one read (a sync on CUDA, every STOP_CHECK_STEPS steps)
-            if flags[0] > 0 and not tr.control.stop_requested:
-                tr.control.request_stop()
+            if flags[0] > 0:
+                self.stop = True
+                tr.control.request_stop()  # ends a wait of this rank's own (a NaN decision)
             if flags[1] > 0:
                 self.agreed.extend(self._broadcast(outbox))
             self.pause_agreed = self.pause_agreed or flags[2] > 0
@@ -143,6 +145,7 @@ class RankSync:
             state, cmds = self._broadcast((state, cmds))
             self._apply(cmds)
         if state == "stop":
+            self.stop = True
             tr.control.request_stop()
         elif tr.edit_log is not None:
             tr.edit_log.write(tr.step, {"op": "resume"})
@@ -153,7 +156,7 @@ class RankSync:
         control = self.trainer.control
         control.wait_for_change(PAUSE_TICK_S)
         cmds = control.take_commands()
-        if control.stop_requested or self.stop_wish:
+        if control.stop_requested:
             return "stop", cmds
         return ("paused" if control.is_paused else "resume"), cmds
 

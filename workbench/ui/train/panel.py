@@ -50,6 +50,7 @@ from workbench.core.train.devices import cuda_memory
 from workbench.core.train.events import apply_state
 from workbench.core.train.loaders import INPUT_BOUND_SHARE, input_wait_text
 from workbench.core.train.nan_trace import NonFiniteTrace
+from workbench.core.train.ddp_process import DistributedTrainingProcess
 from workbench.core.train.process import ModelNotPortable, TrainingProcess, make_job
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
@@ -223,6 +224,10 @@ class TrainingPanel(QWidget):
         self.input_label.setObjectName("inputMeterLabel")
         self.input_label.setToolTip("Share of the step time spent waiting for the next batch over the last "
                                     "emission window (host time, no device sync)")
+        self.ranks_label = QLabel("")
+        self.ranks_label.setObjectName("ranksLabel")
+        self.ranks_label.setToolTip("Data-parallel run: each rank's last step, samples/s and the age of its "
+                                    "last heartbeat; a rank silent for 60 s ends the run")
         #: ``"<file> (class folder <name>): <reason>"`` of the images the current run skipped as unreadable
         self.skipped_images: list[str] = []
 
@@ -265,6 +270,7 @@ class TrainingPanel(QWidget):
         layout.addWidget(split, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.progress, 1)
+        bottom.addWidget(self.ranks_label)
         bottom.addWidget(self.input_label)
         layout.addLayout(bottom)
 
@@ -305,6 +311,8 @@ class TrainingPanel(QWidget):
         if resume is not None and not self._extend_finished_run(config):
             return False
         worker = self._make_worker(model, config, resume)
+        if worker is None:
+            return False
         queued = Qt.ConnectionType.QueuedConnection  # always run these slots on the GUI thread
         worker.fitStarted.connect(self._on_fit_started, queued)
         worker.metrics.connect(self._on_metrics, queued)
@@ -318,6 +326,7 @@ class TrainingPanel(QWidget):
         worker.paused.connect(self._on_paused, queued)
         worker.stateSynced.connect(self._on_state_synced, queued)
         worker.cudaMemory.connect(self._on_cuda_memory, queued)
+        worker.ranks.connect(self.ranks_label.setText, queued)
         worker.finished.connect(self._on_worker_finished, queued)
         self._worker = worker
         self._config = config
@@ -330,6 +339,7 @@ class TrainingPanel(QWidget):
         self._rate_window = deque()
         self.skipped_images = []
         self.input_label.setText("")
+        self.ranks_label.setText("")
         self._run_dir = config.run_dir
         self.plots.clear()
         self._t0 = time.perf_counter()
@@ -436,8 +446,24 @@ class TrainingPanel(QWidget):
             spare.end()
 
     def _make_worker(self, model, config, resume):
-        """A process worker, or a thread worker (in-process mode, or a model that cannot cross: said in one line)."""
+        """A process worker, or a thread worker (in-process mode, or a model that cannot cross: said in one line).
+
+        The device choice "CPU, 2 processes (DDP, Gloo)" (or "all N GPUs (DDP)") makes a
+        data-parallel run on torchrun (:class:`DistributedTrainingProcess`), whatever the
+        in-process setting; a model that cannot cross is then an error (None is returned).
+        """
         callbacks = self.session.training_callbacks()
+        device, processes = self.settings.device_and_processes()
+        if processes > 1:
+            try:
+                job = make_job(model, config, self.session.arch_spec, resume, callbacks=callbacks)
+            except ModelNotPortable as exc:
+                self.prompts.training_error(f"Cannot start a data-parallel run: {exc}")
+                return None
+            backend = "NCCL" if device.startswith("cuda") else "Gloo"
+            self._status(f"Training on {processes} processes (DDP, {backend}): the probes show rank 0's "
+                         "replica; gradient norms are those after the all-reduce.", 15000)
+            return ProcessTrainingWorker(DistributedTrainingProcess(processes), job, callbacks)
         if not self.in_process():
             try:
                 job = make_job(model, config, self.session.arch_spec, resume, callbacks=callbacks)

@@ -184,13 +184,15 @@ def _dspin(name: str, lo: float, hi: float, value: float, step: float, decimals:
 
 
 def device_entries() -> list[tuple[str, str]]:
-    """``(label, device id)`` for every device torch can use here (``core.train.devices.available_devices``).
+    """``(label, device id)`` for every device torch can use here (``core.train.devices.available_devices``),
+    then the data-parallel choices (``ddp_choices``: ``"CPU, 2 processes (DDP, Gloo)"``...).
 
     CUDA labels read ``cuda:0 - NVIDIA H100 (85.0 GB)``.
     """
-    from workbench.core.train.devices import available_devices
+    from workbench.core.train.devices import available_devices, ddp_choices
 
-    return [(label, dev) for dev, label in available_devices()] or [("CPU", "cpu")]
+    single = [(label, dev) for dev, label in available_devices()] or [("CPU", "cpu")]
+    return single + [(label, key) for key, label in ddp_choices()]
 
 
 class TrainingSettings(QWidget):
@@ -459,6 +461,12 @@ class TrainingSettings(QWidget):
         self._on_optimizer_changed()
 
     # ------------------------------------------------------------------ devices
+    def device_and_processes(self) -> tuple[str, int]:
+        """``(device, processes)`` of the device choice: ``("cpu", 2)`` for "CPU, 2 processes (DDP, Gloo)"."""
+        from workbench.core.train.devices import split_device_choice
+
+        return split_device_choice(self.device_combo.currentData() or "cpu")
+
     def refresh_devices(self) -> None:
         """Re-list the devices torch can use; select the best one (``default_device()``)."""
         from workbench.core.train import devices as training
@@ -515,7 +523,7 @@ class TrainingSettings(QWidget):
             base,
             data=data,
             epochs=self.epochs_spin.value(),
-            device=self.device_combo.currentData() or "cpu",
+            device=self.device_and_processes()[0],
             loss=self.loss_combo.currentData(),
             optimizer=self.optimizer_combo.currentData(),
             lr=self.lr_spin.value(),

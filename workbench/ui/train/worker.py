@@ -39,7 +39,8 @@ class RunWorker(QObject):
     nonFinite(int, float, dict) (the dict: the NaN trace, or empty), classCountMismatch(int, int, str), progressText(str),
     error(str), extrasReady(dict), paused(int), stateSynced(dict) (process runs:
     ``{"state_dict", "trainable"}``), cudaMemory(float, float)
-    (bytes allocated, reserved), finished(str)
+    (bytes allocated, reserved), ranks(str) (a data-parallel run: every rank's step and
+    heartbeat, ``"ranks: 0 step 40 (812/s, 0.1 s ago) · 1 step 40 (…)"``), finished(str)
     """
 
     fitStarted = Signal(object)
@@ -54,6 +55,7 @@ class RunWorker(QObject):
     paused = Signal(int)
     stateSynced = Signal(object)
     cudaMemory = Signal(float, float)
+    ranks = Signal(str)
     finished = Signal(str)
 
     mode = ""
