@@ -151,3 +151,23 @@ def test_mid_run_commands_apply_at_the_same_step_on_both_ranks_and_a_pause_keeps
     for name in ("features.3.weight", "features.3.bias", *FROZEN):  # frozen since: bit-identical
         assert torch.equal(at_freeze[name], last[name]), name
     assert not torch.equal(at_freeze["classifier.weight"], last["classifier.weight"])  # the rest trained on
+
+
+def test_a_nan_loss_ends_every_rank_at_the_same_step_headless(tmp_path):
+    from workbench.core.train.config import ModelConfig as MC
+
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=3, lr=1e6, seed=7, optimizer="sgd",
+                      run_dir=str(tmp_path / "nan"), tensorboard=False, model=MC(arch="digits_cnn"))
+    path = tmp_path / "nan.toml"
+    cfg.to_toml(path)
+    lines = []
+    run = DistributedRun(path, 2, out=lines.append, timeout_s=30)
+    run.start()
+    try:
+        code = run.wait(timeout=180)
+    finally:
+        run.kill()
+    assert code == 1
+    reasons = {r: s.reason for r, s in run.ranks.items()}
+    assert reasons == {0: "nonfinite", 1: "nonfinite"}, (reasons, lines)
+    assert len({s.digest for s in run.ranks.values()}) == 1  # they ended together, with the same weights

@@ -67,3 +67,31 @@ def test_the_window_trains_on_two_gloo_ranks_and_a_freeze_while_paused_applies_o
     assert multiprocessing.active_children() == []
     assert not _running(process.run.proc.pid)
     assert not [r for r, s in process.run.ranks.items() if _running(s.pid)]
+
+
+def test_killing_one_rank_of_a_window_run_names_it_and_leaves_no_process(main_window, qtbot, tmp_path):
+    import os
+    import signal
+
+    window, panel = main_window
+    window.open_demo()
+    panel.settings.set_config(TrainConfig(data=DataConfig(dataset="digits", batch_size=32), epochs=200, lr=0.01,
+                                          tensorboard=False))
+    combo = panel.settings.device_combo
+    combo.setCurrentIndex(combo.findData("ddp:cpu:2"))
+    panel.settings.run_dir_edit.setText(str(tmp_path / "killed"))
+    assert panel.start()
+    process = panel._worker.process
+    qtbot.waitUntil(lambda: process.run is not None and len(process.run.ranks) == 2
+                    and all(s.step >= 3 for s in process.run.ranks.values()),
+                    timeout=120_000)
+    victim = process.run.ranks[1].pid
+    os.kill(victim, signal.SIGKILL)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=60_000)
+    assert panel.last_reason() == "crashed"
+    assert any(f"rank 1 (pid {victim}) ended without finishing" in e for e in window.prompts.errors), \
+        window.prompts.errors
+    assert multiprocessing.active_children() == []
+    assert not _running(process.run.proc.pid)
+    assert not [r for r, s in process.run.ranks.items() if _running(s.pid)]
+    assert window.training_panel.start_button.isEnabled()  # the window stays usable

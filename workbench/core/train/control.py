@@ -167,14 +167,18 @@ class RunControl:
             self._decision = None
             self._paused = True
 
-    def wait_for_decision(self) -> str:
-        """Block until :meth:`resolve_nonfinite` (or a stop, which counts as ``"stop"``)."""
+    def wait_for_decision(self, timeout: float | None = None) -> str | None:
+        """Block until :meth:`resolve_nonfinite` (or a stop, which counts as ``"stop"``).
+
+        With ``timeout`` (seconds): None when it passed undecided (the NaN pause goes on).
+        """
         with self._cond:
             self._waiting = True
             self._cond.notify_all()  # wakes wait_until_blocked()
-            while self._decision is None and not self._stop:
-                self._cond.wait()
+            decided = self._cond.wait_for(lambda: self._decision is not None or self._stop, timeout)
             self._waiting = False
+            if not decided:
+                return None
             action = self._decision or "stop"
             self._nonfinite_step = None
             self._decision = None

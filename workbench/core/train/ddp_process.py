@@ -158,8 +158,17 @@ class DistributedTrainingProcess:
             if not conn.poll(timeout):
                 return None
             return conn.recv()
-        except OSError as exc:
+        except (OSError, EOFError) as exc:
+            self._name_the_rank()
             raise EOFError(str(exc)) from exc
+
+    def _name_the_rank(self) -> None:
+        """Rank 0 is gone: when another rank died first (torchrun then ended rank 0), name it."""
+        deadline = time.monotonic() + 2.0  # its reader sees its socket close at about the same time
+        while self.problem is None and time.monotonic() < deadline:
+            self.problem = self.run.check()
+            if self.problem is None:
+                time.sleep(0.05)
 
     # ------------------------------------------------------------ ending
     def log_tail(self, lines: int = 15) -> str:

@@ -93,13 +93,18 @@ class FaultHandler:
                 f"step {step}: a gradient is non-finite (the loss is {loss:.6g}; the weights were not updated)")
         head += f"; {trace.text()}" if trace is not None else ""
         message = f"{head}; lower the learning rate, roll back to the last checkpoint, or stop"
-        if not self._handled():
+        handled = self._handled() and tr.is_main  # data-parallel: rank 0 asks; every rank follows its answer
+        if handled:
+            tr.emit()
+            tr.control.begin_nonfinite(step)
+            tr.call("on_nonfinite", tr, step, float(loss))
+        if tr.sync is not None:
+            action = tr.sync.decide(handled)
+        else:
+            action = tr.control.wait_for_decision() if handled else "end"
+        if action == "end":
             self.end_nonfinite(message)
             return
-        tr.emit()
-        tr.control.begin_nonfinite(step)
-        tr.call("on_nonfinite", tr, step, float(loss))
-        action = tr.control.wait_for_decision()
         if action == "lower_lr":
             optim.rescale_lr(tr.optimizer, tr.scheduler, tr.lr / 10.0, tr.config)
             tr.lr_used = tr.lr
@@ -176,6 +181,8 @@ class FaultHandler:
         tr.error = TrainingError(message)
         tr.reason_override = "nonfinite"
         tr.control.request_stop()
+        if tr.sync is not None:
+            tr.sync.stop = True  # every rank ends here, at the same step (the decision was agreed)
 
     def on_oom(self, exc: BaseException) -> None:
         """CUDA out of memory: free what the step held and report a batch-size hint."""

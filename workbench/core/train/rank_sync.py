@@ -134,10 +134,7 @@ class RankSync:
             tr.edit_log.write(tr.step, {"op": "pause"})
         state = "paused"
         while state == "paused":
-            for cb in tr.callbacks:
-                beat = getattr(cb, "on_heartbeat", None)
-                if beat is not None:
-                    beat(tr)
+            self._beat()
             if tr.rank == 0:
                 state, cmds = self._rank0_tick()
             else:
@@ -150,6 +147,32 @@ class RankSync:
         elif tr.edit_log is not None:
             tr.edit_log.write(tr.step, {"op": "resume"})
         tr.restart_throughput_window()
+
+    def decide(self, asked: bool) -> str:
+        """The answer to a NaN/Inf pause, rank 0's, on every rank (``lower_lr``, ``rollback``, ``stop``,
+        or ``end`` when rank 0 has no one to ask); the ranks keep their heartbeat while the user decides.
+
+        Parameters
+        ----------
+        asked : bool
+            Rank 0 asked its callbacks (the window) and waits for their answer.
+        """
+        tr = self.trainer
+        while True:
+            self._beat()
+            action = None
+            if tr.rank == 0:
+                action = tr.control.wait_for_decision(PAUSE_TICK_S) if asked else "end"
+            action = self._broadcast(action)
+            if action is not None:
+                return action
+
+    def _beat(self) -> None:
+        tr = self.trainer
+        for cb in tr.callbacks:
+            beat = getattr(cb, "on_heartbeat", None)
+            if beat is not None:
+                beat(tr)
 
     def _rank0_tick(self) -> tuple[str, list]:
         """Rank 0, paused: wait up to :data:`PAUSE_TICK_S` for a resume, a stop or commands."""
