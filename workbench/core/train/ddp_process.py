@@ -36,7 +36,7 @@ from workbench.core.train.launch import DistributedRun
 __all__ = ["DistributedTrainingProcess", "RANKS_LINE_S"]
 
 #: Seconds between two per-rank progress lines.
-RANKS_LINE_S = 2.0
+RANKS_LINE_S = 0.5
 #: Seconds torchrun may take to start its ranks and rank 0 to connect.
 CONNECT_TIMEOUT_S = 180.0
 

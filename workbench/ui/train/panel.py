@@ -227,7 +227,9 @@ class TrainingPanel(QWidget):
         self.ranks_label = QLabel("")
         self.ranks_label.setObjectName("ranksLabel")
         self.ranks_label.setToolTip("Data-parallel run: each rank's last step, samples/s and the age of its "
-                                    "last heartbeat; a rank silent for 60 s ends the run")
+                                    "last heartbeat; a rank silent for 60 s ends the run. The probes show "
+                                    "rank 0's replica; gradient norms are those after the all-reduce.")
+        self.ranks_label.setVisible(False)
         #: ``"<file> (class folder <name>): <reason>"`` of the images the current run skipped as unreadable
         self.skipped_images: list[str] = []
 
@@ -270,9 +272,9 @@ class TrainingPanel(QWidget):
         layout.addWidget(split, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.progress, 1)
-        bottom.addWidget(self.ranks_label)
         bottom.addWidget(self.input_label)
         layout.addLayout(bottom)
+        layout.addWidget(self.ranks_label)
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         """Settings beside the plots in a wide dock, above them in a tall narrow one."""
@@ -326,7 +328,7 @@ class TrainingPanel(QWidget):
         worker.paused.connect(self._on_paused, queued)
         worker.stateSynced.connect(self._on_state_synced, queued)
         worker.cudaMemory.connect(self._on_cuda_memory, queued)
-        worker.ranks.connect(self.ranks_label.setText, queued)
+        worker.ranks.connect(self._on_ranks, queued)
         worker.finished.connect(self._on_worker_finished, queued)
         self._worker = worker
         self._config = config
@@ -340,6 +342,7 @@ class TrainingPanel(QWidget):
         self.skipped_images = []
         self.input_label.setText("")
         self.ranks_label.setText("")
+        self.ranks_label.setVisible(False)
         self._run_dir = config.run_dir
         self.plots.clear()
         self._t0 = time.perf_counter()
@@ -903,6 +906,12 @@ class TrainingPanel(QWidget):
         self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
 
     @Slot(str)
+    @Slot(str)
+    def _on_ranks(self, text: str) -> None:
+        """A data-parallel run's per-rank line, on its own row under the progress bar."""
+        self.ranks_label.setText(text + " · probes: rank 0's replica")
+        self.ranks_label.setVisible(True)
+
     def _on_progress_text(self, text: str) -> None:
         """Before the first step (the pre-flight image scan): say where it is."""
         self.progress.setFormat(f"starting… {text}")
