@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.plot_lod import MinMaxPyramid
 from workbench.core.train.run_index import (
     METRICS,
     X_AXES,
@@ -55,6 +56,8 @@ _X_TITLES = {"step": "step", "epoch": "epoch", "time_s": "wall time (s)"}
 
 #: Curves with at most this many points get a marker per point (epoch rows); longer ones are lines only.
 MAX_MARKERS = 200
+#: Curves with more points than this are drawn from a precomputed min/max pyramid (``core.plot_lod``).
+LOD_POINTS = 8192
 
 
 def _curve_style(i: int, n: int) -> dict:
@@ -129,6 +132,9 @@ class RunsPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("runsPanel")
         self.curves: dict[str, pg.PlotDataItem] = {}
+        #: run name -> the min/max pyramid of a long curve (the view draws its slice of the right level)
+        self.pyramids: dict[str, MinMaxPyramid] = {}
+        self._drawing = False  # set while curves get data: their own range changes do not redraw them again
         self.root_edit = QLineEdit(str(root), objectName="runsRootEdit")
         self.root_edit.setToolTip("The folder whose run folders are listed")
         self.refresh_button = QPushButton("Refresh", objectName="runsRefreshButton")
@@ -191,6 +197,7 @@ class RunsPanel(QWidget):
         self.metric_combo.currentIndexChanged.connect(self.show_selected)
         self.x_combo.currentIndexChanged.connect(self.show_selected)
         self.export_button.clicked.connect(self._on_export)
+        self.plot.getViewBox().sigXRangeChanged.connect(self._draw_levels)
 
     def refresh(self) -> None:
         """List the run folders again (a missing folder is said, not raised); the selection is kept by name."""
@@ -253,15 +260,55 @@ class RunsPanel(QWidget):
         if list(series) != list(self.curves):
             self.plot.clear()
             self.curves = {}
+        self.pyramids = {}
+        self._drawing = True
+        try:
+            self._set_curves(series)
+        finally:
+            self._drawing = False
+
+    def _set_curves(self, series: dict) -> None:
         for i, (name, (x, y)) in enumerate(series.items()):
+            if len(x) > LOD_POINTS:
+                # long curves: a min/max pyramid built once; each view change draws its slice (_draw_levels)
+                self.pyramids[name] = MinMaxPyramid(x, y)
+                x, y = self._level_data(self.pyramids[name])
             curve = self.curves.get(name)
             if curve is None:
-                curve = self.plot.plot(x, y, name=name, **_curve_style(i, len(x)))
-                curve.setClipToView(True)  # set once in the plot: long curves draw only what is in view,
-                curve.setDownsampling(auto=True, method="peak")  # downsampled to the pixels
+                curve = self.plot.plot(x, y, name=name, **_curve_style(i, len(x) if name not in self.pyramids
+                                                                       else LOD_POINTS + 1))
                 self.curves[name] = curve
             else:
-                curve.setData(x, y, **_curve_style(i, len(x)))
+                curve.setData(x, y, **_curve_style(i, len(x) if name not in self.pyramids else LOD_POINTS + 1))
+
+    def _level_data(self, pyramid: MinMaxPyramid):
+        """The points of ``pyramid`` for the current x range and plot width, with the curve's first and
+        last points kept (off-screen) so that auto-range still sees the whole curve."""
+        import numpy as np
+
+        vb = self.plot.getViewBox()
+        (x0, x1), _ = vb.viewRange()
+        if not self.pyramids or vb.autoRangeEnabled()[0]:
+            x0, x1 = pyramid.x[0], pyramid.x[-1]
+        x, y = pyramid.view(x0, x1, max(200, int(vb.width())))
+        if len(x) and x[0] > pyramid.x[0]:
+            x, y = np.concatenate(([pyramid.x[0]], x)), np.concatenate(([pyramid.y[0]], y))
+        if len(x) and x[-1] < pyramid.x[-1]:
+            x, y = np.concatenate((x, [pyramid.x[-1]])), np.concatenate((y, [pyramid.y[-1]]))
+        return x, y
+
+    def _draw_levels(self, *_args) -> None:
+        """A pan or zoom: each long curve gets the slice of its pyramid for the new view."""
+        if self._drawing:
+            return
+        self._drawing = True
+        try:
+            for name, pyramid in self.pyramids.items():
+                curve = self.curves.get(name)
+                if curve is not None:
+                    curve.setData(*self._level_data(pyramid))
+        finally:
+            self._drawing = False
 
     def export_csv(self, path: str | Path) -> Path:
         """Write the selected runs' metrics (all runs when none is selected) as tidy CSV; returns the path."""
