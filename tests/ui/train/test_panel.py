@@ -71,7 +71,8 @@ def test_settings_defaults_and_device_combo(host):
     assert [s.dataset_combo.itemData(i) for i in range(s.dataset_combo.count())] == [
         "digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake"]
     devices = [s.device_combo.itemData(i) for i in range(s.device_combo.count())]
-    assert devices == [d for d, _ in training.available_devices()]
+    assert devices == [d for d, _ in training.available_devices()] + [k for k, _ in training.ddp_choices()]
+    assert "ddp:cpu:2" in devices  # "CPU, 2 processes (DDP, Gloo)" everywhere
     assert s.device_combo.currentData() == training.default_device()
     s.lr_spin.setValue(1e-5)
     assert s.config().lr == pytest.approx(1e-5)
