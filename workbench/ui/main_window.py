@@ -282,6 +282,8 @@ class MainWindow(QMainWindow):
         self.tree_widget.currentNodeChanged.connect(self._on_current_node_changed)
         self.tree_widget.inputShapeEntered.connect(self._on_input_shape_entered)
         self.tree_model.badgesChanged.connect(self._on_badges_changed)
+        self.runs_panel.openRequested.connect(lambda path: self.open_path(path))
+        self.runs_panel.resumeRequested.connect(self.resume_run)
         session.modelChanged.connect(self._on_model_changed)
         session.structureChanged.connect(self.structure_changed)
         session.trainableChanged.connect(self.refresh_tree)
@@ -408,6 +410,27 @@ class MainWindow(QMainWindow):
         if path is not None and self.replace_head(path, num_outputs):
             self.statusBar().showMessage(f"Replaced {path} with {num_outputs} outputs: press Start again "
                                          "(Ctrl+Z puts the old head back)", 10000)
+
+    def resume_run(self, checkpoint: str, run_dir: str) -> bool:
+        """Open a run's ``last.pt`` and set Training to resume it into ``run_dir`` (the Runs dock's Resume).
+
+        The settings come from the run's run.toml (as for any opened checkpoint); the
+        user presses Start. False when the file did not open or a run is active.
+        """
+        panel = self.training_panel
+        if panel.is_running():
+            self.statusBar().showMessage("A run is active: stop it before resuming another.", 8000)
+            return False
+        if not self.open_path(checkpoint):
+            return False
+        if not panel.resume_check.isEnabled():
+            self.statusBar().showMessage(f"{checkpoint} holds no optimizer state: it opened, but cannot resume.",
+                                         10000)
+            return False
+        panel.resume_check.setChecked(True)
+        panel.settings.run_dir_edit.setText(run_dir)
+        self.statusBar().showMessage(f"Ready to resume {Path(run_dir).name}: press Start (F5).", 10000)
+        return True
 
     def _on_running_changed(self, running: bool) -> None:
         if not running and self.runs_dock.isVisible():

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import tomllib
 
-__all__ = ["METRICS", "X_AXES", "RunSummary", "config_diff", "export_metrics", "list_runs", "read_metrics", "runs_table"]
+__all__ = ["METRICS", "X_AXES", "RunSummary", "config_diff", "export_metrics", "list_runs", "read_metrics", "runs_table",
+           "rename_run", "run_checkpoint"]
 
 #: The metrics.csv columns a comparison overlays, and the x axes it offers.
 METRICS = ("train_loss", "val_loss", "val_acc", "lr")
@@ -211,3 +212,38 @@ def export_metrics(folders: list[str | Path], path: str | Path) -> Path:
                 if not math.isnan(v):
                     w.writerow([Path(folder).name, int(steps[i]), int(epochs[i]), metric, repr(float(v))])
     return Path(atomic_write_text(path, buf.getvalue()))
+
+
+def run_checkpoint(folder: str | Path) -> Path | None:
+    """The checkpoint to open or resume a run folder from: ``last.pt``, else ``best.pt``; None without either."""
+    for name in ("last.pt", "best.pt"):
+        path = Path(folder) / name
+        if path.is_file():
+            return path
+    return None
+
+
+def rename_run(folder: str | Path, new_name: str) -> Path:
+    """Rename a run folder within its runs root; the new path.
+
+    Raises
+    ------
+    ValueError
+        ``new_name`` is empty, ``.``/``..`` or holds a path separator.
+    FileExistsError
+        A folder or file of that name is already there (nothing is overwritten).
+    FileNotFoundError
+        ``folder`` is gone.
+    """
+    name = new_name.strip()
+    if not name or name in (".", "..") or "/" in name or os.sep in name or (os.altsep and os.altsep in name):
+        raise ValueError(f"{new_name!r} is not a folder name: use letters, digits, '-', '_' or '.' "
+                         "without a path separator")
+    src = Path(folder)
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src}: no such run folder")
+    dst = src.with_name(name)
+    if dst.exists():
+        raise FileExistsError(f"{dst} already exists: choose another name")
+    src.rename(dst)
+    return dst

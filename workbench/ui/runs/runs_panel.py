@@ -6,11 +6,15 @@ several rows overlays one metric of each (train loss, val loss, val accuracy,
 LR; from each folder's ``metrics.csv``) on shared axes (step, epoch or wall
 time), one colour per run with a legend by run name, and shows only the
 settings that differ (:func:`~workbench.core.train.run_index.config_diff`).
-"Export CSV…" writes the selected runs' metrics as one tidy CSV. It reads files
-only; nothing here trains or loads a model.
+"Export CSV…" writes the selected runs' metrics as one tidy CSV. "Open" and
+"Resume" ask the window (signals) to open the run's checkpoint, and to resume
+it into its own folder; "Rename…" and "Delete" (to the system trash) are
+undoable with the dock's own "Undo" (a ``QUndoStack`` apart from the model's
+edits). Nothing here trains or loads a model.
 
 objectNames: ``runsPanel``, ``runsRootEdit``, ``runsRefreshButton``, ``runsTable``,
-``runsMetricCombo``, ``runsXCombo``, ``runsPlot``, ``runsConfigDiff``, ``runsExportCsv``.
+``runsMetricCombo``, ``runsXCombo``, ``runsPlot``, ``runsConfigDiff``, ``runsExportCsv``,
+``runsOpenButton``, ``runsResumeButton``, ``runsRenameButton``, ``runsDeleteButton``, ``runsUndoButton``.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import time
 from pathlib import Path
 
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -45,7 +51,10 @@ from workbench.core.train.run_index import (
     export_metrics,
     list_runs,
     read_metrics,
+    rename_run,
+    run_checkpoint,
 )
+from workbench.core.train.run_trash import TrashedRun, restore_run, trash_run
 
 COLUMNS = ("name", "started", "model", "dataset", "epochs", "best val loss", "best val acc", "state")
 _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -118,6 +127,41 @@ class RunsTableModel(QAbstractTableModel):
         return r.state
 
 
+class _RenameRun(QUndoCommand):
+    """Rename a run folder (undo: the old name back)."""
+
+    def __init__(self, panel: RunsPanel, path: Path, new_name: str):
+        super().__init__(f"rename {path.name} to {new_name}")
+        self.panel, self.old, self.new_name = panel, path, new_name
+        self.new = path.parent / new_name  # valid once redo() succeeded (rename_run checks the name)
+        self.ok = False
+
+    def redo(self) -> None:  # noqa: D102
+        self.panel._file_op(lambda: rename_run(self.old, self.new_name), self)
+
+    def undo(self) -> None:  # noqa: D102
+        self.panel._file_op(lambda: rename_run(self.new, self.old.name), self)
+
+
+class _TrashRun(QUndoCommand):
+    """Move a run folder to the system trash (undo: put it back)."""
+
+    def __init__(self, panel: RunsPanel, path: Path):
+        super().__init__(f"delete {path.name}")
+        self.panel, self.path = panel, path
+        self.trashed: TrashedRun | None = None
+        self.ok = False
+
+    def redo(self) -> None:  # noqa: D102
+        def move():
+            self.trashed = trash_run(self.path)
+        self.panel._file_op(move, self)
+
+    def undo(self) -> None:  # noqa: D102
+        if self.trashed is not None:
+            self.panel._file_op(lambda: restore_run(self.trashed), self)
+
+
 class RunsPanel(QWidget):
     """Run folders side by side.
 
@@ -126,7 +170,24 @@ class RunsPanel(QWidget):
     root : str or Path
         The runs folder listed (``default_runs_root()`` in the window).
     parent : QWidget, optional
+
+    Signals
+    -------
+    openRequested(str)
+        Open this checkpoint (the run's ``last.pt``, else ``best.pt``).
+    resumeRequested(str, str)
+        Open this checkpoint and resume it into this run folder.
+
+    Attributes
+    ----------
+    undo_stack : QUndoStack
+        Renames and deletes of run folders (not the model's edits).
+    ask_name : callable
+        ``ask_name(current) -> str or None``: the new name of a run (a dialog; tests replace it).
     """
+
+    openRequested = Signal(str)
+    resumeRequested = Signal(str, str)
 
     def __init__(self, root: str | Path, parent: QWidget | None = None):
         super().__init__(parent)
@@ -163,11 +224,27 @@ class RunsPanel(QWidget):
         self.diff = QPlainTextEdit(objectName="runsConfigDiff", readOnly=True)
         self.diff.setPlaceholderText("Select two or more runs: the settings that differ show here.")
         self.status = QLabel("")
+        self.undo_stack = QUndoStack(self)
+        self.ask_name = self._ask_name
+        self.open_button = QPushButton("Open", objectName="runsOpenButton")
+        self.open_button.setToolTip("Open the selected run's checkpoint (last.pt, else best.pt) in the window")
+        self.resume_button = QPushButton("Resume", objectName="runsResumeButton")
+        self.resume_button.setToolTip("Open the selected run's last.pt and set Training to resume it in its folder")
+        self.rename_button = QPushButton("Rename…", objectName="runsRenameButton")
+        self.delete_button = QPushButton("Delete", objectName="runsDeleteButton")
+        self.delete_button.setToolTip("Move the selected runs to the system trash (Undo puts them back)")
+        self.undo_button = QPushButton("Undo", objectName="runsUndoButton")
+        self.undo_button.setEnabled(False)
 
         top = QHBoxLayout()
         top.addWidget(QLabel("Runs in"))
         top.addWidget(self.root_edit, 1)
         top.addWidget(self.refresh_button)
+        actions = QHBoxLayout()
+        for button in (self.open_button, self.resume_button, self.rename_button, self.delete_button):
+            actions.addWidget(button)
+        actions.addStretch(1)
+        actions.addWidget(self.undo_button)
         bar = QHBoxLayout()
         bar.addWidget(self.metric_combo)
         bar.addWidget(self.x_combo)
@@ -178,7 +255,12 @@ class RunsPanel(QWidget):
         lower.addWidget(self.diff)
         lower.setSizes([600, 300])
         split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.table)
+        upper = QWidget()
+        uv = QVBoxLayout(upper)
+        uv.setContentsMargins(0, 0, 0, 0)
+        uv.addWidget(self.table, 1)
+        uv.addLayout(actions)
+        split.addWidget(upper)
         holder = QWidget()
         hv = QVBoxLayout(holder)
         hv.setContentsMargins(0, 0, 0, 0)
@@ -197,6 +279,16 @@ class RunsPanel(QWidget):
         self.metric_combo.currentIndexChanged.connect(self.show_selected)
         self.x_combo.currentIndexChanged.connect(self.show_selected)
         self.export_button.clicked.connect(self._on_export)
+        self.open_button.clicked.connect(self.open_selected)
+        self.resume_button.clicked.connect(self.resume_selected)
+        self.rename_button.clicked.connect(self._on_rename)
+        self.delete_button.clicked.connect(self.delete_selected)
+        self.undo_button.clicked.connect(self.undo_stack.undo)
+        self.undo_stack.canUndoChanged.connect(self.undo_button.setEnabled)
+        self.undo_stack.undoTextChanged.connect(
+            lambda text: self.undo_button.setText(f"Undo {text}" if text else "Undo"))
+        self.table.selectionModel().selectionChanged.connect(self._update_actions)
+        self._update_actions()
         self.plot.getViewBox().sigXRangeChanged.connect(self._draw_levels)
 
     def refresh(self) -> None:
@@ -309,6 +401,88 @@ class RunsPanel(QWidget):
                     curve.setData(*self._level_data(pyramid))
         finally:
             self._drawing = False
+
+    # ------------------------------------------------------------------ run folder actions
+    def _update_actions(self, *_args) -> None:
+        runs = self.selected_runs()
+        one = len(runs) == 1
+        ckpt = run_checkpoint(runs[0].path) if one else None
+        self.open_button.setEnabled(ckpt is not None)
+        self.resume_button.setEnabled(one and (Path(runs[0].path) / "last.pt").is_file())
+        self.rename_button.setEnabled(one)
+        self.delete_button.setEnabled(bool(runs))
+
+    def open_selected(self) -> bool:
+        """Ask the window to open the selected run's checkpoint (``openRequested``); False when there is none."""
+        runs = self.selected_runs()
+        ckpt = run_checkpoint(runs[0].path) if len(runs) == 1 else None
+        if ckpt is None:
+            self.status.setText("Select one run that has a checkpoint (last.pt or best.pt).")
+            return False
+        self.openRequested.emit(str(ckpt))
+        return True
+
+    def resume_selected(self) -> bool:
+        """Ask the window to open the selected run's ``last.pt`` and resume it into its folder (``resumeRequested``)."""
+        runs = self.selected_runs()
+        last = Path(runs[0].path) / "last.pt" if len(runs) == 1 else None
+        if last is None or not last.is_file():
+            self.status.setText("Select one run that has a last.pt to resume.")
+            return False
+        self.resumeRequested.emit(str(last), runs[0].path)
+        return True
+
+    def rename_selected(self, new_name: str) -> bool:
+        """Rename the selected run's folder (undoable); False (said in the status line) when it failed."""
+        runs = self.selected_runs()
+        if len(runs) != 1:
+            return False
+        new = new_name.strip()
+        command = _RenameRun(self, Path(runs[0].path), new)
+        self.undo_stack.push(command)
+        if not command.ok:
+            return False
+        self.select([new])
+        return True
+
+    def delete_selected(self) -> int:
+        """Move the selected runs' folders to the system trash (one undoable step); how many went."""
+        runs = self.selected_runs()
+        if not runs:
+            return 0
+        self.undo_stack.beginMacro(f"delete {runs[0].name}" if len(runs) == 1 else f"delete {len(runs)} runs")
+        commands = [_TrashRun(self, Path(r.path)) for r in runs]
+        for command in commands:
+            self.undo_stack.push(command)
+        self.undo_stack.endMacro()
+        gone = sum(1 for c in commands if c.ok)
+        if gone:
+            self.status.setText(f"Moved {gone} run(s) to the trash; Undo puts them back.")
+        return gone
+
+    def _file_op(self, op, command: QUndoCommand) -> None:
+        """Run a rename / trash / restore; a failure is said in the status line and the command dropped."""
+        try:
+            op()
+        except (OSError, ValueError) as exc:
+            command.ok = False
+            self.status.setText(str(exc))
+            command.setObsolete(True)  # QUndoStack drops it: nothing to undo
+        else:
+            command.ok = True
+            self.refresh()
+
+    def _ask_name(self, current: str) -> str | None:
+        text, ok = QInputDialog.getText(self, "Rename run", "New folder name:", text=current)
+        return text if ok else None
+
+    def _on_rename(self) -> None:
+        runs = self.selected_runs()
+        if len(runs) != 1:
+            return
+        name = self.ask_name(runs[0].name)
+        if name and name.strip() != runs[0].name:
+            self.rename_selected(name)
 
     def export_csv(self, path: str | Path) -> Path:
         """Write the selected runs' metrics (all runs when none is selected) as tidy CSV; returns the path."""
