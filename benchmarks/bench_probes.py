@@ -8,7 +8,7 @@ Figures:
     probing 10 modules at the default cadence (activations, gradient norms and
     update ratios; the cadence adapts to a 2 % time budget, starting at every 10th
     step), divided by the same run without probes.
-    Runs are interleaved (probed, plain, probed, plain, ...), each timed end to end
+    Runs are interleaved in ABBA order (probed, plain, plain, probed, ...), each timed end to end
     (``fit()``: training + the per-epoch validation), and the median of ``PAIRS``
     ratios is reported. Target >= 0.95.
 
@@ -81,8 +81,12 @@ def _ratio(every: int | None, tmp: str) -> tuple[float, float]:
     cpu, wall = [], []
     _run(lambda m: [], os.path.join(tmp, "warm"), 0)  # imports, allocator, data cache
     for i in range(PAIRS):
-        probed = _run(_probed(every), os.path.join(tmp, f"p{every or 'auto'}_{i}"), i)
-        plain = _run(lambda m: [], os.path.join(tmp, f"n{every or 'auto'}_{i}"), i)
+        # ABBA order: whichever side runs first in a pair (allocator, caches, clock) alternates
+        sides = [("p", _probed(every)), ("n", lambda m: [])]
+        got = {}
+        for tag, factory in (sides if i % 2 == 0 else sides[::-1]):
+            got[tag] = _run(factory, os.path.join(tmp, f"{tag}{every or 'auto'}_{i}"), i)
+        probed, plain = got["p"], got["n"]
         cpu.append(probed[0] / plain[0])
         wall.append(probed[1] / plain[1])
     return statistics.median(cpu), statistics.median(wall)

@@ -27,7 +27,7 @@ Figures (see issues 4 and 9):
 ``probe_throughput_ratio_window``
     Window runs with live probes (a ``ProbeCallback`` on 10 modules at the default
     cadence, computed in the training process, reports sent back to the window)
-    over the same runs without, wall clock, median of ``PROBE_PAIRS`` interleaved pairs.
+    over the same runs without, wall clock, median of ``PROBE_PAIRS`` pairs interleaved in ABBA order.
     Target >= 0.97.
 ``plot_redraw_1m_points_ms``
     ``setData`` of the raw and EMA loss curves (1,000,000 points each) plus a
@@ -259,10 +259,12 @@ def run() -> dict[str, float]:
                   f"gui p99 {np.percentile(iv, 99):.1f} ms, first step {first:.2f} s", flush=True)
         names = leaf_modules(DigitsCNN())[:10]
         for i in range(PROBE_PAIRS):
-            probes[:] = [ProbeCallback(lambda reports: None, probed=names)]
-            probed, _, _ = qt_run(app, panel, os.path.join(tmp, f"p{i}"))
+            got = {}
+            for tag in (("p", "n") if i % 2 == 0 else ("n", "p")):  # ABBA: neither side always runs first
+                probes[:] = [ProbeCallback(lambda reports: None, probed=names)] if tag == "p" else []
+                got[tag], _, _ = qt_run(app, panel, os.path.join(tmp, f"{tag}{i}"))
             probes[:] = []
-            plain, _, _ = qt_run(app, panel, os.path.join(tmp, f"n{i}"))
+            probed, plain = got["p"], got["n"]
             probe_ratios.append(probed / plain)
             print(f"    probe pair {i}: probed {probed:,.0f} samples/s, plain {plain:,.0f}, "
                   f"ratio {probed / plain:.3f}", flush=True)

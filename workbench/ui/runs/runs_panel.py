@@ -394,12 +394,18 @@ class RunsPanel(QWidget):
         if self._drawing:
             return
         self._drawing = True
+        vb = self.plot.getViewBox()
+        auto_y = bool(vb.autoRangeEnabled()[1])
+        if auto_y:  # one y auto-range for all curves, not one per setData
+            vb.disableAutoRange(axis=vb.YAxis)
         try:
             for name, pyramid in self.pyramids.items():
                 curve = self.curves.get(name)
                 if curve is not None:
                     curve.setData(*self._level_data(pyramid))
         finally:
+            if auto_y:
+                vb.enableAutoRange(axis=vb.YAxis)
             self._drawing = False
 
     # ------------------------------------------------------------------ run folder actions
@@ -457,7 +463,7 @@ class RunsPanel(QWidget):
         self.undo_stack.endMacro()
         gone = sum(1 for c in commands if c.ok)
         if gone:
-            self.status.setText(f"Moved {gone} run(s) to the trash; Undo puts them back.")
+            self.status.setText(f"Moved {gone} run(s) to the trash; Undo puts {'it' if gone == 1 else 'them'} back.")
         return gone
 
     def _file_op(self, op, command: QUndoCommand) -> None:
