@@ -380,3 +380,23 @@ def test_probe_callback_sends_the_chosen_weight_histograms_on_measured_steps(tmp
     last = measured[-1].weight_histograms["classifier.bias"]
     assert last.counts.sum() == 10
     assert math.isfinite(last.lo) and last.lo < last.hi  # the bias values spread: a real histogram
+
+
+def test_the_step_cost_leaves_out_the_time_across_an_epoch_end(tmp_path):
+    import time as _time
+
+    from workbench.core.probe.callback import _StepCost
+
+    cost = _StepCost()
+    cost.record(False)  # starts the clock
+    _time.sleep(0.01)
+    cost.record(False)
+    plain = cost.plain
+    assert 0.005 < plain < 0.5
+    cost.skip()  # an epoch end: validation and checkpoints follow
+    _time.sleep(0.2)
+    cost.record(False)  # only restarts the clock
+    assert cost.plain == plain
+    _time.sleep(0.01)
+    cost.record(False)
+    assert cost.plain < 0.1  # a step's time, not the validation's
