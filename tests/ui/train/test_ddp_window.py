@@ -9,24 +9,16 @@ left behind.
 from __future__ import annotations
 
 import multiprocessing
-from pathlib import Path
 
 import pytest
 import torch
 
+from tests.core.train.test_ddp import _running
 from tests.ui.helpers import pause_and_sync
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.edit_log import read_edits
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
 
 
 def test_the_window_trains_on_two_gloo_ranks_and_a_freeze_while_paused_applies_on_both(main_window, qtbot, tmp_path):
