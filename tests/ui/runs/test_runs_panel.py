@@ -43,3 +43,31 @@ def test_a_missing_runs_folder_is_said_not_raised(qtbot, tmp_path):
     qtbot.addWidget(panel)
     panel.refresh()
     assert panel.table_model.rowCount() == 0 and "no such runs folder" in panel.status.text()
+
+
+def test_long_curves_draw_their_view_from_the_pyramid_with_the_legend_and_the_envelope_kept(qtbot, tmp_path):
+    import numpy as np
+
+    from workbench.ui.runs.runs_panel import LOD_POINTS
+
+    panel = RunsPanel(tmp_path)
+    qtbot.addWidget(panel)
+    panel.resize(1000, 700)
+    panel.show()
+    n = 4 * LOD_POINTS
+    x = np.arange(n, dtype=np.float64)
+    spiky = np.zeros(n)
+    spiky[12_345] = 5.0  # one step's spike: must survive the decimation at every zoom that shows it
+    panel.draw({"long": (x, spiky), "short": (x[:50], np.ones(50))})
+    legend = [label.text for _, label in panel.plot.plotItem.legend.items]
+    assert legend == ["long", "short"]
+    vx, vy = panel.curves["long"].getData()
+    assert len(vx) < n / 4 and vy.max() == 5.0  # decimated, the peak kept
+    panel.plot.setXRange(12_000, 13_000, padding=0)
+    zx, zy = panel.curves["long"].getData()
+    inside = (zx >= 12_000) & (zx <= 13_000)
+    assert inside.sum() >= 500 and zy[inside].max() == 5.0  # finer in the zoomed view, the peak still there
+    assert zx[0] == 0 and zx[-1] == n - 1  # the ends are kept, so auto-range sees the whole curve
+    panel.draw({"long": (x[:100], spiky[:100]), "short": (x[:50], np.ones(50))})  # long -> short: rebuilt
+    assert len(panel.curves["long"].getData()[0]) == 100
+    assert [label.text for _, label in panel.plot.plotItem.legend.items] == ["long", "short"]
