@@ -80,6 +80,9 @@ class LayerHeatmapView(QWidget):
         self.rows: list[int] = []  # history row of each image row, top to bottom
         self._matrix = np.zeros((0, 0), np.float32)
         self._stale = False  # measurements arrived since the last refresh
+        self._ticks: list | None = None  # the layer axis ticks and the title last set (unchanged: not set again)
+        self._title = ""
+        self._colorbar_for = ""  # the quantity whose colour map the colour bar shows
         self.quantity_combo = QComboBox(objectName="heatmapQuantityCombo")
         for q in QUANTITIES:
             self.quantity_combo.addItem(QUANTITY_TITLES[q], q)
@@ -183,17 +186,25 @@ class LayerHeatmapView(QWidget):
             low, high = display_levels(q, self._matrix)
             image.setImage(self._matrix, levels=(low, high), autoLevels=False)
             image.setRect(0, 0, self._matrix.shape[1], self._matrix.shape[0])
-            self.colorbar.setColorMap(image.getColorMap())
+            if self._colorbar_for != q:  # each quantity's image keeps its colour map
+                self._colorbar_for = q
+                self.colorbar.setColorMap(image.getColorMap())
             self.colorbar.setLevels((low, high))
         else:
             image.clear()
         names = [h.names[i] for i in self.rows]
         fit = max(1, int(self.plot.getPlotItem().vb.height() / LABEL_PX))  # labels that fit without overlapping
         every = max(1, math.ceil(len(names) / min(MAX_LAYER_TICKS, fit)))
-        self.plot.getAxis("left").setTicks([[(i + 0.5, n) for i, n in enumerate(names) if i % every == 0], []])
+        ticks = [[(i + 0.5, n) for i, n in enumerate(names) if i % every == 0], []]
+        if ticks != self._ticks:  # new ticks re-measure every label (~8 ms for 500 layers): only when they change
+            self._ticks = ticks
+            self.plot.getAxis("left").setTicks(ticks)
         unit = " (log10)" if q in LOG_QUANTITIES else ""
-        self.plot.setTitle(f"{QUANTITY_TITLES[q].replace(' (log10)', '')}{unit}: {len(names)} layers x "
-                           f"{self._matrix.shape[1] if self._matrix.ndim == 2 else 0} measurements")
+        title = (f"{QUANTITY_TITLES[q].replace(' (log10)', '')}{unit}: {len(names)} layers x "
+                 f"{self._matrix.shape[1] if self._matrix.ndim == 2 else 0} measurements")
+        if title != self._title:
+            self._title = title
+            self.plot.setTitle(title)
 
     # ------------------------------------------------------------------ cells
     def cell_at(self, scene_pos: QPointF) -> tuple[str, int, float] | None:
