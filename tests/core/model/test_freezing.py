@@ -150,3 +150,12 @@ def test_batchnorm_policy_keeps_frozen_running_stats():
     # affine=False BatchNorm has no freeze decision: left alone
     bare = nn.Sequential(nn.BatchNorm1d(3, affine=False))
     assert apply_batchnorm_policy(bare) == [] and bare[0].training
+
+
+def test_apply_frozen_takes_module_paths_as_a_run_file_writes_them_by_hand():
+    model = DigitsCNN()
+    apply_frozen(model, ["features", "classifier.bias"])
+    want = [n for n, _ in model.named_parameters() if n.startswith("features.")] + ["classifier.bias"]
+    assert frozen_parameter_names(model) == want
+    with pytest.raises(UnknownPathError, match="featurez"):
+        apply_frozen(model, ["featurez"])

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from torch import nn
 
-from workbench.core.model.names import UnknownPathError, all_parameters, close_matches, resolve
+from workbench.core.model.names import UnknownPathError, all_parameters, resolve
 
 __all__ = [
     "set_trainable",
@@ -208,7 +208,8 @@ def apply_frozen(model: nn.Module, frozen_names: Iterable[str], *, strict: bool 
     ----------
     model : nn.Module
     frozen_names : iterable of str
-        Parameter qualified names (e.g. a checkpoint's ``frozen`` entry).
+        Parameter qualified names (e.g. a checkpoint's ``frozen`` entry) or module paths
+        (``"features"``: every parameter under it, as :func:`~workbench.core.model.names.resolve`).
     strict : bool
         If True an unknown name raises; if False unknown names are ignored
         (e.g. after the head was replaced).
@@ -227,11 +228,14 @@ def apply_frozen(model: nn.Module, frozen_names: Iterable[str], *, strict: bool 
     frozen: set[int] = set()
     for name in frozen_names:
         p = params.get(name)
-        if p is None:
-            if strict:
-                raise UnknownPathError(name, close_matches(model, name))
+        if p is not None:
+            frozen.add(id(p))
             continue
-        frozen.add(id(p))
+        try:  # a module path ("layer1", written by hand in a run file): every parameter under it
+            frozen.update(id(q) for q in resolve(model, name))
+        except UnknownPathError:
+            if strict:
+                raise
     return _apply(model, {id(p): id(p) not in frozen for p in model.parameters()})
 
 
