@@ -382,21 +382,19 @@ def test_probe_callback_sends_the_chosen_weight_histograms_on_measured_steps(tmp
     assert math.isfinite(last.lo) and last.lo < last.hi  # the bias values spread: a real histogram
 
 
-def test_the_step_cost_leaves_out_the_time_across_an_epoch_end(tmp_path):
-    import time as _time
-
+def test_the_step_cost_leaves_out_the_time_across_an_epoch_end():
     from workbench.core.probe.callback import _StepCost
 
-    cost = _StepCost()
+    now = [0.0]
+    cost = _StepCost(clock=lambda: now[0])
     cost.record(False)  # starts the clock
-    _time.sleep(0.01)
+    now[0] += 0.01
     cost.record(False)
-    plain = cost.plain
-    assert 0.005 < plain < 0.5
+    assert cost.plain == pytest.approx(0.01)
     cost.skip()  # an epoch end: validation and checkpoints follow
-    _time.sleep(0.2)
+    now[0] += 5.0
     cost.record(False)  # only restarts the clock
-    assert cost.plain == plain
-    _time.sleep(0.01)
+    assert cost.plain == pytest.approx(0.01)
+    now[0] += 0.03
     cost.record(False)
-    assert cost.plain < 0.1  # a step's time, not the validation's
+    assert cost.plain == pytest.approx(0.01 + _StepCost.ALPHA * 0.02)  # a step's time, not the validation's

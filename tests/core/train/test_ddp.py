@@ -108,8 +108,25 @@ def test_a_missing_run_file_is_named_before_any_rank_starts(tmp_path, capsys):
     assert f"error: {tmp_path / 'nope.toml'}: file not found" in capsys.readouterr().out
 
 
-def test_mid_run_commands_apply_at_the_same_step_on_both_ranks_and_a_pause_keeps_them_in_step(tmp_path):
+def _standing_steps(run, timeout: float, messages: int = 2) -> dict | None:
+    """Each rank's step once every rank has sent ``messages`` new messages with its step unchanged
+    (paused ranks send only heartbeats); None if that does not happen within ``timeout`` s."""
     import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = {r: (s.step, s.last_seen) for r, s in run.ranks.items()}
+        for _ in range(messages):
+            seen = {r: s.last_seen for r, s in run.ranks.items()}
+            if not run.wait_until(lambda r: all(s.last_seen > seen[k] for k, s in r.items()),
+                                  timeout=max(0.0, deadline - time.monotonic())):
+                return None
+        if all(s.step == before[r][0] for r, s in run.ranks.items()):
+            return {r: step for r, (step, _) in before.items()}
+    return None
+
+
+def test_mid_run_commands_apply_at_the_same_step_on_both_ranks_and_a_pause_keeps_them_in_step(tmp_path):
 
     from workbench.core.train.commands import SaveNow, SetLR, SetTrainable
 
@@ -125,13 +142,12 @@ def test_mid_run_commands_apply_at_the_same_step_on_both_ranks_and_a_pause_keeps
         assert run.wait_until(lambda r: all(len(s.applied) >= 2 for s in r.values()), timeout=60), lines
         assert run.pause()
         assert run.wait_until(lambda r: all(len(s.applied) >= 2 for s in r.values()), timeout=5)
-        time.sleep(1.0)  # the pause reaches both ranks at the next agreed step
-        paused_at = {r: s.step for r, s in run.ranks.items()}
+        paused_at = _standing_steps(run, timeout=30)  # the pause reaches both ranks at the next agreed step
+        assert paused_at is not None, lines
         assert run.queue(SetLR(1e-3))  # given during the pause: applied at the pause's step on both ranks
         assert run.wait_until(lambda r: all(len(s.applied) >= 3 for s in r.values()), timeout=30), lines
-        time.sleep(2.5)  # longer than a pause tick: both ranks stay put and keep their heartbeat
-        assert {r: s.step for r, s in run.ranks.items()} == paused_at
-        assert all(time.monotonic() - s.last_seen < 2.0 for s in run.ranks.values())
+        # paused: both ranks keep sending heartbeats, and their steps stay put
+        assert _standing_steps(run, timeout=30) == paused_at, lines
         assert run.resume()
         assert run.wait_until(lambda r: all(s.step > paused_at[k] + 3 for k, s in r.items()), timeout=60), lines
         run.stop()

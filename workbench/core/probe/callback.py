@@ -418,14 +418,15 @@ class _StepCost:
 
     ALPHA = 0.2
 
-    def __init__(self):
+    def __init__(self, clock=time.perf_counter):
         self.plain = math.nan
         self.measured = math.nan
         self._last = None
+        self._clock = clock  # seconds; tests pass their own
 
     def record(self, measured: bool) -> None:
         """Close the step that just ended (time since the previous call)."""
-        now = time.perf_counter()
+        now = self._clock()
         if self._last is not None:
             dt = now - self._last
             attr = "measured" if measured else "plain"

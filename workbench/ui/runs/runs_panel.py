@@ -79,15 +79,6 @@ def _curve_style(i: int, n: int) -> dict:
     return style
 
 
-class _LodCurve(pg.PlotCurveItem):
-    """A long curve drawn from its min/max pyramid's slice: a bare ``PlotCurveItem``.
-
-    ``PlotDataItem``'s own downsampling, clipping and bounds bookkeeping, which the
-    pyramid already replaces, cost ~0.3 ms per curve and view change (6 ms of the
-    20-run overlay's zoom).
-    """
-
-
 class RunsTableModel(QAbstractTableModel):
     """Rows: :class:`RunSummary`; columns: :data:`COLUMNS`."""
 
@@ -201,7 +192,7 @@ class RunsPanel(QWidget):
     def __init__(self, root: str | Path, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("runsPanel")
-        self.curves: dict[str, pg.PlotDataItem | _LodCurve] = {}
+        self.curves: dict[str, pg.PlotDataItem | pg.PlotCurveItem] = {}
         #: run name -> the min/max pyramid of a long curve (the view draws its slice of the right level)
         self.pyramids: dict[str, MinMaxPyramid] = {}
         self._drawing = False  # set while curves get data: their own range changes do not redraw them again
@@ -362,7 +353,7 @@ class RunsPanel(QWidget):
         rebuilding the plot.
         """
         kinds = [len(x) > LOD_POINTS for x, _ in series.values()]
-        if list(series) != list(self.curves) or kinds != [isinstance(c, _LodCurve) for c in self.curves.values()]:
+        if list(series) != list(self.curves) or kinds != [isinstance(c, pg.PlotCurveItem) for c in self.curves.values()]:
             self.plot.clear()
             self.curves = {}
         self.pyramids = {}
@@ -378,12 +369,15 @@ class RunsPanel(QWidget):
             if len(x) > LOD_POINTS:
                 # long curves: a min/max pyramid built once; each view change draws its slice (_draw_levels)
                 self.pyramids[name] = MinMaxPyramid(x, y)
+                # drawn by a bare PlotCurveItem: PlotDataItem's own downsampling, clipping and bounds work,
+                # which the pyramid replaces, cost ~0.3 ms per curve and view change (6 of a 20-run zoom's ms)
                 x, y = self._level_data(self.pyramids[name])
+                pen = _curve_style(i, LOD_POINTS + 1)["pen"]
                 if curve is None:
-                    curve = self.curves[name] = _LodCurve(x, y, name=name, pen=_curve_style(i, len(x))["pen"])
+                    curve = self.curves[name] = pg.PlotCurveItem(x, y, name=name, pen=pen)
                     self.plot.addItem(curve)
                 else:
-                    curve.setData(x, y, pen=_curve_style(i, len(x))["pen"])
+                    curve.setData(x, y, pen=pen)
             elif curve is None:
                 self.curves[name] = self.plot.plot(x, y, name=name, **_curve_style(i, len(x)))
             else:
