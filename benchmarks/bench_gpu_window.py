@@ -121,7 +121,7 @@ def run() -> dict[str, float]:
     from workbench.core.train.threads import reserve_cores_for_workers
     from workbench.ui.prompts import Prompts
     from workbench.ui.session import Session
-    from workbench.ui.threading import collect_garbage_on_gui_thread
+    from workbench.ui.threading import collect_garbage_on_gui_thread, freeze_startup_objects
     from workbench.ui.train.panel import TrainingPanel
 
     reserve_cores_for_workers()
@@ -136,6 +136,7 @@ def run() -> dict[str, float]:
     win.resize(1100, 800)
     win.show()
     app.processEvents()
+    freeze_startup_objects()  # as ui.app.main does once its window is built
     ratios, plain, window, lat = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         _window_run(panel, os.path.join(tmp, "warm"))  # the first run warms the process started ahead

@@ -18,7 +18,14 @@ from workbench.core.train.commands import SetTrainable
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.events import apply_state, read_state_blob
 from workbench.core.train.loop import Trainer
-from workbench.core.train.process import ModelNotPortable, RemoteControl, TrainingProcess, encode_model, make_job
+from workbench.core.train.process import (
+    ModelNotPortable,
+    RemoteControl,
+    TrainingProcess,
+    encode_model,
+    make_job,
+    make_warm_up,
+)
 
 
 def _config(tmp_path, name, epochs=2):
@@ -179,3 +186,32 @@ def test_a_torchscript_model_trains_in_a_training_process(tmp_path):
     assert reason == "completed", events.get("error")
     state = _final_state(events)["state_dict"]
     assert not torch.equal(state["classifier.weight"], scripted.classifier.weight)  # it trained there
+
+
+def test_a_process_warmed_up_on_the_model_still_ends_bit_identical(tmp_path):
+    """The warm-up's throwaway steps (kernels created at the run's shapes) leave no trace in the run."""
+    torch.manual_seed(0)
+    model = DigitsCNN()
+    here = copy.deepcopy(model)
+    assert Trainer(here, _config(tmp_path, "here")).fit() == "completed"
+    spec = make_warm_up(model, _config(tmp_path, "warm"), (1, 1, 8, 8))
+    assert spec is not None and spec["input_shape"] == [1, 8, 8]
+    proc = TrainingProcess()
+    try:
+        assert proc.wait_ready(), proc.log_tail()
+        proc.warm_up(spec)
+        assert proc.wait_warm(60.0)  # the warm-up ends before the job is sent: a job waiting would cut it short
+        assert "warmed up on the opened model: 3 training steps" in proc.log_tail(), proc.log_tail()
+        assert proc.start_job(make_job(model, _config(tmp_path, "there")))
+        events: dict[str, list] = {}
+        while "finished" not in events:
+            msg = proc.recv(120.0)
+            assert msg is not None, "the training process went silent"
+            events.setdefault(msg[1], []).append(msg[2])
+        assert events["finished"] == [("completed",)]
+    finally:
+        proc.end()
+    state = _final_state(events)
+    for name, tensor in here.state_dict().items():
+        assert torch.equal(state["state_dict"][name], tensor), name
+    assert multiprocessing.active_children() == []

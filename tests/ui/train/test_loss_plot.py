@@ -172,3 +172,31 @@ def test_the_legend_sits_above_the_data_and_marker_labels_step_down(qtbot):
     assert not item.legend.sceneBoundingRect().intersects(item.getViewBox().sceneBoundingRect())
     labels = [w.mark_freeze(10.0 + i, f"marker {i}").label.orthoPos for i in range(3)]
     assert len(set(labels)) == 3
+
+
+def test_a_falling_loss_keeps_the_view_from_zero_and_moves_it_only_above_its_top(plots):
+    """Each view move re-lays out the axes and repaints the plot, so a falling loss must not move it."""
+    vb = plots.loss_plot.getPlotItem().getViewBox()
+    moves = []
+    vb.sigRangeChanged.connect(lambda *_: moves.append(1))
+    plots.expect_extent(400.0, 4.0)
+    step = np.arange(200, dtype=float)
+    loss = 2.0 * np.exp(-step / 50)  # 2.0 down to 0.04
+    for chunk in np.array_split(np.arange(200), 20):  # 20 refreshes, as during a run
+        plots.add_steps(step[chunk], loss[chunk], lr=np.full(chunk.size, 1e-3))
+        plots.refresh()
+    (x0, x1), (y0, y1) = vb.viewRange()
+    assert (x0, x1) == pytest.approx((0.0, 400.0))
+    assert y0 == pytest.approx(0.0) and y1 == pytest.approx(2.0 * 1.08)
+    assert len(moves) == 1  # set once, on the first refresh
+    plots.add_steps(np.array([200.0]), np.array([3.0]), lr=np.array([1e-3]))  # a spike above the top
+    plots.refresh()
+    assert vb.viewRange()[1][1] == pytest.approx(3.0 * 1.08) and len(moves) == 2
+
+
+def test_a_loss_below_zero_gets_room_below_it(plots):
+    plots.expect_extent(100.0, 1.0)
+    plots.add_steps(np.arange(10, dtype=float), np.linspace(0.5, -1.5, 10), lr=np.full(10, 1e-3))
+    plots.refresh()
+    y0, y1 = plots.loss_plot.getPlotItem().getViewBox().viewRange()[1]
+    assert y0 == pytest.approx(-1.5 - 0.25 * 2.0) and y1 == pytest.approx(0.5 + 0.08 * 2.0)

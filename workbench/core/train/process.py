@@ -39,12 +39,15 @@ from workbench.core.model.checkpoint import to_bytes
 from workbench.core.train.child import serve
 
 __all__ = ["TrainingProcess", "RemoteControl", "ModelNotPortable", "encode_model", "callback_spec", "make_job",
-           "end_all"]
+           "make_warm_up", "end_all", "WARM_MAX_BYTES"]
 
 #: Seconds a cold process may take to import torch and say it is ready.
 READY_TIMEOUT_S = 120.0
 #: Lines of the process's output shown when it dies.
 LOG_TAIL_LINES = 15
+#: Largest model (parameters and buffers, bytes) sent to an idle process to warm it up: pickling it
+#: costs the window's thread ~1 ms per MB, and a large model's step is long enough that its warm-up matters little.
+WARM_MAX_BYTES = 64 * 2**20
 
 _live: weakref.WeakSet = weakref.WeakSet()
 
@@ -139,6 +142,37 @@ def make_job(model: nn.Module, config, arch=None, resume=None, callbacks=(), thr
             "resume": None if resume is None else str(resume), "callbacks": specs, "threads": threads}
 
 
+def make_warm_up(model: nn.Module, config, input_shape) -> dict | None:
+    """What an idle training process needs to warm up on ``model`` (:func:`workbench.core.train.child.warm_model`).
+
+    Parameters
+    ----------
+    model : nn.Module
+        The window's model.
+    config : TrainConfig
+        The settings the next run will likely use (device, optimizer, AMP, batch size).
+    input_shape : tuple of int
+        The model's input shape with a batch dimension, ``(N, C, H, W)``; N is replaced by the batch size.
+
+    Returns
+    -------
+    dict or None
+        None when there is nothing to warm: no input shape, a device other than
+        the CPU, a model larger than :data:`WARM_MAX_BYTES`, or one that cannot cross.
+    """
+    if not input_shape or len(input_shape) < 2 or not str(config.device).startswith("cpu"):
+        return None
+    size = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    if size > WARM_MAX_BYTES:
+        return None
+    try:
+        data, factories = encode_model(model)
+    except ModelNotPortable:
+        return None
+    return {"model": data, "factories": factories, "config": config.to_dict(),
+            "input_shape": [int(d) for d in input_shape[1:]]}
+
+
 def describe_exit(exitcode: int | None) -> str:
     """``"signal 6"`` for a process killed by a signal (``SIGABRT``), ``"exit code 3"`` otherwise."""
     if exitcode is None:
@@ -180,6 +214,8 @@ class TrainingProcess:
         self._exitcode: int | None = None
         self._send_lock = threading.Lock()
         self._pending: list = []
+        self._warm_sent = 0
+        self._warmed = 0
         _live.add(self)
 
     # ------------------------------------------------------------ state
@@ -192,6 +228,8 @@ class TrainingProcess:
                     msg = self._conn.recv()
                     if msg and msg[0] == "ready":
                         self.pid = int(msg[1])
+                    elif msg and msg[0] == "warmed":
+                        self._warmed += 1
                     else:
                         self._pending.append(msg)
             except (EOFError, OSError):
@@ -217,6 +255,18 @@ class TrainingProcess:
                 self._conn.poll(0.05)
         return True
 
+    def wait_warm(self, timeout: float = READY_TIMEOUT_S) -> bool:
+        """Block until the process answered every warm-up sent (:meth:`warm_up`); False if it died or timed out."""
+        end = time.monotonic() + timeout
+        while self._warmed < self._warm_sent:
+            if not self.is_alive() or time.monotonic() > end:
+                return False
+            with contextlib.suppress(EOFError):
+                msg = self.recv(0.05)
+                if msg is not None:
+                    self._pending.append(msg)
+        return True
+
     # ------------------------------------------------------------ messages
     def send(self, msg: tuple) -> bool:
         """Send one message (thread-safe); False when the process is gone."""
@@ -226,6 +276,18 @@ class TrainingProcess:
             except (OSError, EOFError, BrokenPipeError, ValueError):
                 return False
         return True
+
+    def warm_up(self, spec: dict | None) -> None:
+        """Have the idle process take a few throwaway steps of a model (:func:`make_warm_up`) before its job.
+
+        Sent from a short-lived thread: a large message would block the caller
+        until the process, maybe still importing torch, reads it. A job sent
+        meanwhile waits for it; a newer warm-up supersedes an unread one.
+        """
+        if spec is None or self.job_sent or not self.is_alive():
+            return
+        self._warm_sent += 1
+        threading.Thread(target=self.send, args=(("warm", spec),), name="warm-up", daemon=True).start()
 
     def start_job(self, job: dict) -> bool:
         """Hand the idle process its job; False when it is gone."""
@@ -242,10 +304,14 @@ class TrainingProcess:
         """
         if self._pending:
             return self._pending.pop(0)
+        end = time.monotonic() + timeout
         try:
-            if not self._conn.poll(timeout):
-                return None
-            return self._conn.recv()
+            while self._conn.poll(max(0.0, end - time.monotonic())):
+                msg = self._conn.recv()
+                if not (msg and msg[0] == "warmed"):
+                    return msg
+                self._warmed += 1  # the answer to a warm-up, not an event of the job
+            return None
         except OSError as exc:
             raise EOFError(str(exc)) from exc
 

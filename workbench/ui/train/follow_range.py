@@ -16,6 +16,11 @@ import pyqtgraph as pg
 
 __all__ = ["FollowRange", "nice_ceil"]
 
+#: Headroom above the data's top, as a share of the data's span.
+Y_PAD = 0.08
+#: Room left below a falling curve whose values can be negative, as a share of the data's span.
+Y_FALL_ROOM = 0.25
+
 
 def nice_ceil(value: float) -> float:
     """The smallest of 1, 2, 5 x 10^k that is >= ``value`` (``value`` > 0)."""
@@ -29,11 +34,26 @@ def nice_ceil(value: float) -> float:
     return 10.0 ** (exp + 1)
 
 
+def _y_view(y_lo: float, y_hi: float) -> tuple[float, float]:
+    """The y view for data in ``[y_lo, y_hi]``: from 0 for data that are never negative (a loss, a learning rate).
+
+    A falling loss then moves the view only when it rises above its top, not at
+    each new minimum (every move re-lays out the axes and repaints the plot: 5-24 ms
+    on the 2-core reference machine against 1-2 ms for a still view). Data below 0
+    get room below them, so a falling curve does not move the view at each refresh either.
+    """
+    if y_lo >= 0.0:  # the view spans [0, y_hi]
+        return 0.0, (y_hi * (1.0 + Y_PAD) if y_hi > 0.0 else 1.0)
+    span = max(y_hi - y_lo, abs(y_hi) * 1e-3, 1e-12)
+    return y_lo - Y_FALL_ROOM * span, y_hi + Y_PAD * span
+
+
 class FollowRange:
     """The view of a plot the user has not zoomed follows its data, in steps.
 
-    x grows to the next 1-2-5 bound past the data (at least 25 % headroom), y to
-    the data's bounds plus 8 %; the view changes only when data leave it. A pan or
+    x grows to the next 1-2-5 bound past the data (at least 25 % headroom), y
+    spans 0 (data never negative) or the data's minimum less 25 % of their span,
+    to their maximum plus 8 %; the view changes only when data leave it. A pan or
     zoom by the user (``sigRangeChangedManually``) stops the following; pyqtgraph's
     "auto" button (which turns its auto-range on) or :meth:`reset` starts it again.
 
@@ -94,8 +114,7 @@ class FollowRange:
                     x = (x_lo, x_lo + nice_ceil(max(x_hi - x_lo, 1e-9) * 1.25))
         if self.follow_y and math.isfinite(y_lo) and math.isfinite(y_hi):
             if y is None or y_hi > y[1] or y_lo < y[0]:
-                pad = 0.08 * max(y_hi - y_lo, abs(y_hi) * 1e-3, 1e-12)
-                y = (y_lo - pad, y_hi + pad)
+                y = _y_view(y_lo, y_hi)
         if x == self._x and y == self._y:
             return False
         kwargs = {"padding": 0}
