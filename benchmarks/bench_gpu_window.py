@@ -121,7 +121,8 @@ def run() -> dict[str, float]:
     from workbench.core.train.threads import reserve_cores_for_workers
     from workbench.ui.prompts import Prompts
     from workbench.ui.session import Session
-    from workbench.ui.threading import collect_garbage_on_gui_thread, freeze_startup_objects
+    from workbench.core.gc_freeze import freeze_startup_objects
+    from workbench.ui.threading import collect_garbage_on_gui_thread
     from workbench.ui.train.panel import TrainingPanel
 
     reserve_cores_for_workers()

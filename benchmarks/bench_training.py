@@ -243,7 +243,7 @@ def run() -> dict[str, float]:
     probes: list = []
     win, panel = _make_host(probes)
     app.processEvents()
-    from workbench.ui.threading import freeze_startup_objects
+    from workbench.core.gc_freeze import freeze_startup_objects
 
     freeze_startup_objects()  # as ui.app.main does once its window is built
     ratios, lat, warm_starts, probe_ratios = [], [], [], []

@@ -6,7 +6,7 @@ import gc
 
 from tests.ui.helpers import RecordingPrompts
 from workbench.ui.main_window import MainWindow
-from workbench.ui.threading import freeze_startup_objects
+from workbench.core.gc_freeze import freeze_startup_objects
 
 
 class _Cycle:

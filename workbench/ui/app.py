@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         window.set_trainable(path, True)
     if args.select is not None:
         window.tree_widget.select_name(args.select)
-    from workbench.ui.threading import freeze_startup_objects
+    from workbench.core.gc_freeze import freeze_startup_objects
 
     freeze_startup_objects()  # a full collection would otherwise stall the window ~250 ms
     if args.screenshot:

@@ -14,8 +14,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import QProgressDialog, QWidget
 
-__all__ = ["start_in_thread", "wait_for", "live_threads", "run_in_background", "collect_garbage_on_gui_thread",
-           "freeze_startup_objects"]
+__all__ = ["start_in_thread", "wait_for", "live_threads", "run_in_background", "collect_garbage_on_gui_thread"]
 
 #: Threads and workers alive right now: Python keeps a reference until the thread
 #: has finished, so neither is ever garbage-collected while running (which would print
@@ -43,31 +42,6 @@ def collect_garbage_on_gui_thread(interval_s: float = 1.0):
 
         _collector = GarbageCollector(interval=interval_s)
     return _collector
-
-
-def freeze_startup_objects() -> int:
-    """Leave the objects that exist now (the window, torch, pyqtgraph, Qt) out of every later garbage collection.
-
-    ``gc.collect()`` then ``gc.freeze()`` (the standard library's permanent
-    generation). Why: a full (generation 2) collection walks every tracked
-    object; with the window open that is ~430,000 objects and ~250 ms of a frozen
-    GUI thread on the 2-core reference machine, about once every few seconds
-    during a run. After the freeze a full collection walks only the objects made
-    since (well under 1 ms). Frozen objects are still freed by reference counting
-    as usual; only a reference cycle among them would stay (none of the
-    long-lived startup objects is expected to become cyclic garbage). Call once,
-    after the main window is built.
-
-    Returns
-    -------
-    int
-        Objects moved to the permanent generation (``gc.get_freeze_count()``).
-    """
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()
 
 
 def live_threads() -> list[QThread]:

@@ -77,7 +77,10 @@ from workbench.core.train.preflight import preflight
 from workbench.core.train.rank_sync import RankSync
 from workbench.core.train.runs import MetricsCSV, new_run_dir, write_status
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "TB_FLUSH_S"]
+
+#: Seconds between the TensorBoard writer's flushes (its own thread); TensorBoard shows a new point within this.
+TB_FLUSH_S = 5
 
 
 
@@ -823,7 +826,8 @@ class Trainer:
             for k, tag in (("train_loss", "epoch/train_loss"), ("val_loss", "val/loss"), ("val_acc", "val/accuracy")):
                 if math.isfinite(metrics[k]):
                     self._tb.add_scalar(tag, metrics[k], self.step)
-            self._tb.flush()
+            # no flush here: the writer's own thread flushes every TB_FLUSH_S (an explicit flush made the
+            # training thread wait ~7 ms per epoch for the file write, ~3 % of a 3-epoch digits run)
         self.call("on_epoch_end", self, metrics)
 
     def _take_skipped(self) -> list[str]:
@@ -882,6 +886,6 @@ def _tensorboard_writer(run_dir: Path):
     except Exception:  # noqa: BLE001 - optional
         return None
     try:
-        return SummaryWriter(str(run_dir / "tensorboard"))
+        return SummaryWriter(str(run_dir / "tensorboard"), flush_secs=TB_FLUSH_S)
     except Exception:  # noqa: BLE001
         return None
