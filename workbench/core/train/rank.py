@@ -150,6 +150,7 @@ def run_window_job(job_path: Path) -> int:
     import torch.distributed as dist
 
     from workbench.core.model.architectures import ArchSpec
+    from workbench.core.gc_freeze import freeze_startup_objects
     from workbench.core.model.checkpoint import module_from_bytes
     from workbench.core.train import child
     from workbench.core.train.config import TrainConfig
@@ -159,6 +160,7 @@ def run_window_job(job_path: Path) -> int:
         job = pickle.load(f)  # noqa: S301 - written by the window that started this run, for its ranks
     cfg = TrainConfig.from_dict(job["config"])
     rank = _join(cfg)
+    freeze_startup_objects()  # as the training process does: a full collection would stall a step ~180 ms
     job["config"] = cfg.to_dict()
     reason = "error"
     try:
@@ -186,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch.distributed as dist
 
     from workbench.core.errors import WorkbenchError
+    from workbench.core.gc_freeze import freeze_startup_objects
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.entry import make_trainer, save_last
     from workbench.core.train.headless import PrintProgress, model_from_config
@@ -196,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = Path(argv[0])
     cfg = TrainConfig.from_toml(path)
     rank = _join(cfg)
+    freeze_startup_objects()  # as the training process does: a full collection would stall a step ~180 ms
     callbacks: list[Callback] = _reporter()
     if rank == 0:
         callbacks.append(PrintProgress(lambda line: print(line, flush=True)))
