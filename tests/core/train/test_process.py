@@ -199,8 +199,10 @@ def test_a_process_warmed_up_on_the_model_still_ends_bit_identical(tmp_path):
     proc = TrainingProcess()
     try:
         assert proc.wait_ready(), proc.log_tail()
+        proc._pending.append(("event", "kept", ()))  # a message kept for recv() must not stall the wait
         proc.warm_up(spec)
         assert proc.wait_warm(60.0)  # the warm-up ends before the job is sent: a job waiting would cut it short
+        assert proc.recv(0.0) == ("event", "kept", ())
         assert "warmed up on the opened model: 3 training steps" in proc.log_tail(), proc.log_tail()
         assert proc.start_job(make_job(model, _config(tmp_path, "there")))
         events: dict[str, list] = {}

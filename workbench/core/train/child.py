@@ -21,10 +21,10 @@ messages into calls on the run's :class:`~workbench.core.train.control.RunContro
 * ``("quit",)``: an idle process ends.
 
 Before its job, an idle process may get ``("warm", spec)`` messages
-(:func:`warm_model`), each answered with ``("warmed", steps)``: a few throwaway steps of the window's opened model at the
-run's batch shape, so that the run's first steps do not pay oneDNN's kernel
-creation at the run's shapes (a script pays it once too; the process started
-ahead pays it while the user looks at the window).
+(:func:`warm_model`), each answered with ``("warmed", steps)``: a few throwaway
+steps of the window's opened model at the run's batch shape, so that the run's
+first steps do not pay oneDNN's kernel creation at the run's shapes (a script
+pays it once too; the process started ahead pays it while the user looks at the window).
 
 When the window's end of the connection closes (the window died), the run stops
 at the next step boundary and the process ends. One process trains one job.
@@ -172,20 +172,18 @@ def warm_model(spec: dict, interrupted=lambda: False) -> int:
 
     steps = 0
     try:
-        config = TrainConfig.from_dict(spec["config"])
-        if torch.device(config.device).type != "cpu":  # not measured off the CPU: CUDA start-up stays the run's
-            return 0
+        config = TrainConfig.from_dict(spec["config"])  # a CPU device (make_warm_up sends nothing else)
         for name, path in (spec.get("factories") or {}).items():
             import_file(name, path)
         model = module_from_bytes(spec["model"], trust=True)  # the window pickled its own model
         shape = (int(config.data.batch_size), *(int(d) for d in spec["input_shape"]))
         optimizer = build_optimizer(param_groups(model, config), config)
-        end = time.perf_counter() + float(spec.get("budget_s", WARM_BUDGET_S))
+        end = time.perf_counter() + WARM_BUDGET_S
         with torch.random.fork_rng(devices=[]):
             x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
             model.train()
-            while steps < int(spec.get("steps", WARM_STEPS)) and time.perf_counter() < end and not interrupted():
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(config.amp)):
+            while steps < WARM_STEPS and time.perf_counter() < end and not interrupted():
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(config.amp)):  # as the run's steps
                     out = model(x)
                 out.float().square().mean().backward()
                 optimizer.step()
@@ -193,7 +191,7 @@ def warm_model(spec: dict, interrupted=lambda: False) -> int:
                 steps += 1
             model.eval()
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(config.amp)):
-                model(x)
+                model(x)  # validation's forward
     except Exception:  # noqa: BLE001 - a warm-up is optional: the run reports its own errors
         return steps
     return steps

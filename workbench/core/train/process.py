@@ -262,7 +262,7 @@ class TrainingProcess:
             if not self.is_alive() or time.monotonic() > end:
                 return False
             with contextlib.suppress(EOFError):
-                msg = self.recv(0.05)
+                msg = self._read(0.05)  # the connection itself: a message kept for recv() is not an answer
                 if msg is not None:
                     self._pending.append(msg)
         return True
@@ -304,6 +304,10 @@ class TrainingProcess:
         """
         if self._pending:
             return self._pending.pop(0)
+        return self._read(timeout)
+
+    def _read(self, timeout: float) -> Any:
+        """The next message on the connection that is not a warm-up's answer (counted), or None after ``timeout``."""
         end = time.monotonic() + timeout
         try:
             while self._conn.poll(max(0.0, end - time.monotonic())):
