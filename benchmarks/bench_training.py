@@ -52,7 +52,7 @@ from workbench.core.model.demo import DigitsCNN  # noqa: E402
 from workbench.core.train.config import DataConfig  # noqa: E402
 
 PAIRS = 9
-PROBE_PAIRS = 5
+PROBE_PAIRS = 9
 EPOCHS = 3
 BATCH = 64
 

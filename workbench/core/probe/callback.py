@@ -101,17 +101,20 @@ class ProbeCallback(Callback):
     every : int or None
         Measure activations (and the update ratio) on steps ``0, every, 2*every, ...``
         counted from the start of the fit. None (the default) adapts the cadence
-        to a time budget: starting at every 10th step, it measures how much longer
-        a measured step takes than a plain one and spaces measurements so they
-        cost at most ``budget`` of the training time (the demo CNN on 2 CPU cores
-        settles near every 45th step; a heavier model, where a measurement is
-        cheap next to a step, is measured more often, down to every step).
+        to a time budget: it measures step 0 and step 10 (the first whose cost is
+        timed), learns how much longer a measured step takes than a plain one, and
+        from then on spaces measurements so that all of them together, counted from
+        the start of the fit, cost at most ``budget`` of the training time (the demo
+        CNN on 2 CPU cores, ~9 ms per measurement next to ~10 ms steps: one every
+        ~45 steps once the first two are paid for; a heavier model, where a
+        measurement is cheap next to a step, is measured more often, down to every step).
     grad_every : int or None
         Cadence of gradient norms (default: on the measured steps; 1 = every step).
     budget : float
         With ``every=None``: the largest share of training time the probes may
-        take (0.02 = 2 %; with the callback's fixed per-step cost of about 1 %, the
-        default keeps a probed run at >= 0.95x the speed of an unprobed one).
+        take, over the fit so far (0.02 = 2 %; with the callback's fixed per-step
+        cost, well under 1 %, the default keeps a probed run at >= 0.97x the speed
+        of an unprobed one).
     probed : iterable of str
         Qualified names of the modules to probe at the start.
     track_updates : bool
@@ -285,7 +288,12 @@ class ProbeCallback(Callback):
             # from the last measurement, with the cadence known now: as soon as a plain step has been
             # timed, the next measurement moves (before, the second one came at AUTO_START_EVERY whatever
             # a measurement cost: 4 of the 5 in a 40-step resnet18 epoch on CPU, 10 % of its time)
-            self._next_act = max(self._last_act + self.every, i + 1)
+            nxt = self._last_act + self.every
+            if self.auto:  # and not before the measurements so far are paid for (the first two were unbudgeted)
+                due = self._cadence.steps_until_due(self.budget)
+                if due is not None:
+                    nxt = max(nxt, i + due)
+            self._next_act = max(nxt, i + 1)
         self._index = i + 1
         self._prepare(self._index)
         self._maybe_flush()
@@ -323,7 +331,7 @@ class ProbeCallback(Callback):
         self._probe.set_probed(names)
         if self._layer_probe is not None:
             if measured:
-                self._layer_probe.attach()
+                self._layer_probe.attach(borrow=names)  # the probed modules are reduced once, by the probe
             else:
                 self._layer_probe.detach()
         if measured and (self.track_updates or self._layer_probe is not None):
@@ -358,7 +366,7 @@ class ProbeCallback(Callback):
             if self.track_updates:
                 report.update_ratios = {n: update_ratio(d, w) for n, (d, w) in norms.items()}
             if self._layer_probe is not None:
-                names, acts = self._layer_probe.collect()
+                names, acts = self._layer_probe.collect(borrowed=report.activations)
                 report.layers = layer_snapshot(step, names, [self._layer_probe.type_of(n) for n in names], acts,
                                                report.grads.own if report.grads is not None else None, norms)
                 self._act_badges = merge_badges(layer_badges(report.layers, self.thresholds), self._act_badges)
@@ -410,10 +418,21 @@ AUTO_START_EVERY = 10
 
 
 class _StepCost:
-    """Wall time per step, measured and plain, as exponential moving averages.
+    """Wall time per step, measured and plain, as exponential moving averages, and what measuring cost so far.
 
     Written here (not taken from a library) because the cadence is the product's
     own trade-off: how often to look inside versus how fast to train.
+
+    Attributes
+    ----------
+    plain, measured : float
+        Moving averages of a plain and a measured step's wall time, s (NaN until timed).
+    elapsed : float
+        Wall time of every timed step of the fit, s (epoch ends and pauses left out).
+    spent : float
+        What the measurements cost beyond plain steps, s: a timed one its own time
+        minus :attr:`plain`; an untimed one (the first step of a fit or an epoch, whose
+        start is not known) :attr:`extra` once that is known.
     """
 
     ALPHA = 0.2
@@ -421,18 +440,53 @@ class _StepCost:
     def __init__(self, clock=time.perf_counter):
         self.plain = math.nan
         self.measured = math.nan
+        self.elapsed = 0.0
+        self.spent = 0.0
+        self._uncharged: list[float] = []  # measured steps timed before any plain step was
+        self._untimed = 0  # measured steps not charged yet because they had no time of their own
         self._last = None
         self._clock = clock  # seconds; tests pass their own
+
+    @property
+    def extra(self) -> float:
+        """How much longer a measured step takes than a plain one, s (>= 0; NaN until both are timed)."""
+        if math.isnan(self.measured) or math.isnan(self.plain):
+            return math.nan
+        return max(0.0, self.measured - self.plain)
 
     def record(self, measured: bool) -> None:
         """Close the step that just ended (time since the previous call)."""
         now = self._clock()
         if self._last is not None:
             dt = now - self._last
+            self.elapsed += dt
             attr = "measured" if measured else "plain"
             old = getattr(self, attr)
             setattr(self, attr, dt if math.isnan(old) else old + self.ALPHA * (dt - old))
+            if measured:
+                self._uncharged.append(dt)
+        elif measured:
+            self._untimed += 1
         self._last = now
+        if not math.isnan(self.plain):
+            self.spent += sum(max(0.0, dt - self.plain) for dt in self._uncharged)
+            self._uncharged.clear()
+            if self._untimed and not math.isnan(self.measured):
+                self.spent += self._untimed * self.extra
+                self._untimed = 0
+
+    def steps_until_due(self, budget: float) -> int | None:
+        """Steps from now until one more measurement keeps all of them within ``budget`` of the time.
+
+        With ``debt = spent + extra - budget * elapsed`` (s), the next measurement may
+        come once ``debt / (budget * plain)`` more plain steps have run: 1 when the
+        measurements so far are paid for, clamped to 1..1000 like :meth:`cadence`.
+        None while a plain or a measured step has not been timed (or ``budget <= 0``).
+        """
+        if math.isnan(self.plain) or math.isnan(self.measured) or self.plain <= 0 or budget <= 0:
+            return None
+        debt = self.spent + self.extra - budget * self.elapsed
+        return int(min(1000, max(1, math.ceil(debt / (budget * self.plain)))))
 
     def skip(self) -> None:
         """The time until the next step is not a step's (validation and checkpoints at an epoch end,
@@ -449,8 +503,7 @@ class _StepCost:
         """
         if math.isnan(self.plain) or math.isnan(self.measured) or self.plain <= 0:
             return default
-        extra = max(0.0, self.measured - self.plain)
-        return int(min(1000, max(1, math.ceil(extra / (budget * self.plain)))))
+        return int(min(1000, max(1, math.ceil(self.extra / (budget * self.plain)))))
 
 
 def _has_module(model: nn.Module, name: str) -> bool:
