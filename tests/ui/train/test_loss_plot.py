@@ -187,11 +187,29 @@ def test_a_falling_loss_keeps_the_view_from_zero_and_moves_it_only_above_its_top
         plots.refresh()
     (x0, x1), (y0, y1) = vb.viewRange()
     assert (x0, x1) == pytest.approx((0.0, 400.0))
-    assert y0 == pytest.approx(0.0) and y1 == pytest.approx(2.0 * 1.08)
+    assert y0 == pytest.approx(0.0) and y1 == pytest.approx(2.2)  # 2.0 + 8 %, rounded up to two digits
     assert len(moves) == 1  # set once, on the first refresh
     plots.add_steps(np.array([200.0]), np.array([3.0]), lr=np.array([1e-3]))  # a spike above the top
     plots.refresh()
-    assert vb.viewRange()[1][1] == pytest.approx(3.0 * 1.08) and len(moves) == 2
+    assert vb.viewRange()[1][1] == pytest.approx(3.3) and len(moves) == 2
+
+
+def test_a_new_run_like_the_last_keeps_the_view(plots):
+    """Start clears the plots; when the next run plans the same steps and its loss starts alike, no view
+    moves (a move lays out every axis again: the slowest repaint of a run's start)."""
+    views = [p.getPlotItem().getViewBox() for p in (plots.loss_plot, plots.lr_plot, plots.accuracy_plot)]
+    moves = []
+    for vb in views:
+        vb.sigRangeChanged.connect(lambda *_: moves.append(1))
+    for start_loss, expected_moves in ((2.31, 3), (2.27, 0)):  # 2.31 and 2.27 (+8 %) both round up to 2.5
+        moves.clear()
+        plots.clear()
+        plots.expect_extent(69.0, 3.0)
+        step = np.arange(10, dtype=float)
+        plots.add_steps(step, start_loss * np.exp(-step / 20), lr=np.full(10, 1e-3))
+        plots.refresh()
+        assert len(moves) == expected_moves
+    assert views[0].viewRange()[0] == pytest.approx([0.0, 69.0]) and views[0].viewRange()[1] == pytest.approx([0, 2.5])
 
 
 def test_a_loss_below_zero_gets_room_below_it(plots):
@@ -200,3 +218,22 @@ def test_a_loss_below_zero_gets_room_below_it(plots):
     plots.refresh()
     y0, y1 = plots.loss_plot.getPlotItem().getViewBox().viewRange()[1]
     assert y0 == pytest.approx(-1.5 - 0.25 * 2.0) and y1 == pytest.approx(0.5 + 0.08 * 2.0)
+
+
+def test_an_epoch_end_redraws_one_plot_per_pass(plots):
+    """A live panel redraws the epoch curves one plot per event-loop pass: the loss plot's first."""
+    plots.expect_extent(40.0, 2.0)
+    plots.add_steps(np.arange(20, dtype=float), np.linspace(2.0, 1.0, 20), lr=np.full(20, 1e-3))
+    plots.refresh_steps()
+    plots.add_epoch(1.0, 20.0, val_loss=1.2, val_acc=0.6)
+    plots.refresh_epochs(one_plot=True)
+    assert list(plots.val_loss_curve.getData()[1]) == [1.2] and list(plots.best_marker.getData()[1]) == [1.2]
+    assert plots.acc_curve.getData()[1] is None or len(plots.acc_curve.getData()[1]) == 0
+    assert not plots.best_line.isVisible()
+    plots.refresh_epochs(one_plot=True)
+    assert list(plots.acc_curve.getData()[1]) == [0.6]
+    assert plots.best_line.isVisible() and plots.best_line.value() == 20.0
+    plots.add_epoch(2.0, 40.0, val_loss=1.4, val_acc=0.7)  # worse: the best stays at epoch 1
+    plots.refresh()  # both at once outside a live run
+    assert list(plots.acc_curve.getData()[1]) == [0.6, 0.7] and list(plots.best_marker.getData()[0]) == [20.0]
+    assert plots.best_line.label.toPlainText() == "best: epoch 1"

@@ -14,7 +14,7 @@ import math
 
 import pyqtgraph as pg
 
-__all__ = ["FollowRange", "nice_ceil"]
+__all__ = ["FollowRange", "ceil_2_digits", "nice_ceil"]
 
 #: Headroom above the data's top, as a share of the data's span.
 Y_PAD = 0.08
@@ -34,6 +34,12 @@ def nice_ceil(value: float) -> float:
     return 10.0 ** (exp + 1)
 
 
+def ceil_2_digits(value: float) -> float:
+    """``value`` (> 0) rounded up to two significant digits: 2.484 -> 2.5, 0.01234 -> 0.013."""
+    unit = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return math.ceil(value / unit * (1 - 1e-12)) * unit
+
+
 def _y_view(y_lo: float, y_hi: float) -> tuple[float, float]:
     """The y view for data in ``[y_lo, y_hi]``: from 0 for data that are never negative (a loss, a learning rate).
 
@@ -42,8 +48,8 @@ def _y_view(y_lo: float, y_hi: float) -> tuple[float, float]:
     on the 2-core reference machine against 1-2 ms for a still view). Data below 0
     get room below them, so a falling curve does not move the view at each refresh either.
     """
-    if y_lo >= 0.0:  # the view spans [0, y_hi]
-        return 0.0, (y_hi * (1.0 + Y_PAD) if y_hi > 0.0 else 1.0)
+    if y_lo >= 0.0:  # the view spans [0, y_hi]; its top rounded up to 2 digits, so runs alike share one view
+        return 0.0, (ceil_2_digits(y_hi * (1.0 + Y_PAD)) if y_hi > 0.0 else 1.0)
     span = max(y_hi - y_lo, abs(y_hi) * 1e-3, 1e-12)
     return y_lo - Y_FALL_ROOM * span, y_hi + Y_PAD * span
 
@@ -53,7 +59,8 @@ class FollowRange:
 
     x grows to the next 1-2-5 bound past the data (at least 25 % headroom), y
     spans 0 (data never negative) or the data's minimum less 25 % of their span,
-    to their maximum plus 8 %; the view changes only when data leave it. A pan or
+    to their maximum plus 8 % (from 0: rounded up to two digits); the view changes
+    only when data leave it, and is not set again when it already shows that range. A pan or
     zoom by the user (``sigRangeChangedManually``) stops the following; pyqtgraph's
     "auto" button (which turns its auto-range on) or :meth:`reset` starts it again.
 
@@ -117,11 +124,22 @@ class FollowRange:
                 y = _y_view(y_lo, y_hi)
         if x == self._x and y == self._y:
             return False
-        kwargs = {"padding": 0}
-        if x is not None and x != self._x:
+        # compared with the view as it is, not as this follower last set it: a new run like the last one
+        # (cleared followers, same planned steps, a loss alike) keeps the view and its laid-out axes
+        shown_x, shown_y = self.vb.viewRange()
+        kwargs = {}
+        if x is not None and not _same(x, shown_x):
             kwargs["xRange"] = x
-        if y is not None and y != self._y:
+        if y is not None and not _same(y, shown_y):
             kwargs["yRange"] = y
-        self.vb.setRange(**kwargs)
         self._x, self._y = x, y
+        if not kwargs:
+            return False
+        self.vb.setRange(padding=0, **kwargs)
         return True
+
+
+def _same(a, b) -> bool:
+    """Two ranges equal to a millionth of their span (the view box stores its range as floats)."""
+    tol = 1e-6 * max(abs(a[1] - a[0]), 1e-300)
+    return abs(a[0] - b[0]) <= tol and abs(a[1] - b[1]) <= tol

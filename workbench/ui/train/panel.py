@@ -796,19 +796,21 @@ class TrainingPanel(QWidget):
     def _on_redraw_tick(self) -> None:
         """Repaint the plots, or the progress, each at most every ``REDRAW_MS`` (painting is the GUI's main cost).
 
-        The timer fires twice per ``REDRAW_MS`` and the two take turns: each
-        event-loop pass then holds the GUI thread about half as long. A 10 ms timer
+        The timer fires twice per ``REDRAW_MS`` and the two take turns (the step
+        curves; the progress and, after an epoch's end, one plot's epoch curves):
+        each event-loop pass then holds the GUI thread about half as long. A 10 ms timer
         was late by more than 16 ms on about half the combined redraws (2-core
         reference machine), so that the two together were the largest share of
         ``gui_latency_p99_ms``.
         """
         self._redraw_phase ^= 1
         if self._redraw_phase:
-            self.plots.refresh()
+            self.plots.refresh_steps()
             return
         m, self._last_metrics = self._last_metrics, None
         if m is not None:
             self._update_progress(m)
+        self.plots.refresh_epochs(one_plot=True)  # an epoch's end: one plot per pass, not with the step curves
 
     def _update_progress(self, m: dict) -> None:
         def last(key, default=float("nan")):
