@@ -217,3 +217,21 @@ def test_a_process_warmed_up_on_the_model_still_ends_bit_identical(tmp_path):
     for name, tensor in here.state_dict().items():
         assert torch.equal(state["state_dict"][name], tensor), name
     assert multiprocessing.active_children() == []
+
+
+def test_the_training_process_runs_at_a_lower_priority_than_the_window(tmp_path):
+    """Its nice value is this process's plus ``NICE_INCREMENT`` (> 0): the window wins a contended core."""
+    import os
+
+    from workbench.core.train.child import NICE_INCREMENT
+
+    if not hasattr(os, "getpriority"):
+        pytest.skip("no nice values on this system")
+    proc = TrainingProcess()
+    try:
+        assert proc.wait_ready(), proc.log_tail()
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert NICE_INCREMENT > 0
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == min(19, mine + NICE_INCREMENT)
+    finally:
+        proc.end()
