@@ -44,12 +44,7 @@ from typing import Any
 __all__ = ["serve", "run_job", "warm_model", "import_file", "NICE_INCREMENT", "WARM_STEPS", "WARM_BUDGET_S"]
 
 #: Nice value added to the training process, so the window's process wins a contended core.
-#: Small on purpose: on the 2-core reference machine, a training process at nice 10 ran at 0.956x
-#: the plain loop and at nice 0 at 1.047x (8 interleaved pairs, median; nice 5 vs 2: 0.83x vs 0.92x),
-#: with the window's p99 alike (14.6 / 16.1 ms; 18.2 / 17.3 ms). A waking GUI thread preempts at any
-#: lower priority, while a large increment lets every other wakeup on the machine preempt one of the
-#: training process's OpenMP threads, and the other then waits for it at the next barrier.
-NICE_INCREMENT = 2
+NICE_INCREMENT = 10
 #: Most throwaway steps of one warm-up (:func:`warm_model`): oneDNN creates its kernels at the first.
 WARM_STEPS = 3
 #: Seconds after which a warm-up takes no further step (a step under way is finished).
