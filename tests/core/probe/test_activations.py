@@ -422,3 +422,41 @@ def test_the_step_cost_leaves_out_the_time_across_an_epoch_end():
     now[0] += 0.03
     cost.record(False)
     assert cost.plain == pytest.approx(0.01 + _StepCost.ALPHA * 0.02)  # a step's time, not the validation's
+
+
+def test_the_probes_own_time_is_a_floor_for_a_measurement_cost_hidden_in_step_jitter():
+    """A measured step that happens to run as fast as the average plain step still cost the probes' own time."""
+    from workbench.core.probe.callback import _StepCost
+
+    now = [0.0]
+    cost = _StepCost(clock=lambda: now[0])
+    cost.record(True, own_s=0.009)  # step 0: untimed, charged its own 9 ms at once
+    assert cost.spent == pytest.approx(0.009) and cost.extra == pytest.approx(0.009)
+    for dt in (0.014, 0.006, 0.013, 0.007):  # plain steps of 10 ms on average, +-4 ms
+        now[0] += dt
+        cost.record(False)
+    now[0] += 0.009  # a measured step no slower than the plain average
+    cost.record(True, own_s=0.009)
+    assert cost.spent == pytest.approx(0.018)  # charged its own time, not max(0, 9 ms - plain)
+    assert cost.extra >= 0.009
+    due = cost.steps_until_due(0.02)
+    assert due == math.ceil((cost.spent + cost.extra - 0.02 * cost.elapsed) / (0.02 * cost.plain)) and due > 50
+
+
+def test_a_probed_demo_epoch_measures_once_at_the_default_budget(tmp_path):
+    """23 steps of ~10 ms pay for the measurement at step 0 and no other (2 % of them is ~5 ms; before the
+    cumulative budget and the own-time floor, steps 0, 10 and a burst of noisy ones were measured)."""
+    from workbench.core.model.demo import DigitsCNN
+    from workbench.core.probe.callback import ProbeCallback
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.loop import Trainer
+
+    got = []
+    model = DigitsCNN()
+    cb = ProbeCallback(got.extend, probed=leaf_modules(model)[:10], flush_ms=0)
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=1, run_dir=str(tmp_path / "r"),
+                      tensorboard=False, checkpoint_every_epoch=False)
+    assert Trainer(model, cfg, [cb]).fit() == "completed"
+    measured = [r.step for r in got if r.activations]
+    assert measured[0] == 1 and len(measured) <= 2  # a second only if steps ran 4x slower than measuring
+    assert cb._cadence.own > 0 and cb._cadence.spent >= cb._cadence.own * 0.5

@@ -19,6 +19,7 @@ This module never imports Qt (DESIGN.md).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -424,6 +425,8 @@ class ActivationProbe:
         self.max_side = int(max_side)
         self.max_heatmap_side = int(max_heatmap_side)
         self.enabled = True
+        #: seconds spent in this probe's hooks (host time; the caller may reset it)
+        self.busy_s = 0.0
         self._handles: dict[str, RemovableHandle] = {}
         self._pending: dict[tuple[str, str], _Pending] = {}
 
@@ -501,9 +504,11 @@ class ActivationProbe:
         def hook(module: nn.Module, args, output) -> None:
             if not self.enabled:
                 return None
+            t0 = time.perf_counter()
             with torch.no_grad():
                 for leaf, t in iter_tensor_leaves(output):
                     self._pending[(name, leaf)] = _reduce(name, leaf, t, self)
+            self.busy_s += time.perf_counter() - t0
             return None  # never replaces the output
 
         return hook

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from workbench.core.probe.activations import ActivationProbe, ActivationStats, Histogram
+from workbench.core.probe.activations import ActivationProbe, ActivationStats, Histogram, model_device
 from workbench.core.probe.gradients import GradNorms, UpdateTracker, grad_norms, update_ratio, weight_histograms
 from workbench.core.probe.health import (
     Badge,
@@ -101,13 +101,14 @@ class ProbeCallback(Callback):
     every : int or None
         Measure activations (and the update ratio) on steps ``0, every, 2*every, ...``
         counted from the start of the fit. None (the default) adapts the cadence
-        to a time budget: it measures step 0 and step 10 (the first whose cost is
-        timed), learns how much longer a measured step takes than a plain one, and
-        from then on spaces measurements so that all of them together, counted from
-        the start of the fit, cost at most ``budget`` of the training time (the demo
-        CNN on 2 CPU cores, ~9 ms per measurement next to ~10 ms steps: one every
-        ~45 steps once the first two are paid for; a heavier model, where a
-        measurement is cheap next to a step, is measured more often, down to every step).
+        to a time budget: it measures step 0, learns what a measurement costs (the
+        probes' own time on the training thread, or how much longer a measured step
+        takes than a plain one when that is more), and spaces the next ones so that
+        all of them together, counted from the start of the fit, cost at most
+        ``budget`` of the training time (the demo CNN on 2 CPU cores, ~9 ms per
+        measurement next to ~10 ms steps: the next one near step 90, then one every
+        ~45 steps; a heavier model, where a measurement is cheap next to a step, is
+        measured more often, down to every step). Until a cost is known, every 10th step.
     grad_every : int or None
         Cadence of gradient norms (default: on the measured steps; 1 = every step).
     budget : float
@@ -190,6 +191,8 @@ class ProbeCallback(Callback):
         self._fit_t0 = time.perf_counter()
         self._onsets: dict[tuple[str, str], int] = {}
         self._model: nn.Module | None = None
+        self._on_cpu = True
+        self._own_s = 0.0  # seconds the probes took on the training thread in the step under way
         self._updates = UpdateTracker()
         self._index = 0  # steps completed in this fit
         self._grads_step: int | None = None  # the index whose grads were measured in on_after_backward
@@ -254,6 +257,7 @@ class ProbeCallback(Callback):
     def on_fit_start(self, trainer) -> None:  # noqa: D102
         self._reset()
         self._model = trainer.model
+        self._on_cpu = model_device(self._model).type == "cpu"
         self._writer = getattr(trainer, "tensorboard", None)
         self._probe = ActivationProbe(self._model, **self._probe_kwargs)
         self._layer_probe = LayerStatsProbe(self._model) if self.layers else None
@@ -263,8 +267,24 @@ class ProbeCallback(Callback):
         """Gradients of the current step, before clipping / the optimizer step / ``zero_grad``."""
         if self._model is None or not self._is_grad_step(self._index):
             return
+        t0 = time.perf_counter()
         self._pending_grads = grad_norms(self._model, step=_trainer_step(trainer, self._index))
         self._grads_step = self._index
+        if self._on_cpu:  # on CUDA its one read-back waits for the backward's kernels
+            self._own_s += time.perf_counter() - t0
+
+    def _own_time(self) -> float:
+        """Seconds the probes took on the training thread since the last call (hooks, snapshot, reductions).
+
+        On CUDA only the hooks' and the snapshot's host time count: the read-backs
+        wait for the whole step's kernels, which the step's own time already holds.
+        """
+        own, self._own_s = self._own_s, 0.0
+        for probe in (self._probe, self._layer_probe):
+            if probe is not None:
+                own += probe.busy_s
+                probe.busy_s = 0.0
+        return own
 
     def on_step_end(self, trainer, metrics: dict | None = None) -> None:  # noqa: D102
         if self._model is None:
@@ -272,7 +292,10 @@ class ProbeCallback(Callback):
         i = self._index
         step = _step_of(trainer, metrics, i)
         measured = self._is_act_step(i) or self._is_grad_step(i)
+        t0 = time.perf_counter()
         report = self._measure(i, step)
+        if self._on_cpu:
+            self._own_s += time.perf_counter() - t0
         if report is not None:
             self._out.append(report)
             if report.activations and self._writer is not None and self._histograms_due():
@@ -281,7 +304,7 @@ class ProbeCallback(Callback):
                 self._hist_time += time.perf_counter() - t
         if self._is_act_step(i):
             self._last_act = i
-        self._cadence.record(measured)
+        self._cadence.record(measured, self._own_time())
         if self.auto:
             self.every = self._cadence.cadence(self.budget, AUTO_START_EVERY)
         if self._last_act is not None:
@@ -289,13 +312,15 @@ class ProbeCallback(Callback):
             # timed, the next measurement moves (before, the second one came at AUTO_START_EVERY whatever
             # a measurement cost: 4 of the 5 in a 40-step resnet18 epoch on CPU, 10 % of its time)
             nxt = self._last_act + self.every
-            if self.auto:  # and not before the measurements so far are paid for (the first two were unbudgeted)
+            if self.auto:  # and not before the measurements so far are paid for (step 0's included)
                 due = self._cadence.steps_until_due(self.budget)
                 if due is not None:
                     nxt = max(nxt, i + due)
             self._next_act = max(nxt, i + 1)
         self._index = i + 1
+        t0 = time.perf_counter()
         self._prepare(self._index)
+        self._own_s += time.perf_counter() - t0  # the weight snapshot for the next step, if measured
         self._maybe_flush()
 
     def on_epoch_end(self, trainer, metrics=None) -> None:  # noqa: D102
@@ -431,8 +456,14 @@ class _StepCost:
         Wall time of every timed step of the fit, s (epoch ends and pauses left out).
     spent : float
         What the measurements cost beyond plain steps, s: a timed one its own time
-        minus :attr:`plain`; an untimed one (the first step of a fit or an epoch, whose
-        start is not known) :attr:`extra` once that is known.
+        minus :attr:`plain`, but at least the probes' own time in it (``own_s`` of
+        :meth:`record`); an untimed one (the first step of a fit or an epoch, whose
+        start is not known) the probes' own time.
+    own : float
+        Moving average of the probes' own time in a measured step, s (NaN until one is
+        recorded): a floor for :attr:`extra`, since one step's time is too noisy to
+        show a cost of about one step's jitter (a demo run in the window, 10 ms steps
+        varying by as much, measured 4 steps in a row and then none for 75).
     """
 
     ALPHA = 0.2
@@ -440,23 +471,32 @@ class _StepCost:
     def __init__(self, clock=time.perf_counter):
         self.plain = math.nan
         self.measured = math.nan
+        self.own = math.nan
         self.elapsed = 0.0
         self.spent = 0.0
-        self._uncharged: list[float] = []  # measured steps timed before any plain step was
+        self._uncharged: list[tuple[float, float]] = []  # (dt, own_s) of measured steps timed before a plain one
         self._untimed = 0  # measured steps not charged yet because they had no time of their own
         self._last = None
         self._clock = clock  # seconds; tests pass their own
 
     @property
     def extra(self) -> float:
-        """How much longer a measured step takes than a plain one, s (>= 0; NaN until both are timed)."""
-        if math.isnan(self.measured) or math.isnan(self.plain):
-            return math.nan
-        return max(0.0, self.measured - self.plain)
+        """How much longer a measured step takes than a plain one, s: ``measured - plain``, at least
+        :attr:`own` (>= 0; NaN until one of the two is known)."""
+        diff = self.measured - self.plain  # NaN until both are timed
+        if math.isnan(self.own):
+            return math.nan if math.isnan(diff) else max(0.0, diff)
+        return self.own if math.isnan(diff) else max(diff, self.own)
 
-    def record(self, measured: bool) -> None:
-        """Close the step that just ended (time since the previous call)."""
+    def record(self, measured: bool, own_s: float = 0.0) -> None:
+        """Close the step that just ended (time since the previous call).
+
+        ``own_s``: seconds the probes themselves took in it on the training thread
+        (hooks, weight snapshot, reductions; 0 when not known).
+        """
         now = self._clock()
+        if measured and own_s > 0:
+            self.own = own_s if math.isnan(self.own) else self.own + self.ALPHA * (own_s - self.own)
         if self._last is not None:
             dt = now - self._last
             self.elapsed += dt
@@ -464,14 +504,16 @@ class _StepCost:
             old = getattr(self, attr)
             setattr(self, attr, dt if math.isnan(old) else old + self.ALPHA * (dt - old))
             if measured:
-                self._uncharged.append(dt)
+                self._uncharged.append((dt, own_s))
+        elif measured and own_s > 0:
+            self.spent += own_s
         elif measured:
             self._untimed += 1
         self._last = now
         if not math.isnan(self.plain):
-            self.spent += sum(max(0.0, dt - self.plain) for dt in self._uncharged)
+            self.spent += sum(max(dt - self.plain, own, 0.0) for dt, own in self._uncharged)
             self._uncharged.clear()
-            if self._untimed and not math.isnan(self.measured):
+            if self._untimed and not math.isnan(self.extra):
                 self.spent += self._untimed * self.extra
                 self._untimed = 0
 
@@ -481,9 +523,9 @@ class _StepCost:
         With ``debt = spent + extra - budget * elapsed`` (s), the next measurement may
         come once ``debt / (budget * plain)`` more plain steps have run: 1 when the
         measurements so far are paid for, clamped to 1..1000 like :meth:`cadence`.
-        None while a plain or a measured step has not been timed (or ``budget <= 0``).
+        None while no plain step has been timed or :attr:`extra` is not known (or ``budget <= 0``).
         """
-        if math.isnan(self.plain) or math.isnan(self.measured) or self.plain <= 0 or budget <= 0:
+        if math.isnan(self.plain) or math.isnan(self.extra) or self.plain <= 0 or budget <= 0:
             return None
         debt = self.spent + self.extra - budget * self.elapsed
         return int(min(1000, max(1, math.ceil(debt / (budget * self.plain)))))
@@ -497,11 +539,11 @@ class _StepCost:
     def cadence(self, budget: float, default: int) -> int:
         """Steps between measurements so that they cost at most ``budget`` of training time.
 
-        A measured step costs ``extra = measured - plain`` seconds more; one every
-        N steps costs ``extra / (N * plain)`` of the time, so N = ceil(extra / (budget * plain)),
-        clamped to 1..1000. ``default`` until both times are known.
+        A measured step costs :attr:`extra` seconds more; one every N steps costs
+        ``extra / (N * plain)`` of the time, so N = ceil(extra / (budget * plain)),
+        clamped to 1..1000. ``default`` until both are known.
         """
-        if math.isnan(self.plain) or math.isnan(self.measured) or self.plain <= 0:
+        if math.isnan(self.plain) or math.isnan(self.extra) or self.plain <= 0:
             return default
         return int(min(1000, max(1, math.ceil(self.extra / (budget * self.plain)))))
 

@@ -30,6 +30,7 @@ Quantities (the columns, :data:`QUANTITIES`):
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -120,6 +121,8 @@ class LayerStatsProbe:
         self._handles: list = []
         self._order: list[str] = []
         self._rows: dict[str, torch.Tensor] = {}
+        #: seconds spent in this probe's hooks (host time; the caller may reset it)
+        self.busy_s = 0.0
 
     @property
     def attached(self) -> bool:
@@ -161,6 +164,13 @@ class LayerStatsProbe:
 
     def _hook(self, name: str, bounds, lend: bool = False):
         def hook(module, args, output) -> None:
+            t0 = time.perf_counter()
+            try:
+                _reduce_into_row(module, output)
+            finally:
+                self.busy_s += time.perf_counter() - t0
+
+        def _reduce_into_row(module, output) -> None:
             # a module called several times (resnet's ReLUs, RNN cells): its row is its last call, as in
             # the activation probe; its place in the order is its first
             first = name not in self._rows
