@@ -350,6 +350,8 @@ class ProbeCallback(Callback):
     def _prepare(self, index: int) -> None:
         """Before step ``index``: attach the hooks and snapshot weights if it is measured, else detach."""
         measured = self._is_act_step(index)
+        if not measured and not self._probe.names and not (self._layer_probe and self._layer_probe.attached):
+            return  # a plain step after a plain step: nothing attached, nothing to detach
         with self._lock:
             wanted = self._wanted
         names = [n for n in wanted if _has_module(self._model, n)] if measured else []
