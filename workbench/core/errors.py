@@ -40,9 +40,11 @@ class TrustRequired(CheckpointError):
     globals_ : list of str
         The globals the unpickler would import (``module.qualname``), as reported
         by ``torch.serialization.get_unsafe_globals_in_checkpoint``.
-    kind : {"pickle", "torchscript"}
-        Why trust is needed: a pickle with custom globals, or a TorchScript archive
-        (which runs code by design).
+    kind : {"pickle", "torchscript", "code"}
+        Why trust is needed: a pickle with custom globals, a TorchScript archive
+        (which runs code by design), or a file that names code to import or call
+        (an architecture, factory or other ``pkg.mod:callable`` / ``file.py:callable``
+        spec that is not a registered contribution); ``globals_`` then holds that spec.
     """
 
     def __init__(self, path: str | Path, globals_: list[str], kind: str = "pickle"):
@@ -50,6 +52,9 @@ class TrustRequired(CheckpointError):
         self.kind = kind
         if kind == "torchscript":
             what = "is a TorchScript archive; loading it runs code stored in the file"
+        elif kind == "code":
+            listed = ", ".join(self.globals) if self.globals else "(unknown)"
+            what = f"names code that would be imported and called: {listed}"
         else:
             listed = ", ".join(self.globals) if self.globals else "(unknown)"
             what = f"needs these globals that weights-only loading refuses: {listed}"
@@ -57,6 +62,27 @@ class TrustRequired(CheckpointError):
             f"{what}. Load it only if you trust its source (--trust on the command line).",
             path,
         )
+
+
+class CheckpointCorrupt(CheckpointError):
+    """A checkpoint Workbench wrote no longer matches the digest stored in it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The corrupt checkpoint.
+    intact : str or Path, optional
+        The newest checkpoint of the same run folder that verifies (``best.pt``,
+        an earlier epoch's), or None when there is none.
+    detail : str
+        What did not match (e.g. ``"digest mismatch"``).
+    """
+
+    def __init__(self, path: str | Path, intact: str | Path | None = None, detail: str = "digest mismatch"):
+        self.intact = Path(intact) if intact is not None else None
+        alt = (f"{self.intact.name} is intact: open or resume from it instead" if self.intact is not None
+               else "no intact checkpoint of this run was found")
+        super().__init__(f"is corrupt ({detail}); {alt}.", path)
 
 
 class ArchitectureError(WorkbenchError):
