@@ -76,7 +76,8 @@ class PrintProgress(Callback):
         self.out(f"finished: {reason}")
 
 
-def model_from_config(mc: ModelConfig, base: Path | None = None) -> tuple[nn.Module, ArchSpec | None]:
+def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool = False
+                      ) -> tuple[nn.Module, ArchSpec | None]:
     """Build the model a ``[model]`` section starts from, through the one open policy.
 
     The starting weights are ``init`` (the ``init.pt`` every run writes beside its
@@ -129,7 +130,8 @@ def model_from_config(mc: ModelConfig, base: Path | None = None) -> tuple[nn.Mod
     return model, spec
 
 
-def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callbacks=()) -> Trainer | None:
+def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callbacks=(), *,
+                      trust: bool = False) -> Trainer | None:
     """The :class:`Trainer` a run.toml describes (the same one ``workbench train`` runs), or None.
 
     Errors (a missing file, a wrong key, a device this machine lacks, a model
@@ -152,7 +154,7 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
         out(f"error: {path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}")
         return None
     try:
-        model, arch = model_from_config(cfg.model, path.parent)
+        model, arch = model_from_config(cfg.model, path.parent, trust=trust)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         # the same entry point as the window's training process (core.train.child.run_job)
         trainer = make_trainer(model, cfg, list(callbacks), arch, resume=resume)
@@ -165,7 +167,7 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
     return trainer
 
 
-def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
+def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trust: bool = False) -> int:
     """Run ``workbench train RUN.toml`` headless (no Qt).
 
     Reads the config, builds the model (``[model] arch`` + ``kwargs``, or
@@ -189,7 +191,7 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
             out(f"error: {e}")
             return 1
         out(f"replaying {len(replay[0].edits)} mid-run edit(s) from {edits_path}")
-    trainer = trainer_from_toml(path, out, [PrintProgress(out), *replay])
+    trainer = trainer_from_toml(path, out, [PrintProgress(out), *replay], trust=trust)
     if trainer is None:
         return 1
     previous = None
@@ -217,7 +219,7 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print) -> int:
 
 
 def lr_find_from_toml(path: str | Path, out: Callable[[str], Any] = print, min_lr: float = 1e-7,
-                      max_lr: float = 10.0, steps: int = 100) -> int:
+                      max_lr: float = 10.0, steps: int = 100, *, trust: bool = False) -> int:
     """Run ``workbench lr-find RUN.toml``: the range test on the run's model, data, optimizer and frozen set.
 
     Prints the curve's summary and, on its last line, ``suggested_lr = <float>``;
@@ -231,7 +233,7 @@ def lr_find_from_toml(path: str | Path, out: Callable[[str], Any] = print, min_l
     """
     from workbench.core.train.lr_finder import lr_find
 
-    trainer = trainer_from_toml(path, out)
+    trainer = trainer_from_toml(path, out, trust=trust)
     if trainer is None:
         return 1
     try:
