@@ -181,7 +181,7 @@ def test_version(capsys):
 def test_dispatch_train_and_gui(monkeypatch):
     calls = []
     training = types.ModuleType("workbench.core.train.headless")
-    training.train_from_toml = lambda path, out=print: calls.append(("train", path)) or 0
+    training.train_from_toml = lambda path, out=print, trust=False, debug=False: calls.append(("train", path)) or 0
     app = types.ModuleType("workbench.ui.app")
     app.main = lambda argv: calls.append(("gui", argv)) or 0
     monkeypatch.setitem(sys.modules, "workbench.core.train.headless", training)

@@ -11,9 +11,14 @@
 
 Exit codes of ``inspect``: 0 loaded (also when no architecture fits and the
 weights-only tree is shown); 1 the file could not be loaded, needs trust that
-was not given, does not fit the chosen architecture, or the input shape does
-not fit the model (a short message on stderr; a traceback only with
-``--debug``); 2 usage error.
+was not given, or does not fit the chosen architecture; 2 usage error (bad
+arguments, or an input shape the model does not take).
+
+Every command reports an error as one line on stderr,
+``error: <what, which file, what to do>``, and prints a traceback only with
+``--debug``. Code that a file names (a pickle's classes, TorchScript, an
+architecture or factory spec that is not a registered architecture) runs only
+with ``--trust``; a spec given with ``--arch`` is the user's own and needs none.
 
 Imports are lazy: torch is imported when a command needs it, Qt only for the GUI.
 """
@@ -80,7 +85,8 @@ def build_inspect_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--trust",
         action="store_true",
-        help="allow loading a full pickled model / TorchScript / custom classes (runs code from the file)",
+        help="run code the file names: a full pickled model, TorchScript, custom classes, or an architecture "
+        "factory (pkg.mod:fn, file.py:fn) in its arch entry",
     )
     parser.add_argument(
         "--partial", action="store_true", help="load every matching tensor and list the rest (not strict)"
@@ -324,10 +330,11 @@ def inspect_main(argv: Sequence[str]) -> int:
         rows = summary_rows(root, args.max_depth)
         text = _to_json(args, loaded, root, rows) if args.json else _table(loaded, root, rows)
     except InputShapeError as exc:  # a usage error, not a load failure: exit 2 as documented
-        print(f"workbench inspect: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc), args.debug, code=2)
     except WorkbenchError as exc:
         return _fail(str(exc), args.debug)
+    except OSError as exc:
+        return _fail(f"{args.path}: {exc.strerror or exc}: check the path and its permissions", args.debug)
     except Exception as exc:  # a bug or an unforeseen torch error: still no traceback by default
         return _fail(f"{args.path}: unexpected error: {type(exc).__name__}: {exc}", args.debug)
     print(text)
@@ -347,13 +354,12 @@ def version_text() -> str:
             f"Python {platform.python_version()})")
 
 
-def _fail(message: str, debug: bool) -> int:
+def _fail(message: str, debug: bool, code: int = 1) -> int:
+    """Print the error as one line, ``error: <message>`` (the traceback first with ``--debug``); return ``code``."""
     if debug:
         traceback.print_exc()
-    print(f"workbench inspect: {message}", file=sys.stderr)
-    if not debug:
-        print("(run with --debug for the full traceback)", file=sys.stderr)
-    return 1
+    print(f"error: {message}", file=sys.stderr)
+    return code
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace | int:
@@ -396,10 +402,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return gui_main(argv)
 
 
+def _add_common(parser: argparse.ArgumentParser, trust_help: str) -> None:
+    parser.add_argument("--trust", action="store_true", help=trust_help)
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+
+
+_RUN_TRUST = ("run code the run file (or its starting checkpoint) names: an architecture factory pkg.mod:fn / "
+              "file.py:fn, or a pickled model")
+
+
 def _train_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench train", description="Train from a run configuration (TOML).")
     parser.add_argument("config", help="RUN.toml")
-    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    _add_common(parser, _RUN_TRUST)
     ddp = parser.add_argument_group("data-parallel (DistributedDataParallel on torch.distributed.run)")
     ddp.add_argument("--nproc-per-node", type=int, default=0, metavar="N",
                      help="run N ranks on this machine (Gloo on CPU, NCCL on CUDA); 0 = one process, no DDP")
@@ -412,22 +427,38 @@ def _train_main(argv: Sequence[str]) -> int:
     args = _parse(parser, argv)
     if isinstance(args, int):
         return args
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.train.headless import train_from_toml
 
-    try:
+    def run() -> int:
+        from workbench.core.train.headless import train_from_toml
+
         if args.nproc_per_node > 0:
+            from workbench.core.train.headless import check_run_trust
             from workbench.core.train.launch import launch
+
+            check_run_trust(args.config, trust=args.trust)  # before any rank starts
 
             return int(launch(args.config, args.nproc_per_node, out=print, nnodes=args.nnodes,
                               node_rank=args.node_rank, master_addr=args.master_addr,
-                              master_port=args.master_port, timeout_s=args.rank_timeout))
-        return int(train_from_toml(args.config, out=print))
+                              master_port=args.master_port, timeout_s=args.rank_timeout, trust=args.trust))
+        return int(train_from_toml(args.config, out=print, trust=args.trust, debug=args.debug))
+
+    return _guard(run, args.config, args.debug)
+
+
+def _guard(run, path: str, debug: bool) -> int:
+    """``run()``'s exit code; any error it raises becomes one ``error:`` line and exit 1."""
+    from workbench.core.errors import WorkbenchError
+
+    try:
+        return run()
     except WorkbenchError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print(f"workbench train: {exc}", file=sys.stderr)
-        return 1
+        return _fail(str(exc), debug)
+    except OSError as exc:
+        where = exc.filename or path
+        return _fail(f"{where}: {exc.strerror or exc}: check the path, its permissions and the free disk space",
+                     debug)
+    except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen torch error: one line unless --debug
+        return _fail(f"{path}: unexpected error: {type(exc).__name__}: {exc} (--debug prints the traceback)", debug)
 
 
 def _lr_find_main(argv: Sequence[str]) -> int:
@@ -439,12 +470,18 @@ def _lr_find_main(argv: Sequence[str]) -> int:
     parser.add_argument("--min-lr", type=float, default=1e-7)
     parser.add_argument("--max-lr", type=float, default=10.0)
     parser.add_argument("--steps", type=int, default=100)
+    _add_common(parser, _RUN_TRUST)
     args = _parse(parser, argv)
     if isinstance(args, int):
         return args
-    from workbench.core.train.headless import lr_find_from_toml
 
-    return int(lr_find_from_toml(args.config, out=print, min_lr=args.min_lr, max_lr=args.max_lr, steps=args.steps))
+    def run() -> int:
+        from workbench.core.train.headless import lr_find_from_toml
+
+        return int(lr_find_from_toml(args.config, out=print, min_lr=args.min_lr, max_lr=args.max_lr,
+                                     steps=args.steps, trust=args.trust))
+
+    return _guard(run, args.config, args.debug)
 
 
 def _diff_main(argv: Sequence[str]) -> int:
@@ -455,45 +492,48 @@ def _diff_main(argv: Sequence[str]) -> int:
     parser.add_argument("a", help="reference checkpoint (the denominator)")
     parser.add_argument("b", help="checkpoint to compare")
     parser.add_argument("--arch", default=None, help="architecture NAME or SPEC when the files do not name one")
-    parser.add_argument("--trust", action="store_true", help="allow files that run code when loaded")
+    _add_common(parser, "run code the files name (a pickled model, TorchScript, an architecture factory)")
     args = _parse(parser, argv)
     if isinstance(args, int):
         return args
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.model.diff import module_diff
-    from workbench.core.model.opening import open_model
 
-    try:
+    def run() -> int:
+        from workbench.core.model.diff import module_diff
+        from workbench.core.model.opening import open_model
+
         a = open_model(args.a, args.arch, trust=args.trust, weights_only=True).model
         b = open_model(args.b, args.arch, trust=args.trust, weights_only=True).model
-    except (WorkbenchError, OSError) as exc:
-        print(f"workbench diff: {exc}", file=sys.stderr)
-        return 1
-    changes = module_diff(a, b)
-    for change in changes:
-        print(change.text())
-    if not changes:
-        print("no module changed", file=sys.stderr)
-    return 0
+        changes = module_diff(a, b)
+        for change in changes:
+            print(change.text())
+        if not changes:
+            print("no module changed", file=sys.stderr)
+        return 0
+
+    return _guard(run, args.a, args.debug)
 
 
 def _runs_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench runs", description="List the run folders: one run per line.")
     parser.add_argument("root", nargs="?", default=None, help="runs folder (default: the runs root)")
     parser.add_argument("--json", action="store_true", help="the same as a JSON list")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
     args = _parse(parser, argv)
     if isinstance(args, int):
         return args
-    from workbench.core.train.run_index import list_runs, runs_table
-    from workbench.core.train.runs import default_runs_root
 
-    try:
-        runs = list_runs(args.root or default_runs_root())
-    except FileNotFoundError as exc:
-        print(f"workbench runs: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps([r.to_dict() for r in runs], indent=1) if args.json else runs_table(runs))
-    return 0
+    def run() -> int:
+        from workbench.core.train.run_index import list_runs, runs_table
+        from workbench.core.train.runs import default_runs_root
+
+        try:
+            runs = list_runs(args.root or default_runs_root())
+        except FileNotFoundError as exc:
+            return _fail(f"{exc}: give an existing runs folder", args.debug)
+        print(json.dumps([r.to_dict() for r in runs], indent=1) if args.json else runs_table(runs))
+        return 0
+
+    return _guard(run, args.root or "runs root", args.debug)
 
 
 if __name__ == "__main__":

@@ -196,20 +196,30 @@ class NewModelDialog(QDialog):
 
 
 def trust_dialog(err, parent=None) -> QMessageBox:
-    """A warning listing the globals a file would import; Cancel is the default and Escape button.
+    """A warning listing the code a file would run; Cancel is the default and Escape button.
 
     Parameters
     ----------
     err : core.errors.TrustRequired
-        With ``.path``, ``.globals`` and ``.kind``.
+        With ``.path``, ``.globals`` and ``.kind`` (``"pickle"``, ``"torchscript"``
+        or ``"code"``: an architecture / factory spec the file names).
     """
     box = _warning_box(parent, "trustDialog", "Loading this file runs code")
-    kind = "a TorchScript program" if getattr(err, "kind", "") == "torchscript" else "pickled Python objects"
+    kind = getattr(err, "kind", "")
     names = list(getattr(err, "globals", []) or [])
-    box.setText(f"{getattr(err, 'path', 'This file')} contains {kind}. Loading it imports and runs "
-                f"that code. Only continue if you trust where the file comes from.")
+    where = getattr(err, "path", None) or "This file"
+    if kind == "code":
+        box.setText(f"{where} names Python code to build its model. Opening it imports that module and calls "
+                    "the function it names, which can do anything your account can. Only continue if you trust "
+                    "where the file comes from.")
+        heading = "Code it names"
+    else:
+        what = "a TorchScript program" if kind == "torchscript" else "pickled Python objects"
+        box.setText(f"{where} contains {what}. Loading it imports and runs that code. "
+                    "Only continue if you trust where the file comes from.")
+        heading = "Globals it imports"
     listing = "\n".join(names[:40]) + ("\n…" if len(names) > 40 else "")
-    box.setInformativeText(f"Globals it imports:\n{listing}" if names else str(err))
+    box.setInformativeText(f"{heading}:\n{listing}" if names else str(err))
     _add_accept_and_default_cancel(box, "Trust and load", "trustButton")
     return box
 

@@ -26,8 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 from workbench.core.errors import ArchitectureError
 from workbench.core.model.checkpoint import Checkpoint, common_leading, strip_prefixes
-
-BUILTINS: dict[str, str] = {"digits_cnn": "workbench.core.model.demo:DigitsCNN"}
+from workbench.core.model.contributions import BUILTINS, check_file_spec, plain_kwargs
 #: torchvision names left out of auto-detection: quantized variants have the same keys
 #: as their float models, optical flow models are not classifiers of any kind.
 DETECTION_SKIP_PREFIXES = ("quantized_",)
@@ -49,10 +48,27 @@ class ArchSpec:
     kwargs : dict
         Constructor keyword arguments, e.g. ``{"num_classes": 10}``. torchvision
         models are always built with ``weights=None`` (nothing is downloaded).
+    base : str or None
+        The folder a relative ``file.py:`` factory path resolves against: the
+        folder of the file that named the spec (:meth:`from_file`); None: the
+        current folder (a spec the user typed). Not saved by :meth:`to_dict`,
+        which writes such paths absolute instead.
     """
 
     name: str
     kwargs: dict = field(default_factory=dict)
+    base: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def factory_file(self) -> Path | None:
+        """The absolute path of a ``file.py:callable`` spec's file (None for other specs)."""
+        target, sep, _ = self.name.rpartition(":")
+        if not sep or not (target.endswith(".py") or "/" in target or "\\" in target):
+            return None
+        path = Path(target).expanduser()
+        if not path.is_absolute():
+            path = Path(self.base or Path.cwd()) / path
+        return path.resolve()
 
     def to_dict(self) -> dict:
         """``{"name": ..., "kwargs": {...}}`` with only str/int/float/bool/None (and lists of them) values.
@@ -68,12 +84,51 @@ class ArchSpec:
             if not all(isinstance(v, _PLAIN_TYPES) for v in items):
                 raise ValueError(f"architecture kwarg {key}={value!r} is not a plain str/int/float/bool/None value")
         kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in self.kwargs.items()}
-        return {"name": self.name, "kwargs": kwargs}
+        file = self.factory_file  # absolute, so a run replays from any folder
+        name = f"{file}:{self.name.rpartition(':')[2]}" if file is not None else self.name
+        return {"name": name, "kwargs": kwargs}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> ArchSpec:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`, for a spec the user gave (no trust rule: see :meth:`from_file`)."""
         return cls(name=str(d["name"]), kwargs=dict(d.get("kwargs") or {}))
+
+    @classmethod
+    def from_file(cls, d: Mapping | str, origin: str | Path, *, trust: bool = False) -> ArchSpec:
+        """A spec read from a file (a checkpoint's or safetensors header's ``arch``, a run.toml's ``[model]``).
+
+        Applies the trust rule of :mod:`workbench.core.model.contributions`:
+        registered names resolve as they are; any other ``pkg.mod:callable`` /
+        ``file.py:callable`` needs ``trust``, and a relative file path then
+        resolves against ``origin``'s folder. Nothing is imported here.
+
+        Parameters
+        ----------
+        d : mapping or str
+            ``{"name": ..., "kwargs": {...}}`` or ``"resnet18(num_classes=10)"``.
+        origin : str or Path
+            The file that holds the spec.
+        trust : bool
+            The user agreed to run code this file names.
+
+        Raises
+        ------
+        TrustRequired
+            The spec names code that is not a registered contribution and
+            ``trust`` is False.
+        ArchitectureError
+            A malformed entry, or kwargs that are not plain data.
+        """
+        if isinstance(d, str):
+            spec = cls.parse(d)
+            name, kwargs = spec.name, spec.kwargs
+        elif isinstance(d, Mapping) and "name" in d:
+            name, kwargs = d["name"], d.get("kwargs")
+        else:
+            raise ArchitectureError(f"{origin}: the architecture entry must name an architecture, not {d!r}")
+        kwargs = plain_kwargs(kwargs, origin)
+        base = check_file_spec(name, origin, trust=trust)
+        return cls(name=name, kwargs=kwargs, base=base)
 
     @classmethod
     def parse(cls, text: str, **kwargs: Any) -> ArchSpec:
@@ -219,13 +274,14 @@ def list_architectures() -> list[str]:
     return list(BUILTINS) + sorted(torchvision.models.list_models())
 
 
-def _load_factory(name: str) -> Callable[..., nn.Module]:
+def _load_factory(name: str, base: str | None = None) -> Callable[..., nn.Module]:
     target, _, attr = name.rpartition(":")
     if not target or not attr:
         raise ArchitectureError(f"factory spec {name!r} must look like package.module:callable or path/file.py:callable.")
     try:
         if target.endswith(".py") or "/" in target or "\\" in target:
-            path = Path(target).expanduser().resolve()
+            path = Path(target).expanduser()
+            path = (Path(base) / path if base and not path.is_absolute() else path).resolve()
             if not path.is_file():
                 raise ArchitectureError(f"factory spec {name!r}: file {path} not found.")
             mod_name = f"_workbench_factory_{abs(hash(str(path)))}"
@@ -267,14 +323,14 @@ def _torchvision_builder(name: str) -> Callable[..., nn.Module] | None:
     return build
 
 
-def _resolve(name: str) -> Callable[..., nn.Module]:
+def _resolve(name: str, base: str | None = None) -> Callable[..., nn.Module]:
     if name in BUILTINS:
         return _load_factory(BUILTINS[name])
     builder = _torchvision_builder(name)
     if builder is not None:
         return builder
     if ":" in name:
-        return _load_factory(name)
+        return _load_factory(name, base)
     raise ArchitectureError(
         f"unknown architecture {name!r}. Use a torchvision model name (e.g. resnet18), "
         f"a builtin ({', '.join(BUILTINS)}) or a factory spec package.module:callable."
@@ -314,7 +370,7 @@ def build_module(
         Unknown name, import failure, or the constructor failed (e.g. bad kwargs).
     """
     spec = _as_spec(spec)
-    factory = _resolve(spec.name)
+    factory = _resolve(spec.name, spec.base)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -639,7 +695,9 @@ def load_model(
         From :func:`~workbench.core.model.checkpoint.read_checkpoint`.
     spec : ArchSpec, str, dict or None
         The architecture. None uses the checkpoint's own module (pickled module /
-        TorchScript) or the ``arch`` entry Workbench wrote into it.
+        TorchScript) or the file's ``arch`` entry (:meth:`ArchSpec.from_file`:
+        code that is not registered raises TrustRequired; pass the spec built
+        with ``trust=True`` once the user agreed).
     strict : bool
         See :func:`load_state_dict_into`.
 
@@ -658,8 +716,8 @@ def load_model(
     if spec is None and checkpoint.module is not None:
         model = checkpoint.module
         return model, LoadReport(strict=strict, loaded=len(checkpoint.state_dict))
-    if spec is None and checkpoint.metadata.arch:
-        spec = ArchSpec.from_dict(checkpoint.metadata.arch)
+    if spec is None and checkpoint.metadata.arch:  # read from the file: the trust rule applies
+        spec = ArchSpec.from_file(checkpoint.metadata.arch, checkpoint.path)
     if spec is None:
         raise ArchitectureError(
             f"{checkpoint.path}: the file does not say which architecture it is for. "

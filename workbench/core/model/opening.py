@@ -121,7 +121,7 @@ def as_spec(arch: ArchSpec | str | Mapping | None, **extra: Any) -> ArchSpec | N
     else:
         spec = ArchSpec.parse(str(arch))
     if extra:
-        spec = ArchSpec(spec.name, {**spec.kwargs, **extra})
+        spec = ArchSpec(spec.name, {**spec.kwargs, **extra}, base=spec.base)
     return spec
 
 
@@ -132,8 +132,10 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
 
     1. Read the file (:func:`~workbench.core.model.checkpoint.read_checkpoint`,
        ``weights_only=True`` unless ``trust``).
-    2. The architecture is ``arch`` when given, else the module stored whole
-       (pickled module, TorchScript), else the file's own ``arch`` entry.
+    2. The architecture is ``arch`` when given (the caller's own decision),
+       else the module stored whole (pickled module, TorchScript), else the
+       file's own ``arch`` entry, which names code only with ``trust``
+       (:mod:`workbench.core.model.contributions`).
     3. Without one: the weights-only tree when ``weights_only``, else
        :class:`NeedsArchitecture` with the detected ranking.
     4. Build it and load strictly; a partial fit raises :class:`PartialFit`
@@ -144,7 +146,8 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
     path : str or Path
     arch : ArchSpec, str or mapping, optional
     trust : bool
-        The user agreed to run code from the file.
+        The user agreed to run code from the file: unpickle its custom globals,
+        load TorchScript, or import and call the factory its ``arch`` entry names.
     partial : bool
         Load the tensors that fit and initialize the rest.
     weights_only : bool
@@ -164,7 +167,8 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
     Raises
     ------
     TrustRequired
-        The file needs ``trust=True``; nothing from it ran.
+        The file needs ``trust=True`` (a pickle's globals, TorchScript, or an
+        ``arch`` entry naming code that is not registered); nothing from it ran.
     NeedsArchitecture
         No architecture known and ``weights_only`` False.
     PartialFit
@@ -175,11 +179,11 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
     ckpt = read_checkpoint(path, trust=trust)
     extra = dict(kwargs or {})
     spec = as_spec(arch, **extra)
-    if spec is None and ckpt.module is not None:
+    if spec is None and ckpt.module is not None:  # a stored module: loading it already needed trust
         model, report = load_model(ckpt, None)
-        return Opened(model, as_spec(ckpt.metadata.arch), ckpt, report)
+        return Opened(model, _file_spec(ckpt, trust=True), ckpt, report)
     if spec is None:
-        spec = as_spec(ckpt.metadata.arch, **extra)
+        spec = _file_spec(ckpt, trust=trust, **extra)
     if spec is None:
         if weights_only:
             return Opened(weights_only_model(ckpt.state_dict), None, ckpt, weights_only=True)
@@ -194,6 +198,16 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
     notes = [] if report.ok else [f"partial load into {spec}: {len(report.missing)} missing, "
                                   f"{len(report.mismatched)} mismatched, {len(report.unexpected)} unexpected tensors"]
     return Opened(model, spec, ckpt, report, notes=notes)
+
+
+def _file_spec(ckpt: Checkpoint, *, trust: bool, **extra: Any) -> ArchSpec | None:
+    """The file's own ``arch`` entry through the trust rule (:meth:`ArchSpec.from_file`), or None."""
+    if not ckpt.metadata.arch:
+        return None
+    spec = ArchSpec.from_file(ckpt.metadata.arch, ckpt.path, trust=trust)
+    if extra:
+        spec = ArchSpec(spec.name, {**spec.kwargs, **extra}, base=spec.base)
+    return spec
 
 
 def _load(ckpt: Checkpoint, spec: ArchSpec, strict: bool, edits: list[dict]) -> tuple[nn.Module, LoadReport]:

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from torch import nn
 
-from workbench.core.errors import TrainingError, TrustRequired, WorkbenchError
+from workbench.core.errors import TrainingError, WorkbenchError
 from workbench.core.model.architectures import ArchSpec, build_module
 from workbench.core.model.edits import apply_edits
 from workbench.core.model.freezing import apply_frozen
 from workbench.core.model.names import UnknownPathError
-from workbench.core.model.opening import NeedsArchitecture, as_spec, open_model
+from workbench.core.model.opening import NeedsArchitecture, open_model
 from workbench.core.train.config import ModelConfig, TrainConfig
 from workbench.core.train.devices import available_devices
 from workbench.core.train.edit_log import EDITS_FILE, ReplayEdits, read_edits
@@ -33,14 +33,24 @@ from workbench.core.train.loaders import input_wait_text
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.core.train.loop import Trainer
 
-__all__ = ["train_from_toml", "model_from_config", "PrintProgress"]
+__all__ = ["train_from_toml", "model_from_config", "check_run_trust", "PrintProgress", "error_text"]
 
 
 class PrintProgress(Callback):
-    """One line per epoch (and the start/end) for ``workbench train``."""
+    """One line per epoch (and the start/end) for ``workbench train``.
 
-    def __init__(self, out: Callable[[str], Any]):
+    Parameters
+    ----------
+    out : callable
+        Takes one line of text.
+    debug : bool
+        Also print the traceback of an error that is not a WorkbenchError
+        (``--debug``); by default an error is the one ``error: ...`` line.
+    """
+
+    def __init__(self, out: Callable[[str], Any], debug: bool = False):
         self.out = out
+        self.debug = debug
 
     def on_fit_start(self, trainer):
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
@@ -66,9 +76,9 @@ class PrintProgress(Callback):
                 self.out(f"  {name}")
 
     def on_exception(self, trainer, exc, tb):
-        if not isinstance(exc, WorkbenchError):
+        if self.debug and not isinstance(exc, WorkbenchError):
             self.out(tb.rstrip())
-        self.out(f"error: {exc}")
+        self.out(f"error: {error_text(exc)}")
 
     def on_fit_end(self, trainer, reason):
         if reason == "nonfinite" and trainer.error is not None:
@@ -76,8 +86,24 @@ class PrintProgress(Callback):
         self.out(f"finished: {reason}")
 
 
-def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool = False
-                      ) -> tuple[nn.Module, ArchSpec | None]:
+def error_text(exc: BaseException) -> str:
+    """One line for an error of a run: what, which file, what to do (no traceback).
+
+    A disk error names the file and says to free space or choose a writable
+    ``run_dir``; a WorkbenchError's message already says what to do; anything
+    else is ``<type>: <message>``.
+    """
+    if isinstance(exc, WorkbenchError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return (f"{where}{exc.strerror or exc}: the run folder could not be written; free disk space or set "
+                "run_dir in the run file to a writable folder")
+    return f"{type(exc).__name__}: {exc}"
+
+
+def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool = False,
+                      origin: Path | None = None) -> tuple[nn.Module, ArchSpec | None]:
     """Build the model a ``[model]`` section starts from, through the one open policy.
 
     The starting weights are ``init`` (the ``init.pt`` every run writes beside its
@@ -86,11 +112,22 @@ def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool 
     made before the weights go in (:func:`workbench.core.model.opening.open_model`).
     Without a file, ``arch`` is built freshly initialized.
 
+    The run file is a file like any other: an ``arch`` that names code which is
+    not a registered architecture (``pkg.mod:fn``, ``file.py:fn``), or a
+    starting checkpoint that does, is built only with ``trust``
+    (:mod:`workbench.core.model.contributions`); a relative ``file.py`` path
+    resolves against the run file's folder.
+
     Parameters
     ----------
     mc : ModelConfig
     base : Path, optional
         The run file's folder: relative ``init`` / ``checkpoint`` paths start there.
+    trust : bool
+        The user agreed to run code the run file (or its checkpoint) names
+        (``workbench train --trust``).
+    origin : Path, optional
+        The run file, named in errors (default ``base / "run.toml"``).
 
     Returns
     -------
@@ -98,10 +135,14 @@ def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool 
 
     Raises
     ------
+    TrustRequired
+        The run file or its starting checkpoint names code and ``trust`` is False;
+        nothing it names ran.
     WorkbenchError
         Unknown architecture, a missing or unreadable file, weights that do not fit.
     """
-    spec = as_spec({"name": mc.arch, "kwargs": dict(mc.kwargs)}) if mc.arch else None
+    origin = Path(origin) if origin is not None else (base or Path.cwd()) / "run.toml"
+    spec = ArchSpec.from_file({"name": mc.arch, "kwargs": mc.kwargs}, origin, trust=trust) if mc.arch else None
     start = mc.checkpoint if mc.resume else (mc.init or mc.checkpoint)
     if not start:
         if spec is None:
@@ -116,10 +157,7 @@ def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool 
             raise TrainingError(f"{path}: file not found; fix [model] {'init' if mc.init else 'checkpoint'} "
                                 "in the run file")
         try:
-            opened = open_model(path, spec, edits=list(mc.edits))
-        except TrustRequired as e:
-            raise TrainingError(f"{path}: the model is stored as code ({e}); workbench train loads weights "
-                                "only: save it from the window as a Workbench checkpoint first") from e
+            opened = open_model(path, spec, edits=list(mc.edits), trust=trust)
         except NeedsArchitecture as e:
             raise TrainingError(f"{e}; set [model] arch in the run file") from e
         model, spec = opened.model, opened.spec or spec
@@ -128,6 +166,41 @@ def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool 
     except UnknownPathError as e:
         raise TrainingError(f"[model] frozen: {e}") from e
     return model, spec
+
+
+def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
+    """Refuse, before any process starts, a run file that names code without ``trust``.
+
+    What :func:`model_from_config` would refuse in each rank, checked once by
+    the launcher of a data-parallel run so that no rank starts for nothing. A
+    run file that cannot be read is left to the ranks to report.
+
+    Raises
+    ------
+    TrustRequired
+        The run file's ``[model] arch``, or the ``arch`` entry of the checkpoint
+        it starts from, names code that is not a registered architecture (or the
+        checkpoint is a pickle needing trust). Nothing it names ran.
+    """
+    from workbench.core.model.checkpoint import read_checkpoint
+
+    path = Path(path)
+    try:
+        mc = TrainConfig.from_toml(path).model
+    except (OSError, ValueError, TypeError):
+        return
+    if mc.arch:
+        ArchSpec.from_file({"name": mc.arch, "kwargs": mc.kwargs}, path, trust=trust)
+        return
+    start = mc.checkpoint if mc.resume else (mc.init or mc.checkpoint)
+    start_path = Path(start).expanduser() if start else None
+    if start_path is not None and not start_path.is_absolute():
+        start_path = path.parent / start_path
+    if start_path is None or not start_path.is_file():
+        return
+    ckpt = read_checkpoint(start_path, trust=trust)
+    if ckpt.metadata.arch:
+        ArchSpec.from_file(ckpt.metadata.arch, ckpt.path, trust=trust)
 
 
 def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callbacks=(), *,
@@ -154,7 +227,7 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
         out(f"error: {path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}")
         return None
     try:
-        model, arch = model_from_config(cfg.model, path.parent, trust=trust)
+        model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         # the same entry point as the window's training process (core.train.child.run_job)
         trainer = make_trainer(model, cfg, list(callbacks), arch, resume=resume)
@@ -162,12 +235,13 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
         out(f"error: {e}")
         return None
     except Exception as e:  # noqa: BLE001 - the CLI reports, never tracebacks at the user
-        out(f"error: {type(e).__name__}: {e}")
+        out(f"error: {error_text(e)}")
         return None
     return trainer
 
 
-def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trust: bool = False) -> int:
+def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trust: bool = False,
+                    debug: bool = False) -> int:
     """Run ``workbench train RUN.toml`` headless (no Qt).
 
     Reads the config, builds the model (``[model] arch`` + ``kwargs``, or
@@ -176,11 +250,22 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trus
     the run folder (``run_dir`` from the file, else a new folder under the
     default runs root). Ctrl-C stops at the next step boundary.
 
+    Parameters
+    ----------
+    path : str or Path
+        The run file.
+    out : callable
+        Takes each line to print.
+    trust : bool
+        Run code the run file names (``--trust``; see :func:`model_from_config`).
+    debug : bool
+        Print tracebacks of unexpected errors (``--debug``).
+
     Returns
     -------
     int
-        0 completed, 130 stopped by Ctrl-C, 1 on any error (with a message
-        printed through ``out``).
+        0 completed, 130 stopped by Ctrl-C, 1 on any error (one ``error: ...``
+        line printed through ``out``).
     """
     replay = []
     edits_path = Path(path).parent / EDITS_FILE
@@ -191,7 +276,7 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trus
             out(f"error: {e}")
             return 1
         out(f"replaying {len(replay[0].edits)} mid-run edit(s) from {edits_path}")
-    trainer = trainer_from_toml(path, out, [PrintProgress(out), *replay], trust=trust)
+    trainer = trainer_from_toml(path, out, [PrintProgress(out, debug), *replay], trust=trust)
     if trainer is None:
         return 1
     previous = None
