@@ -18,7 +18,7 @@ from pathlib import Path
 from workbench.core.train.commands import SaveNow, SetLR, SetTrainable
 from workbench.core.train.hooks import Callback
 
-__all__ = ["EDITS_FILE", "EditLog", "ReplayEdits", "read_edits"]
+__all__ = ["EDITS_FILE", "MAX_EDITS_BYTES", "EditLog", "ReplayEdits", "read_edits"]
 
 #: The file name, in the run folder.
 EDITS_FILE = "edits.jsonl"
@@ -55,27 +55,69 @@ class EditLog:
             self.write(step, entry)
 
 
+#: Each op's fields and a check of each value: validated in full before a run starts.
+_FIELDS = {
+    "set_trainable": {"names": lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v),
+                      "flag": lambda v: isinstance(v, bool)},
+    "set_lr": {"lr": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")},
+    "save_now": {},
+    "pause": {},
+    "resume": {},
+}
+_WANTS = {"names": "a list of parameter names", "flag": "true or false", "lr": "a positive number"}
+#: An edits.jsonl larger than this is refused (bytes): a run's edits are a few lines per user action.
+MAX_EDITS_BYTES = 64 * 1024 * 1024
+
+
+def _problem(entry) -> str | None:
+    """What is wrong with one decoded line, or None."""
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    step = entry.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return "'step' must be a whole number >= 0"
+    fields = _FIELDS.get(entry.get("op"))
+    if fields is None:
+        return f"unknown op {entry.get('op')!r} (known: {', '.join(_FIELDS)})"
+    for name, ok in fields.items():
+        if name not in entry:
+            return f"op {entry['op']!r} lacks its field {name!r}"
+        if not ok(entry[name]):
+            return f"op {entry['op']!r}: {name!r} must be {_WANTS[name]}, not {entry[name]!r}"
+    return None
+
+
 def read_edits(path: str | Path) -> list[dict]:
-    """The edits of an ``edits.jsonl``, in file order.
+    """The edits of an ``edits.jsonl``, in file order, each validated completely (op, fields and their types).
 
     Raises
     ------
     ValueError
-        A line that is not a JSON object with an integer ``step`` and a known ``op`` (the line number is named).
+        The file is not UTF-8 or larger than :data:`MAX_EDITS_BYTES`, or a line is
+        not a JSON object with an integer ``step`` >= 0, a known ``op`` and that
+        op's fields of the right types; the message names the file, the line and
+        what is wrong.
+    OSError
+        The file cannot be read.
     """
+    path = Path(path)
+    if path.stat().st_size > MAX_EDITS_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_EDITS_BYTES // 2**20} MB, not an edits log; move it away")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}); fix or delete the file") from None
     out = []
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
-            ok = isinstance(entry, dict) and isinstance(entry.get("step"), int) and entry.get("op") in (
-                "set_trainable", "set_lr", "save_now", "pause", "resume")
+            problem = _problem(json.loads(line))
         except json.JSONDecodeError:
-            ok = False
-        if not ok:
-            raise ValueError(f"{path}, line {i}: not an edit record ({line[:80]!r}); fix or delete the line")
-        out.append(entry)
+            problem = "not JSON"
+        if problem is not None:
+            raise ValueError(f"{path}, line {i}: {problem} ({line[:80]!r}); fix or delete the line")
+        out.append(json.loads(line))
     return out
 
 
