@@ -1,20 +1,140 @@
-"""Atomic file writes.
+"""Atomic file writes, and the removal of the temporary files an interrupted write left.
 
 A crash in the middle of a save must never damage the previous file: every write
 goes to a temporary file in the same folder, is flushed and fsync'ed, and then
 replaces the target with ``os.replace`` (atomic on POSIX and Windows).
+
+A process killed mid-write (SIGKILL, power loss) cannot remove its temporary
+file. Its name says whose it is -- ``.NAME.<pid>-<host>-<random>.tmp``: the
+target's name, the writer's process id, 8 hex digits of its host name and
+:func:`tempfile.mkstemp`'s 8 random characters -- so the next save into that
+folder, or the next checkpoint opened from it, removes it once its writer is
+gone (:func:`remove_stale_temps`). Writes by older Workbench versions
+(``.NAME.<random>.tmp``, no pid) are removed once untouched for
+:data:`STALE_AFTER_S`.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import socket
+import stat
 import tempfile
+import time
+import zlib
 from pathlib import Path
 from typing import IO, Any, Callable
+
+#: A temporary file without a live writer on this host, or of another host, is
+#: removed once not written for this long (s): a live writer keeps its mtime fresh.
+STALE_AFTER_S = 600.0
+#: A temporary file whose pid is alive is still removed after this long (s): the pid was reused.
+ORPHAN_AFTER_S = 24 * 3600.0
+
+# mkstemp's random part: 8 of "abcdefghijklmnopqrstuvwxyz0123456789_" (CPython's tempfile._RandomNameSequence)
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+?)\.(?:(?P<pid>\d+)-(?P<host>[0-9a-f]{8})-)?[a-z0-9_]{8}\.tmp$")
+
+
+def _host_tag() -> str:
+    """8 hex digits naming this host (CRC-32 of its name): a pid means something on its own host only."""
+    return f"{zlib.crc32(socket.gethostname().encode('utf-8', 'replace')):08x}"
+
+
+_HOST = _host_tag()
+
+
+def temp_prefix(name: str) -> str:
+    """The start of this process's temporary file names for target ``name`` (``.NAME.<pid>-<host>-``)."""
+    return f".{name}.{os.getpid()}-{_HOST}-"
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (unknown counts as alive).
+
+    ``os.kill(pid, 0)`` only checks on POSIX; on Windows ``os.kill`` would end the process.
+    """
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
+def is_stale_temp(name: str, mtime: float, now: float | None = None) -> bool:
+    """Whether a file named ``name``, last modified at ``mtime``, is a temporary file nobody writes.
+
+    Parameters
+    ----------
+    name : str
+        A file name (no folder).
+    mtime : float
+        Its modification time (s since the epoch).
+    now : float, optional
+        The current time (default ``time.time()``).
+
+    Returns
+    -------
+    bool
+        True for Workbench's own temporary names only (see the module docstring):
+        of this host with a dead writer pid; or untouched for :data:`STALE_AFTER_S`
+        (no pid, or another host's); or older than :data:`ORPHAN_AFTER_S`.
+    """
+    match = _TEMP_NAME.match(name)
+    if match is None:
+        return False
+    age = (time.time() if now is None else now) - mtime
+    if age >= ORPHAN_AFTER_S:
+        return True
+    pid = match["pid"]
+    if pid is not None and match["host"] == _HOST:
+        return int(pid) != os.getpid() and not _pid_alive(int(pid))
+    return age >= STALE_AFTER_S
+
+
+def remove_stale_temps(folder: str | Path) -> list[Path]:
+    """Remove the temporary files that interrupted writes left in ``folder`` (:func:`is_stale_temp`).
+
+    Only regular files are considered (never a link, FIFO or folder); files that
+    vanish or cannot be removed meanwhile are skipped silently.
+
+    Parameters
+    ----------
+    folder : str or Path
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        if not (entry.name.startswith(".") and entry.name.endswith(".tmp")):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and is_stale_temp(entry.name, st.st_mtime, now):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
     """Write a file atomically through a callback.
+
+    Stale temporary files of earlier interrupted writes in the same folder are
+    removed first (:func:`remove_stale_temps`).
 
     Parameters
     ----------
@@ -36,7 +156,8 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temps(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -62,8 +183,33 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> P
     return atomic_write(path, lambda f: f.write(text.encode(encoding)))
 
 
-def atomic_save(obj: Any, path: str | Path) -> Path:
-    """``torch.save(obj)`` to ``path`` atomically. See :func:`atomic_write`."""
+def atomic_save(obj: Any, path: str | Path, *, digest: bool = True) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically, with a digest of its tensors. See :func:`atomic_write`.
+
+    Parameters
+    ----------
+    obj : Any
+        A checkpoint payload (loadable with ``weights_only=True`` once saved).
+    path : str or Path
+    digest : bool
+        Store :func:`workbench.core.digest.add_digest`'s entry in a dict ``obj``
+        (default True) so every read can verify the file. A dict made only of
+        tensors (a bare state_dict) is saved as it is: an extra entry would stop
+        it reading as a state_dict.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    OSError
+        The file could not be written; the previous file is unchanged.
+    """
     import torch
 
+    from workbench.core.digest import add_digest
+
+    if digest and isinstance(obj, dict) and not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        obj = add_digest(obj)
     return atomic_write(path, lambda f: torch.save(obj, f))

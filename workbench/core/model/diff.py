@@ -6,17 +6,27 @@ its own buffers (BatchNorm running statistics move even where every parameter
 is frozen, unless the frozen BatchNorm layers are kept in ``eval()``). Norms are
 summed in quadrature over the module's tensors (L2 of the concatenation).
 ``workbench diff A B`` prints it; a head-only fine-tune lists only the head.
+
+Memory: tensors are reduced :data:`CHUNK` elements at a time (each chunk cast to
+float64 on the CPU, the sums kept in Python floats), never as a float64 copy of a
+whole tensor. Two memory-mapped 2 GiB checkpoints are compared with a few tens of
+MB of working memory beyond the mapped files (``diff_2gb_peak_mb`` in
+``benchmarks/bench_diff.py``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from torch import nn
 
 __all__ = ["ModuleChange", "module_diff"]
+
+#: Elements per chunk in :func:`_rel`: three float64 chunks (a, b, a - b) take 24 MiB.
+CHUNK = 1 << 20
 
 
 @dataclass
@@ -63,12 +73,49 @@ def _owner(key: str) -> str:
     return key.rpartition(".")[0]
 
 
+def _chunks(a: torch.Tensor, b: torch.Tensor, n: int = CHUNK) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Aligned 1-D pieces of two tensors of one shape, at most ``n`` elements each, in their own dtype.
+
+    The pieces follow the shape alone, so both sides split alike whatever their
+    strides: contiguous (and 1-D) tensors are sliced as views; others in blocks of
+    rows along dim 0 (recursing into a row larger than ``n``), each block copied
+    on its own (at most ``n`` elements).
+    """
+    if a.dim() <= 1 or (a.is_contiguous() and b.is_contiguous()):
+        fa, fb = a.reshape(-1), b.reshape(-1)
+        for i in range(0, fa.numel(), n):
+            yield fa[i:i + n], fb[i:i + n]
+        return
+    per_row = a[0].numel() if a.shape[0] else 0
+    if per_row > n:
+        for i in range(a.shape[0]):
+            yield from _chunks(a[i], b[i], n)
+        return
+    rows = max(1, n // max(1, per_row))
+    for i in range(0, a.shape[0], rows):
+        yield a[i:i + rows].reshape(-1), b[i:i + rows].reshape(-1)
+
+
+def _sums(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    """``(sum((a - b)^2), sum(a^2))`` in float64, a chunk at a time (:data:`CHUNK`)."""
+    d2 = w2 = 0.0
+    for ca, cb in _chunks(a, b):
+        x = ca.to(device="cpu", dtype=torch.float64)
+        y = cb.to(device="cpu", dtype=torch.float64)
+        w2 += float(torch.dot(x, x))
+        d = x - y
+        d2 += float(torch.dot(d, d))
+    return d2, w2
+
+
 def _rel(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
     if not pairs:
         return math.nan
+    d2 = w2 = 0.0
     with torch.no_grad():
-        d2 = sum(float(torch.sum((a.double() - b.double()) ** 2)) for a, b in pairs)
-        w2 = sum(float(torch.sum(a.double() ** 2)) for a, _ in pairs)
+        for a, b in pairs:
+            da, wa = _sums(a, b)
+            d2, w2 = d2 + da, w2 + wa
     if d2 == 0:
         return 0.0
     return math.sqrt(d2) / math.sqrt(w2) if w2 > 0 else math.inf
@@ -104,7 +151,7 @@ def module_diff(a: nn.Module, b: nn.Module) -> list[ModuleChange]:
         if not ta.is_floating_point():
             continue
         kind = "params" if key in params else "buffers"
-        groups.setdefault(owner, {"params": [], "buffers": []})[kind].append((ta.detach().cpu(), tb.detach().cpu()))
+        groups.setdefault(owner, {"params": [], "buffers": []})[kind].append((ta.detach(), tb.detach()))
     out = []
     for owner in sorted(set(groups) | set(notes)):
         g = groups.get(owner, {"params": [], "buffers": []})

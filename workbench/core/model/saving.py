@@ -14,7 +14,12 @@ The layout follows the PyTorch tutorial "Saving and loading a general checkpoint
         "frozen": ["conv1.weight", ...],    # qualified names of parameters with requires_grad False
         "workbench_version": "0.1.0",
         "rng_state": {...},                # workbench.core.rng.rng_state()
+        "workbench_digest": {...},         # added by save_checkpoint: workbench.core.digest
     }
+
+Every file :func:`save_checkpoint` writes carries a digest of its tensors
+(:mod:`workbench.core.digest`), checked by every read
+(:func:`workbench.core.model.checkpoint.read_checkpoint`).
 
 Only tensors, dicts, lists, tuples, str, int, float, bool and None are stored, so
 the weights-only unpickler accepts the file and opening it never runs code.
@@ -28,13 +33,15 @@ from typing import Any, Mapping
 import torch
 from torch import nn
 
+from workbench.core.digest import DIGEST_KEY
 from workbench.core.errors import CheckpointError
 from workbench.core.files import atomic_save
 from workbench.core.model.names import frozen_names
 from workbench.core.rng import rng_state
 
 _RESERVED = frozenset(
-    {"model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "arch", "frozen", "workbench_version"}
+    {"model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "arch", "frozen", "workbench_version",
+     DIGEST_KEY}
 )
 
 
@@ -160,8 +167,8 @@ def checkpoint_payload(
     return payload
 
 
-def save_checkpoint(path: str | Path, payload: Mapping) -> Path:
-    """Write a payload atomically with ``torch.save`` (temporary file + ``os.replace``).
+def save_checkpoint(path: str | Path, payload: Mapping, *, digest: bool = True) -> Path:
+    """Write a payload atomically with ``torch.save`` (temporary file + ``os.replace``), with its digest.
 
     Parameters
     ----------
@@ -169,6 +176,9 @@ def save_checkpoint(path: str | Path, payload: Mapping) -> Path:
         Target file; its folder is created. A failed save leaves the previous file intact.
     payload : mapping
         Usually from :func:`checkpoint_payload`.
+    digest : bool
+        Store the digest of its tensors (:func:`workbench.core.digest.add_digest`),
+        default True; False only to measure what the digest costs.
 
     Returns
     -------
@@ -181,7 +191,7 @@ def save_checkpoint(path: str | Path, payload: Mapping) -> Path:
     """
     path = Path(path)
     try:
-        return atomic_save(dict(payload), path)
+        return atomic_save(dict(payload), path, digest=digest)
     except OSError as exc:
         raise CheckpointError(
             f"could not be written ({exc.strerror or exc}). Check that the folder is writable and the disk has space; "

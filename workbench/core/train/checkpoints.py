@@ -5,8 +5,11 @@
 Lightning's ``_CheckpointConnector``). Every file it writes is built by the one
 payload writer :func:`workbench.core.model.saving.checkpoint_payload` (layout of
 the PyTorch tutorial "Saving and loading a general checkpoint" plus the trainer's
-own entries) and read back through :func:`workbench.core.model.checkpoint.read_checkpoint`
-(``weights_only=True``). Qt-free.
+own entries) and written by :func:`workbench.core.files.atomic_save`, which adds the
+digest of its tensors (:mod:`workbench.core.digest`); read back through
+:func:`workbench.core.model.checkpoint.read_checkpoint` (``weights_only=True``), which
+verifies it: a corrupt ``last.pt`` is refused, naming the newest intact checkpoint
+of the run folder (``best.pt``, an earlier epoch's). Qt-free.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.core.errors import TrainingError, WorkbenchError
+from workbench.core.errors import CheckpointCorrupt, TrainingError, WorkbenchError
 from workbench.core.files import atomic_save
 from workbench.core.model.checkpoint import read_checkpoint
 from workbench.core.model.saving import checkpoint_payload
@@ -129,7 +132,10 @@ class CheckpointConnector:
         Raises
         ------
         TrainingError
-            The file is not a training checkpoint or does not fit the model.
+            The file is not a training checkpoint, does not fit the model, or is
+            corrupt (its tensors no longer match their digest: the message names
+            the newest intact checkpoint of its folder; ``__cause__`` is the
+            :class:`~workbench.core.errors.CheckpointCorrupt`, whose ``.intact`` is that file).
         """
         payload, source = path_or_checkpoint, None
         if isinstance(payload, (str, Path)):
@@ -204,7 +210,18 @@ class CheckpointConnector:
 
 
 def _read(path: Path) -> dict | None:
+    """The payload of a checkpoint file, its digest verified (``read_checkpoint``).
+
+    Raises
+    ------
+    TrainingError
+        The file cannot be read or is corrupt.
+    """
     try:
         return read_checkpoint(path, mmap=False).raw
+    except CheckpointCorrupt as e:
+        intact = (f"{e.intact.name} ({e.intact}) is intact: resume from it instead" if e.intact is not None
+                  else "no intact checkpoint of this run was found")
+        raise TrainingError(f"{path} is corrupt (digest mismatch); {intact}") from e
     except WorkbenchError as e:
         raise TrainingError(f"{path}: cannot read the checkpoint ({e})") from e
