@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from workbench.core.run_files import refuse_if_training
+
 __all__ = ["TrashedRun", "trash_run", "restore_run"]
 
 
@@ -78,6 +80,8 @@ def trash_run(folder: str | Path) -> TrashedRun:
     ------
     FileNotFoundError
         ``folder`` is gone.
+    RunIsTraining
+        A live process is training in ``folder`` (an OSError; its message says to stop the run first).
     OSError
         The trash refused it (its message says why).
     """
@@ -87,6 +91,7 @@ def trash_run(folder: str | Path) -> TrashedRun:
     original = Path(folder).absolute()
     if not original.is_dir():
         raise FileNotFoundError(f"{original}: no such run folder")
+    refuse_if_training(original, "delete")
     try:
         send2trash(str(original))
     except TrashPermissionError as exc:

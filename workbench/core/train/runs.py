@@ -11,8 +11,10 @@ A run folder holds everything needed to look at or replay a run:
 ``last.pt`` / ``best.pt``
     Checkpoints at the last epoch end and at the epoch of lowest validation loss.
 ``status.json``
-    ``{"state", "reason", "started", "ended", "pid"}``: ``"running"`` from the
-    start (with the process id), then the end reason (:func:`write_status`).
+    ``{"state", "reason", "started", "ended", "pid", "pid_start"}``: ``"running"``
+    from the start (with the process id and, where ``/proc`` tells it, the
+    process's start time, so that a reused pid is not taken for the run), then
+    the end reason (:func:`write_status`).
 ``edits.jsonl``
     The mid-run edits (:mod:`workbench.core.train.edit_log`).
 """
@@ -28,6 +30,7 @@ import time
 from pathlib import Path
 
 from workbench.core.files import atomic_write_text
+from workbench.core.run_files import process_start_time
 
 #: Columns of ``metrics.csv``; times in seconds since the start of the run.
 METRICS_COLUMNS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "time_s", "samples_per_s",
@@ -44,13 +47,16 @@ def write_status(run_dir: str | Path, reason: str | None, started: float, info: 
 
     Times are seconds since the epoch (``time.time()``). ``info`` (``model``,
     ``dataset``, ``epochs``) is copied in, so a runs list need not parse every
-    run.toml (1.5 ms each).
+    run.toml (1.5 ms each). ``pid_start`` is the process's start time in clock
+    ticks since boot (Linux; None elsewhere): a reader trusts "running" only while
+    that process lives (:func:`workbench.core.run_files.is_training_process`).
     """
     import json
 
+    pid = os.getpid()
     status = {"state": "running" if reason is None else STATES.get(reason, "crashed"), "reason": reason,
-              "started": float(started), "ended": None if reason is None else time.time(), "pid": os.getpid(),
-              **(info or {})}
+              "started": float(started), "ended": None if reason is None else time.time(), "pid": pid,
+              "pid_start": process_start_time(pid), **(info or {})}
     atomic_write_text(Path(run_dir) / "status.json", json.dumps(status))
 
 

@@ -12,9 +12,21 @@ it into its own folder; "Rename…" and "Delete" (to the system trash) are
 undoable with the dock's own "Undo" (a ``QUndoStack`` apart from the model's
 edits). Nothing here trains or loads a model.
 
+Every file is read by core's total readers: a run whose files cannot be read is
+listed with a warning icon, ``unreadable: <file>: <reason>`` in its state and
+tooltip, and the other runs as usual; names and text from the folders are shown
+with control characters escaped. A long ``metrics.csv`` (more than
+:data:`SYNC_BYTES` to read) is read on a worker thread
+(:func:`~workbench.ui.threading.run_in_background`) into a bounded min/max
+pyramid (:func:`~workbench.core.train.run_index.read_curve`) while a progress
+bar fills (``runsProgress``), so the window keeps repainting and memory stays
+bounded whatever the file's length. Rename and Delete refuse a run that is
+training, and say so.
+
 objectNames: ``runsPanel``, ``runsRootEdit``, ``runsRefreshButton``, ``runsTable``,
 ``runsMetricCombo``, ``runsXCombo``, ``runsPlot``, ``runsConfigDiff``, ``runsExportCsv``,
-``runsOpenButton``, ``runsResumeButton``, ``runsRenameButton``, ``runsDeleteButton``, ``runsUndoButton``.
+``runsOpenButton``, ``runsResumeButton``, ``runsRenameButton``, ``runsDeleteButton``, ``runsUndoButton``,
+``runsProgress``, ``runsStatus``.
 """
 
 from __future__ import annotations
@@ -22,9 +34,10 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -35,14 +48,17 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QProgressBar,
     QPushButton,
     QSplitter,
+    QStyle,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
 from workbench.core.plot_lod import MinMaxPyramid
+from workbench.core.run_files import printable
 from workbench.core.train.run_index import (
     METRICS,
     X_AXES,
@@ -50,11 +66,15 @@ from workbench.core.train.run_index import (
     config_diff,
     export_metrics,
     list_runs,
-    read_metrics,
+    metrics_bytes,
+    metrics_signature,
+    read_curve,
     rename_run,
     run_checkpoint,
+    unread_bytes,
 )
 from workbench.core.train.run_trash import TrashedRun, restore_run, trash_run
+from workbench.ui.threading import run_in_background
 
 COLUMNS = ("name", "started", "model", "dataset", "epochs", "best val loss", "best val acc", "state")
 _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -67,6 +87,8 @@ _X_TITLES = {"step": "step", "epoch": "epoch", "time_s": "wall time (s)"}
 MAX_MARKERS = 200
 #: Curves with more points than this are drawn from a precomputed min/max pyramid (``core.plot_lod``).
 LOD_POINTS = 8192
+#: Bytes of metrics.csv read on the GUI thread; more are read on a worker thread behind a progress bar.
+SYNC_BYTES = 8 * 2**20
 
 
 def _curve_style(i: int, n: int) -> dict:
@@ -104,12 +126,26 @@ class RunsTableModel(QAbstractTableModel):
         return None
 
     def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):  # noqa: D102
-        if not index.isValid() or role not in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
+        if not index.isValid():
             return None
         r = self.runs[index.row()]
         if role == Qt.ItemDataRole.ToolTipRole:
-            return r.path
-        col = COLUMNS[index.column()]
+            return printable(r.path) + (f"\nunreadable: {printable(r.problem)}" if r.problem else "")
+        if role == Qt.ItemDataRole.DecorationRole:
+            if r.problem and index.column() == 0:
+                return self._warning_icon()
+            return None
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        return printable(self._text(r, COLUMNS[index.column()]))
+
+    def _warning_icon(self):
+        from PySide6.QtWidgets import QApplication
+
+        return QApplication.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning)
+
+    @staticmethod
+    def _text(r: RunSummary, col: str) -> str:
         if col == "name":
             return r.name
         if col == "started":
@@ -124,7 +160,7 @@ class RunsTableModel(QAbstractTableModel):
             return "-" if math.isnan(r.best_val_loss) else f"{r.best_val_loss:.4f}"
         if col == "best val acc":
             return "-" if math.isnan(r.best_val_acc) else f"{r.best_val_acc:.1%}"
-        return r.state
+        return r.state_text()
 
 
 class _RenameRun(QUndoCommand):
@@ -226,7 +262,17 @@ class RunsPanel(QWidget):
         self.plot.getAxis("left").setStyle(maxTickLevel=0)
         self.diff = QPlainTextEdit(objectName="runsConfigDiff", readOnly=True)
         self.diff.setPlaceholderText("Select two or more runs: the settings that differ show here.")
-        self.status = QLabel("")
+        self.status = QLabel("", objectName="runsStatus")
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # names from disk are never rich text
+        self.progress = QProgressBar(objectName="runsProgress")
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(220)
+        self.progress.hide()
+        #: (metrics.csv path, x axis, metric) -> (signature of the file, pyramid or None): the curves shown
+        self._curve_cache: dict[tuple, tuple] = {}
+        self._loading = False  # a read on a worker thread is under way (the GUI thread waits in an event loop)
+        self._again: set[str] = set()  # what was asked meanwhile: "refresh", "show"
+        self._failures: list[str] = []  # messages of refused renames / deletes, for the status line
         self.undo_stack = QUndoStack(self)
         self.ask_name = self._ask_name
         self.open_button = QPushButton("Open", objectName="runsOpenButton")
@@ -274,7 +320,10 @@ class RunsPanel(QWidget):
         v = QVBoxLayout(self)
         v.addLayout(top)
         v.addWidget(split, 1)
-        v.addWidget(self.status)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.status, 1)
+        bottom.addWidget(self.progress)
+        v.addLayout(bottom)
 
         self.refresh_button.clicked.connect(self.refresh)
         self.root_edit.returnPressed.connect(self.refresh)
@@ -295,19 +344,62 @@ class RunsPanel(QWidget):
         self.plot.getViewBox().sigXRangeChanged.connect(self._draw_levels)
 
     def refresh(self) -> None:
-        """List the run folders again (a missing folder is said, not raised); the selection is kept by name."""
+        """List the run folders again (a missing folder is said, not raised); the selection is kept by name.
+
+        Runs whose files cannot be read are listed, marked (see the module docstring).
+        """
+        if self._loading:
+            self._again.add("refresh")
+            return
         keep = [r.name for r in self.selected_runs()]
+        root = self.root_edit.text().strip()
         try:
-            runs = list_runs(self.root_edit.text().strip())
+            runs = self._load(lambda progress: list_runs(root, progress), "Reading the runs' metrics…",
+                              unread_bytes(root))
         except FileNotFoundError as exc:
             self.table_model.set_runs([])
-            self.status.setText(f"{exc}: train a run first, or choose another folder")
+            self.status.setText(f"{printable(exc)}: train a run first, or choose another folder")
+            return
+        except OSError as exc:
+            self.table_model.set_runs([])
+            self.status.setText(f"{printable(root)}: cannot be listed ({printable(exc.strerror or exc)})")
             return
         self.table_model.set_runs(runs)
         self.table.resizeColumnsToContents()
-        self.status.setText(f"{len(runs)} run(s)")
+        bad = sum(1 for r in runs if r.problem)
+        self.status.setText(f"{len(runs)} run(s)" + (f", {bad} with files that cannot be read" if bad else ""))
         self.select(keep)
         self.show_selected()
+
+    def _load(self, work: Callable[[Callable[[float], None] | None], Any], label: str, nbytes: int) -> Any:
+        """``work(progress)``: here when it reads at most :data:`SYNC_BYTES`, else on a worker thread while
+        the progress bar follows ``progress(fraction)`` and the window keeps repainting."""
+        if nbytes <= SYNC_BYTES:
+            return work(None)
+        done = [0.0]  # written by the worker, read by the timer here
+
+        def tick():
+            self.progress.setValue(int(1000 * done[0]))
+
+        timer = QTimer(self)
+        timer.timeout.connect(tick)
+        timer.start(50)
+        self.progress.setValue(0)
+        self.progress.show()
+        status = self.status.text()
+        self.status.setText(f"{label} ({nbytes / 2**20:.0f} MB)")
+        self._loading = True
+        try:
+            return run_in_background(lambda: work(lambda f: done.__setitem__(0, f)), label, self)
+        finally:
+            self._loading = False
+            timer.stop()
+            timer.deleteLater()
+            self.progress.hide()
+            self.status.setText(status)
+            again, self._again = self._again, set()
+            if again:
+                QTimer.singleShot(0, self.refresh if "refresh" in again else self.show_selected)
 
     def selected_runs(self) -> list[RunSummary]:
         """The selected rows' runs, in table order."""
@@ -325,34 +417,57 @@ class RunsPanel(QWidget):
 
     def show_selected(self, *_args) -> None:
         """Overlay the chosen metric of the selected runs and show their differing settings."""
+        if self._loading:
+            self._again.add("show")
+            return
         runs = self.selected_runs()
         metric, x_key = self.metric_combo.currentData(), self.x_combo.currentData()
-        series = {}
-        for run in runs:
-            cols = read_metrics(run.path)
-            y, x = cols.get(metric), cols.get(x_key)
-            if y is None or x is None:
-                continue
-            series[run.name] = (x + 1 if x_key == "epoch" else x, y)  # epochs completed, as the Training plots
-        self.draw(series)
+        curves = self._curves(runs, x_key, metric)
+        self.draw({run.name: curves[run.path] for run in runs if curves.get(run.path) is not None})
         self.plot.setLabel("bottom", _X_TITLES[x_key])
         self.plot.setLabel("left", _METRIC_TITLES[metric])
+        lines = [f"{printable(r.name)}: unreadable: {printable(r.problem)}" for r in runs if r.problem]
         if len(runs) >= 2:
             rows = config_diff([r.path for r in runs])
-            names = [r.name for r in runs]
-            lines = [f"{key}: " + ", ".join(f"{n}={v!r}" for n, v in zip(names, values)) for key, values in rows]
-            self.diff.setPlainText("\n".join(lines) if lines else "The selected runs have the same settings.")
-        else:
-            self.diff.clear()
+            names = [printable(r.name) for r in runs]
+            diff = [printable(f"{key}: ") + ", ".join(f"{n}={printable(repr(v))}" for n, v in zip(names, values))
+                    for key, values in rows]
+            lines += diff or ["The selected runs have the same settings."]
+        self.diff.setPlainText("\n".join(lines))
+
+    def _curves(self, runs: list[RunSummary], x_key: str, metric: str) -> dict[str, MinMaxPyramid | None]:
+        """``{run path: pyramid of metric vs x_key}`` for ``runs``: kept ones whose file did not change, the
+        others read (on a worker thread when long). Only the curves shown are kept."""
+        wanted = {run.path: (run.path, x_key, metric) for run in runs}
+        signatures = {path: metrics_signature(path) for path in wanted}
+        kept = {key: self._curve_cache[key] for path, key in wanted.items()
+                if key in self._curve_cache and self._curve_cache[key][0] == signatures[path]}
+        todo = [path for path, key in wanted.items() if key not in kept]
+        self._curve_cache = kept  # what is no longer shown is let go before reading more
+
+        def work(progress):
+            out = {}
+            for i, path in enumerate(todo):
+                sub = None if progress is None else (lambda f, i=i: progress((i + f) / len(todo)))
+                out[wanted[path]] = (signatures[path], read_curve(path, x_key, metric, sub))
+            return out
+
+        if todo:
+            label = f"Reading {_METRIC_TITLES[metric]} of {len(todo)} run(s)…"
+            self._curve_cache.update(self._load(work, label, sum(metrics_bytes(p) for p in todo)))
+        return {path: self._curve_cache[key][1] for path, key in wanted.items()}
 
     def draw(self, series: dict) -> None:
-        """Show ``{run name: (x, y)}`` curves, one colour each (legend by run name).
+        """Show ``{run name: (x, y) or MinMaxPyramid}`` curves, one colour each (legend by run name, escaped).
 
         Curves of runs already shown get new data (``setData``); the others are
         added or removed, so switching the metric or the axis redraws without
-        rebuilding the plot.
+        rebuilding the plot. Curves longer than :data:`LOD_POINTS` are drawn from
+        their pyramid (built here from ``(x, y)``; a pyramid read in bounded
+        memory may hold no points, only bins).
         """
-        kinds = [len(x) > LOD_POINTS for x, _ in series.values()]
+        series = {name: _as_curve(v) for name, v in series.items()}
+        kinds = [isinstance(v, MinMaxPyramid) for v in series.values()]
         if list(series) != list(self.curves) or kinds != [isinstance(c, pg.PlotCurveItem) for c in self.curves.values()]:
             self.plot.clear()
             self.curves = {}
@@ -364,22 +479,24 @@ class RunsPanel(QWidget):
             self._drawing = False
 
     def _set_curves(self, series: dict) -> None:
-        for i, (name, (x, y)) in enumerate(series.items()):
+        for i, (name, data) in enumerate(series.items()):
             curve = self.curves.get(name)
-            if len(x) > LOD_POINTS:
+            if isinstance(data, MinMaxPyramid):
                 # long curves: a min/max pyramid built once; each view change draws its slice (_draw_levels)
-                self.pyramids[name] = MinMaxPyramid(x, y)
+                self.pyramids[name] = data
                 # drawn by a bare PlotCurveItem: PlotDataItem's own downsampling, clipping and bounds work,
                 # which the pyramid replaces, cost ~0.3 ms per curve and view change (6 of a 20-run zoom's ms)
-                x, y = self._level_data(self.pyramids[name])
+                x, y = self._level_data(data)
                 pen = _curve_style(i, LOD_POINTS + 1)["pen"]
                 if curve is None:
-                    curve = self.curves[name] = pg.PlotCurveItem(x, y, name=name, pen=pen)
+                    curve = self.curves[name] = pg.PlotCurveItem(x, y, name=printable(name), pen=pen)
                     self.plot.addItem(curve)
                 else:
                     curve.setData(x, y, pen=pen)
-            elif curve is None:
-                self.curves[name] = self.plot.plot(x, y, name=name, **_curve_style(i, len(x)))
+                continue
+            x, y = data
+            if curve is None:
+                self.curves[name] = self.plot.plot(x, y, name=printable(name), **_curve_style(i, len(x)))
             else:
                 curve.setData(x, y, **_curve_style(i, len(x)))
 
@@ -390,13 +507,14 @@ class RunsPanel(QWidget):
 
         vb = self.plot.getViewBox()
         (x0, x1), _ = vb.viewRange()
+        (fx, fy), (lx, ly) = pyramid.first, pyramid.last
         if not self.pyramids or vb.autoRangeEnabled()[0]:
-            x0, x1 = pyramid.x[0], pyramid.x[-1]
+            x0, x1 = fx, lx
         x, y = pyramid.view(x0, x1, max(200, int(vb.width())))
-        if len(x) and x[0] > pyramid.x[0]:
-            x, y = np.concatenate(([pyramid.x[0]], x)), np.concatenate(([pyramid.y[0]], y))
-        if len(x) and x[-1] < pyramid.x[-1]:
-            x, y = np.concatenate((x, [pyramid.x[-1]])), np.concatenate((y, [pyramid.y[-1]]))
+        if len(x) and x[0] > fx:
+            x, y = np.concatenate(([fx], x)), np.concatenate(([fy], y))
+        if len(x) and x[-1] < lx:
+            x, y = np.concatenate((x, [lx])), np.concatenate((y, [ly]))
         return x, y
 
     def _draw_levels(self, *_args) -> None:
@@ -450,6 +568,7 @@ class RunsPanel(QWidget):
             return False
         new = new_name.strip()
         command = _RenameRun(self, Path(runs[0].path), new)
+        self._failures = []
         self.undo_stack.push(command)
         if not command.ok:
             return False
@@ -463,12 +582,14 @@ class RunsPanel(QWidget):
             return 0
         self.undo_stack.beginMacro(f"delete {runs[0].name}" if len(runs) == 1 else f"delete {len(runs)} runs")
         commands = [_TrashRun(self, Path(r.path)) for r in runs]
+        self._failures = []
         for command in commands:
             self.undo_stack.push(command)
         self.undo_stack.endMacro()
         gone = sum(1 for c in commands if c.ok)
-        if gone:
-            self.status.setText(f"Moved {gone} run(s) to the trash; Undo puts {'it' if gone == 1 else 'them'} back.")
+        said = [f"Moved {gone} run(s) to the trash; Undo puts {'it' if gone == 1 else 'them'} back."] if gone else []
+        if gone or self._failures:
+            self.status.setText(" ".join(said + self._failures))
         return gone
 
     def _file_op(self, op, command: QUndoCommand) -> None:
@@ -477,7 +598,8 @@ class RunsPanel(QWidget):
             op()
         except (OSError, ValueError) as exc:
             command.ok = False
-            self.status.setText(str(exc))
+            self._failures.append(printable(exc))
+            self.status.setText(" ".join(self._failures))
             command.setObsolete(True)  # QUndoStack drops it: nothing to undo
         else:
             command.ok = True
@@ -507,6 +629,14 @@ class RunsPanel(QWidget):
         try:
             self.export_csv(path)
         except OSError as exc:
-            self.status.setText(f"Export failed: {exc}")
+            self.status.setText(f"Export failed: {printable(exc)}")
         else:
             self.status.setText(f"Saved {path}")
+
+
+def _as_curve(data) -> MinMaxPyramid | tuple:
+    """A curve to draw: a pyramid when longer than :data:`LOD_POINTS`, else ``(x, y)``."""
+    if isinstance(data, MinMaxPyramid):
+        return data if data.n > LOD_POINTS or data.x is None else (data.x, data.y)
+    x, y = data
+    return MinMaxPyramid(x, y) if len(x) > LOD_POINTS else (x, y)
