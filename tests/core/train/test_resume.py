@@ -146,3 +146,38 @@ def test_resuming_with_another_optimizer_says_which_instead_of_a_keyerror(tmp_pa
     second = Trainer(fresh_model(), make_config(tmp_path, "adam", epochs=2, optimizer="adam"))
     with pytest.raises(TrainingError, match="optimizer is SGD but the settings build Adam"):
         second.resume_from(first.run_dir / "last.pt")
+
+
+def test_resume_refuses_a_corrupt_last_pt_and_names_the_intact_best_pt(tmp_path):
+    """A bit flipped inside a tensor record of last.pt is caught by its digest before any state is loaded."""
+    from tests.core.model.checkpoint_damage import flip_tensor_byte
+    from workbench.core.errors import CheckpointCorrupt, TrainingError
+    from workbench.core.model.checkpoint import read_checkpoint
+
+    first = Trainer(fresh_model(), make_config(tmp_path, "first", epochs=2))
+    assert first.fit() == "completed"
+    run = first.run_dir
+    last, best = run / "last.pt", run / "best.pt"
+    assert {"last.pt", "best.pt", "init.pt"} <= {p.name for p in run.iterdir()}
+    assert read_checkpoint(last).metadata.verified and read_checkpoint(best).metadata.verified
+    flip_tensor_byte(last)
+
+    with pytest.raises(CheckpointCorrupt) as info:
+        read_checkpoint(last)
+    assert info.value.intact == best
+
+    model = fresh_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    second = Trainer(model, make_config(tmp_path, "second", epochs=3))
+    with pytest.raises(TrainingError) as info:
+        second.resume_from(last)
+    text = str(info.value)
+    assert f"{last} is corrupt (digest mismatch); best.pt ({best}) is intact" in text, text
+    assert isinstance(info.value.__cause__, CheckpointCorrupt) and info.value.__cause__.intact == best
+    assert (second.epoch, second.step) == (0, 0) and not second.resumed
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # nothing was loaded
+
+    with pytest.raises(TrainingError, match="is corrupt"):
+        second.checkpoints.load_file(last)  # the NaN rollback reads through the same check
+    second.resume_from(best)
+    assert second.resumed and second.epoch >= 1
