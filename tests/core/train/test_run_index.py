@@ -58,3 +58,204 @@ def test_runs_are_listed_with_their_state_and_best_metrics(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "workbench", "runs", str(tmp_path / "nope")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and "no such runs folder" in missing.stderr
+
+
+# ------------------------------------------------------------------------------------------ damaged run folders
+import csv as _csv  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from tests.core.train.damaged_runs import (  # noqa: E402
+    DAMAGES,
+    INFO,
+    damaged_root,
+    good_run,
+    set_status,
+    within,
+    write_long_metrics,
+)
+from workbench.core.plot_lod import MinMaxPyramid  # noqa: E402
+from workbench.core.run_files import process_start_time  # noqa: E402
+from workbench.core.train.run_index import (  # noqa: E402
+    RunIsTraining,
+    config_diff,
+    export_metrics,
+    read_curve,
+    read_metrics,
+    rename_run,
+    runs_table,
+)
+from workbench.core.train.run_trash import trash_run  # noqa: E402
+from workbench.core.train.runs import write_status  # noqa: E402
+
+needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="checks /proc (Linux)")
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGES))
+def test_a_damaged_run_is_listed_marked_and_the_others_as_usual(tmp_path, kind):
+    root = damaged_root(tmp_path, kind)
+    runs = within(lambda: list_runs(root))  # a FIFO must not block the list
+    by_name = {r.name: r for r in runs}
+    assert sorted(by_name) == ["a-good", "b-bad", "c-good"]
+    for name in ("a-good", "c-good"):
+        r = by_name[name]
+        assert (r.state, r.problem, r.epochs_done, r.model, r.best_val_loss) == (
+            "finished", "", 3, "digits_cnn", pytest.approx(1.1 / 3))
+    bad = by_name["b-bad"]
+    marker = DAMAGES[kind][1]
+    assert marker in bad.state_text() and bad.problem in bad.state_text()
+    if not kind.startswith("status"):  # the state still comes from a readable status.json
+        assert bad.state_text().startswith("finished; unreadable: ")
+    line = next(line for line in runs_table(runs).splitlines() if line.startswith("b-bad"))
+    assert marker in line
+    assert json.loads(json.dumps([r.to_dict() for r in runs]))[0]["problem"] in (None, bad.problem)
+
+
+def test_the_cli_lists_every_run_of_a_root_full_of_damaged_ones(tmp_path):
+    root = tmp_path / "runs"
+    good_run(root, "good", 1e9)
+    for kind, (damage, _marker) in DAMAGES.items():
+        damage(good_run(root, kind, 1e9 + 1))
+    good_run(root, "evil\x1b]0;pwned\x07", 1e9 + 2)
+    out = subprocess.run([sys.executable, "-m", "workbench", "runs", str(root)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 1 + 1 + len(DAMAGES) + 1
+    for kind, (_damage, marker) in DAMAGES.items():
+        assert marker in next(line for line in lines if line.startswith(kind + " "))
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    assert any(line.startswith("evil\\x1b]0;pwned\\x07 ") for line in lines)
+    js = subprocess.run([sys.executable, "-m", "workbench", "runs", str(root), "--json"], capture_output=True,
+                        text=True, timeout=120)
+    assert js.returncode == 0, js.stderr
+    assert {r["name"]: r["problem"] is None for r in json.loads(js.stdout)}["good"]
+
+
+def test_names_and_text_from_a_run_folder_are_printed_escaped(tmp_path):
+    root = tmp_path / "runs"
+    d = good_run(root, "evil\x1b]0;pwned\x07", 1e9)
+    set_status(d, model="cnn\x1b[2J", dataset="digits\u202etxt")
+    table = runs_table(list_runs(root))
+    assert "\x1b" not in table and "\x07" not in table and "\u202e" not in table
+    line = table.splitlines()[1]
+    assert line.startswith("evil\\x1b]0;pwned\\x07 ") and "cnn\\x1b[2J" in line and "digits\\u202etxt" in line
+
+
+@needs_proc
+def test_running_is_trusted_only_for_a_live_workbench_process(tmp_path):
+    root = tmp_path / "runs"
+    me = good_run(root, "me", 1e9)
+    write_status(me, None, 1e9, INFO)  # this (Python) process is training there
+    for name, pid in (("pid-0", 0), ("pid-minus-1", -1)):
+        set_status(good_run(root, name, 1e9), state="running", reason=None, pid=pid, pid_start=None)
+    reused = good_run(root, "reused", 1e9)
+    set_status(reused, state="running", reason=None, pid=os.getpid(), pid_start=process_start_time(os.getpid()) - 1)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        set_status(good_run(root, "sleep", 1e9), state="running", reason=None, pid=sleeper.pid, pid_start=None)
+        set_status(good_run(root, "child", 1e9), state="running", reason=None, pid=child.pid,
+                   pid_start=process_start_time(child.pid))
+        states = {r.name: r.state for r in list_runs(root)}
+        assert states == {"me": "running", "pid-0": "crashed", "pid-minus-1": "crashed", "reused": "crashed",
+                          "sleep": "crashed", "child": "running"}
+    finally:
+        for p in (sleeper, child):
+            p.kill()
+            p.wait()
+    assert {r.name: r.state for r in list_runs(root)}["child"] == "crashed"  # it died: reconciled when read
+
+
+@needs_proc
+def test_rename_and_delete_refuse_a_run_that_is_training(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    root = tmp_path / "runs"
+    live = good_run(root, "live", 1e9)
+    write_status(live, None, 1e9, INFO)  # running, in this process
+    with pytest.raises(RunIsTraining, match=r"live is training \(process \d+\): stop the run before you rename it"):
+        rename_run(live, "other")
+    with pytest.raises(RunIsTraining, match=r"stop the run before you delete it"):
+        trash_run(live)
+    assert live.is_dir() and not (root / "other").exists()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        set_status(live, pid=child.pid, pid_start=process_start_time(child.pid))
+        with pytest.raises(RunIsTraining, match=f"process {child.pid}"):
+            rename_run(live, "other")
+    finally:
+        child.kill()
+        child.wait()
+    renamed = rename_run(live, "other")  # its process is gone: a crashed run, renamed
+    assert renamed == root / "other" and renamed.is_dir()
+    assert trash_run(renamed).original == renamed and not renamed.exists()
+
+
+# ------------------------------------------------------------------------------------------ long metrics.csv
+def _csv_curve(path, x_key, metric):
+    xs, ys = [], []
+    with open(path, newline="") as f:
+        for row in _csv.DictReader(f):
+            xs.append(float(row[x_key]))
+            ys.append(float(row[metric]) if row[metric] else np.nan)
+    return np.asarray(xs), np.asarray(ys)
+
+
+@pytest.mark.parametrize("blank_every", [0, 4])
+def test_a_long_metrics_csv_streams_into_the_pyramid_of_its_whole_curve(tmp_path, blank_every):
+    d = good_run(tmp_path / "runs", "long", 1e9)
+    write_long_metrics(d / "metrics.csv", 200_000, blank_every)
+    x, y = _csv_curve(d / "metrics.csv", "step", "val_loss")
+    whole = MinMaxPyramid(x, y)
+    streamed = read_curve(d, "step", "val_loss")  # 200,000 points: all kept
+    assert streamed.base == 1 and np.array_equal(streamed.x, x) and np.array_equal(streamed.y, y, equal_nan=True)
+    assert len(streamed.levels) == len(whole.levels)
+    for (s1, x1, y1), (s2, x2, y2) in zip(streamed.levels, whole.levels):
+        assert s1 == s2 and np.array_equal(x1, x2) and np.array_equal(y1, y2, equal_nan=True)
+    bounded = read_curve(d, "step", "val_loss", max_points=4096)  # only bins kept
+    assert bounded.n == 200_000 and bounded.base == 128 and bounded.x is None  # 1,562 bins: 3,125 points kept
+    levels = {size: (lx, ly) for size, lx, ly in whole.levels}
+    for size, lx, ly in bounded.levels:
+        assert np.array_equal(lx, levels[size][0]) and np.array_equal(ly, levels[size][1], equal_nan=True)
+    assert np.array_equal(read_curve(d, "epoch", "train_loss").x, np.arange(1, 200_001))  # epochs completed
+    assert read_curve(d, "step", "no_such_metric") is None
+    (summary,) = list_runs(d.parent)
+    assert summary.epochs_done == 200_000 and summary.best_val_loss == np.nanmin(y) and not summary.problem
+
+
+def test_reading_a_long_curve_takes_memory_bounded_by_the_pyramid_not_the_file(tmp_path):
+    d = good_run(tmp_path / "runs", "long", 1e9)
+    write_long_metrics(d / "metrics.csv", 400_000)
+    assert (d / "metrics.csv").stat().st_size > 30e6
+    tracemalloc.start()
+    try:
+        read_curve(d, "step", "val_loss", max_points=8192)
+        _, streamed = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        read_metrics(d)
+        _, whole = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert streamed < 20e6 and whole > 30e6 and streamed < whole / 2
+
+
+def test_export_and_config_diff_read_damaged_runs_without_raising(tmp_path):
+    root = tmp_path / "runs"
+    good = good_run(root, "good", 1e9)
+    bad_metrics = good_run(root, "bad-metrics", 1e9)
+    DAMAGES["metrics_0xff_byte"][0](bad_metrics)
+    fifo = good_run(root, "fifo", 1e9)
+    DAMAGES["metrics_fifo"][0](fifo)
+    DAMAGES["toml_fifo"][0](fifo)
+    model3 = good_run(root, "model3", 1e9)
+    DAMAGES["toml_model_3"][0](model3)
+    (model3 / "run.toml").write_text("model = 3\nwhen = 2024-01-02T03:04:05\n")  # a date: not JSON, still compared
+    rows = list(_csv.DictReader(open(within(lambda: export_metrics([good, bad_metrics, fifo], tmp_path / "x.csv")))))
+    assert {r["run"] for r in rows} == {"good", "bad-metrics"}
+    assert sum(1 for r in rows if r["run"] == "bad-metrics" and r["metric"] == "val_loss") == 2  # one line skipped
+    diff = dict(within(lambda: config_diff([good, fifo, model3])))
+    assert diff["model"][2] == 3 and diff["model"][1] is None and "when" in diff
