@@ -26,22 +26,32 @@ steps of the window's opened model at the run's batch shape, so that the run's
 first steps do not pay oneDNN's kernel creation at the run's shapes (a script
 pays it once too; the process started ahead pays it while the user looks at the window).
 
-When the window's end of the connection closes (the window died), the run stops
-at the next step boundary and the process ends. One process trains one job.
-Qt-free; the process computes with every core at a lower scheduling priority.
+When the window's process ends, however it ends (a SIGKILL included), the
+process notices (its connection closes; :class:`~workbench.core.train.parent_watch.ParentWatch`
+sees it re-parented), stops the run at the next step boundary, saves ``last.pt``
+and ends. A step that does not return within :data:`ORPHAN_GRACE_S` is not
+waited for: ``status.json`` then says the run crashed (reason ``"orphaned"``)
+and the process exits. One process trains one job. Qt-free; the process
+computes with every core at a lower scheduling priority.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import importlib.util
+import json
 import os
 import sys
 import threading
+import time
 import traceback
+from pathlib import Path
 from typing import Any
 
-__all__ = ["serve", "run_job", "warm_model", "import_file", "NICE_INCREMENT", "WARM_STEPS", "WARM_BUDGET_S"]
+from workbench.core.train.parent_watch import ParentWatch, exit_later
+
+__all__ = ["serve", "run_job", "warm_model", "import_file", "JobState", "stop_and_save", "mark_unfinished",
+           "NICE_INCREMENT", "WARM_STEPS", "WARM_BUDGET_S", "ORPHAN_GRACE_S", "ORPHAN_REASON"]
 
 #: Nice value added to the training process, so the window's process wins a contended core.
 NICE_INCREMENT = 10
@@ -49,6 +59,77 @@ NICE_INCREMENT = 10
 WARM_STEPS = 3
 #: Seconds after which a warm-up takes no further step (a step under way is finished).
 WARM_BUDGET_S = 2.0
+#: Seconds a run whose window ended may take to reach a step boundary and save ``last.pt``.
+ORPHAN_GRACE_S = 5.0
+#: Seconds after the grace when faulthandler's native timer ends a process that could not end itself.
+EXIT_MARGIN_S = 5.0
+#: ``status.json``'s reason for a run whose window ended while a step never returned (state ``crashed``).
+ORPHAN_REASON = "orphaned"
+
+
+class JobState:
+    """What ending a process's run from another thread needs (the parent watch); filled in by :func:`run_job`.
+
+    Attributes
+    ----------
+    control : RunControl or None
+        The run's control, once the job started.
+    flags : dict
+        ``{"save_last": bool}``: write ``last.pt`` after a stop.
+    trainer : Trainer or None
+        Once built.
+    started, ended : threading.Event
+        The job arrived; :func:`run_job` returned (the process is ending by itself).
+    """
+
+    def __init__(self) -> None:
+        self.control = None
+        self.flags = {"save_last": False}
+        self.trainer = None
+        self.started = threading.Event()
+        self.ended = threading.Event()
+
+
+def stop_and_save(control, flags: dict) -> None:
+    """Stop at the next step boundary (ending a pause or a NaN question) and have ``last.pt`` written."""
+    flags["save_last"] = True
+    control.request_stop()
+    control.resolve_nonfinite("stop")
+    control.resume()
+
+
+def mark_unfinished(run_dir: str | Path | None, reason: str = ORPHAN_REASON) -> bool:
+    """Rewrite a ``status.json`` that still says ``running`` as ended with ``reason`` (state ``crashed``).
+
+    For a run that cannot end itself (a step that never returns): the runs list
+    then shows it crashed at once. Its start time, model, dataset and epochs are kept.
+
+    Parameters
+    ----------
+    run_dir : str, Path or None
+    reason : str
+
+    Returns
+    -------
+    bool
+        True when the file was rewritten; False when there is none, it is unreadable or the run ended.
+    """
+    from workbench.core.train.runs import write_status
+
+    if run_dir is None:
+        return False
+    try:
+        status = json.loads((Path(run_dir) / "status.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(status, dict) or status.get("state") != "running":
+        return False
+    info = {k: status[k] for k in ("model", "dataset", "epochs") if k in status}
+    try:
+        write_status(run_dir, reason, float(status.get("started") or time.time()), info)
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
 
 
 class _Sender:
@@ -66,7 +147,7 @@ class _Sender:
                 pass  # the window is gone; the reader thread stops the run
 
 
-def serve(conn, log_path: str | None = None) -> None:
+def serve(conn, log_path: str | None = None, parent_pid: int | None = None) -> None:
     """Entry point of a training process: get ready, wait for one job, run it, end.
 
     Parameters
@@ -77,9 +158,13 @@ def serve(conn, log_path: str | None = None) -> None:
         File that receives this process's stdout and stderr (the window shows its
         last lines when the process dies); faulthandler writes native crash
         tracebacks there too.
+    parent_pid : int, optional
+        The window's pid: when it ends, so does this process (:func:`end_orphaned`).
     """
     _redirect_output(log_path)
     faulthandler.enable(all_threads=False)  # the thread that crashed
+    state = JobState()
+    ParentWatch(lambda: end_orphaned(state), parent_pid).start()
     try:
         os.nice(NICE_INCREMENT)
     except (AttributeError, OSError):
@@ -99,12 +184,39 @@ def serve(conn, log_path: str | None = None) -> None:
         return
     if not msg or msg[0] != "job":
         return
+    state.started.set()
     try:
-        run_job(conn, msg[1])
+        run_job(conn, msg[1], state=state)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         conn.close()
+        state.ended.set()
+
+
+def end_orphaned(state: JobState, grace_s: float = ORPHAN_GRACE_S) -> None:
+    """The window's process ended: stop the run and save ``last.pt`` within ``grace_s`` seconds, else exit.
+
+    Called on the parent watch's thread. An idle process exits at once. A run
+    stops at its next step boundary, writes ``last.pt`` and ``status.json``
+    (``stopped``) and the process ends by itself; when the step does not return
+    in time, ``status.json`` is marked crashed (:func:`mark_unfinished`) and the
+    process exits with status 1. faulthandler's native timer ends a process
+    whose Python code cannot run any more :data:`EXIT_MARGIN_S` later.
+    """
+    exit_later(grace_s + EXIT_MARGIN_S)
+    if not state.started.is_set():
+        os._exit(0)  # idle: nothing to save, and no run to wait for
+    print(f"the window's process ended: stopping the run (at most {grace_s:.0f} s)", flush=True)
+    if state.control is not None:
+        stop_and_save(state.control, state.flags)
+    if state.ended.wait(grace_s):
+        return  # the run ended: the main thread ends the process
+    trainer = state.trainer
+    marked = mark_unfinished(getattr(trainer, "run_dir", None))
+    print(f"the step did not end within {grace_s:.0f} s: exiting" + (" (status.json: crashed)" if marked else ""),
+          flush=True)
+    os._exit(1)
 
 
 def _warm_up() -> None:
@@ -197,7 +309,7 @@ def warm_model(spec: dict, interrupted=lambda: False) -> int:
     return steps
 
 
-def run_job(conn, job: dict, extra_callbacks=()) -> str:
+def run_job(conn, job: dict, extra_callbacks=(), state: JobState | None = None) -> str:
     """Train one job and send its events; the last one is ``finished(reason)``.
 
     Parameters
@@ -211,6 +323,8 @@ def run_job(conn, job: dict, extra_callbacks=()) -> str:
         ``threads`` (intra-op threads, or None for every core).
     extra_callbacks : sequence of Callback
         Added to the run as they are (a data-parallel rank 0's heartbeat reporter).
+    state : JobState, optional
+        Filled in as the run is built, so another thread can stop it (the parent watch).
 
     Returns
     -------
@@ -226,10 +340,11 @@ def run_job(conn, job: dict, extra_callbacks=()) -> str:
     from workbench.core.train.entry import make_trainer, save_last
     from workbench.core.train.events import EventBridge
 
+    state = state if state is not None else JobState()
     send = _Sender(conn)
-    control = RunControl()
+    control = state.control = RunControl()
     bridge = EventBridge(send, sync_state=True)
-    flags = {"save_last": False}
+    flags = state.flags
     extra: list = []
     reason = "error"
     trainer = None
@@ -246,7 +361,8 @@ def run_job(conn, job: dict, extra_callbacks=()) -> str:
         config = TrainConfig.from_dict(job["config"])
         callbacks = [bridge, *extra, *extra_callbacks]
         arch = ArchSpec.from_dict(job["arch"]) if job.get("arch") else None
-        trainer = make_trainer(model, config, callbacks, arch, control=control, resume=job.get("resume"))
+        trainer = state.trainer = make_trainer(model, config, callbacks, arch, control=control,
+                                               resume=job.get("resume"))
         reason = trainer.fit()
         if reason == "stopped" and flags["save_last"]:
             path = save_last(trainer)
@@ -269,12 +385,12 @@ def _build_callback(spec: dict, index: int, send):
 
 
 def _read(conn, control, callbacks: list, flags: dict) -> None:
-    """Reader thread: the window's messages to the run's control; EOF (window gone) stops the run."""
+    """Reader thread: the window's messages to the run's control; EOF (window gone) stops the run and saves."""
     while True:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
-            control.request_stop()
+            stop_and_save(control, flags)
             return
         kind = msg[0]
         if kind == "control":
@@ -284,10 +400,7 @@ def _read(conn, control, callbacks: list, flags: dict) -> None:
             _, index, method, args = msg
             getattr(callbacks[index], method)(*args)
         elif kind == "stop_and_save":
-            flags["save_last"] = True
-            control.request_stop()
-            control.resolve_nonfinite("stop")
-            control.resume()
+            stop_and_save(control, flags)
 
 
 def import_file(name: str, path: str) -> None:

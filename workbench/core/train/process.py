@@ -205,7 +205,9 @@ class TrainingProcess:
         os.close(fd)
         self.log_path = Path(log)
         # not daemonic: a daemonic process may not start DataLoader workers
-        self.process = ctx.Process(target=serve, args=(child, str(self.log_path)), name="workbench-training")
+        # its parent watch ends it when this process ends (a SIGKILL included)
+        self.process = ctx.Process(target=serve, args=(child, str(self.log_path), os.getpid()),
+                                   name="workbench-training")
         self.process.start()
         child.close()
         self.pid: int | None = None

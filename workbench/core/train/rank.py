@@ -11,10 +11,14 @@ its steps, a heartbeat and its end to the launcher (:class:`RankReporter`, over
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import faulthandler
 import hashlib
 import os
 import sys
 import threading
+import time
 from multiprocessing.connection import Client
 from pathlib import Path
 from typing import Sequence
@@ -23,7 +27,8 @@ import torch
 
 from workbench.core.train.hooks import Callback
 
-__all__ = ["RankReporter", "state_digest", "main", "REPORT_ENV", "KEY_ENV", "RUN_DIR_ENV"]
+__all__ = ["RankReporter", "RankLife", "state_digest", "final_barrier", "main", "REPORT_ENV", "KEY_ENV", "RUN_DIR_ENV",
+           "FAULT_DIR_ENV", "FINAL_BARRIER_S"]
 
 #: ``host:port`` of the launcher's ``multiprocessing.connection.Listener``.
 REPORT_ENV = "WORKBENCH_REPORT"
@@ -31,6 +36,14 @@ REPORT_ENV = "WORKBENCH_REPORT"
 KEY_ENV = "WORKBENCH_REPORT_KEY"
 #: The run folder every rank uses (rank 0 writes it).
 RUN_DIR_ENV = "WORKBENCH_RUN_DIR"
+#: End reasons every rank reaches together (an agreed stop, the last epoch, an agreed NaN end).
+AGREED_ENDS = ("completed", "stopped", "nonfinite")
+#: Seconds a rank waits at the final barrier for the others (rank 0 may still be saving).
+FINAL_BARRIER_S = 300.0
+#: Seconds of that wait when torchrun has ended.
+ORPHAN_BARRIER_S = 2.0
+#: Folder where each rank's native crash report goes (``rank{RANK}.txt``), set by the launcher.
+FAULT_DIR_ENV = "WORKBENCH_FAULT_DIR"
 
 
 def state_digest(model: torch.nn.Module) -> str:
@@ -48,7 +61,8 @@ class RankReporter(Callback):
     Messages sent (tuples): ``("hello", rank, pid, world_size)``, ``("step", rank, step,
     samples_per_s)`` at the metrics cadence (the heartbeat), ``("beat", rank, step)``
     while paused, ``("applied", rank, step, command)`` for each command applied,
-    ``("end", rank, reason, state_digest)``.
+    ``("end", rank, reason, state_digest)``; :meth:`RankLife.exit` sends ``("exit", rank, code)``
+    last, just before the process exits by itself.
 
     Messages taken: ``("stop",)`` on any rank; ``("queue", command)``, ``("pause",)`` and
     ``("resume",)`` are rank 0's to give (:class:`~workbench.core.train.rank_sync.RankSync`
@@ -71,8 +85,13 @@ class RankReporter(Callback):
         with self.lock:
             try:
                 self.conn.send(msg)
-            except OSError:
-                pass  # the launcher is gone: it stops the ranks itself
+            except (OSError, ValueError):
+                pass  # the launcher is gone (or this connection was closed): it stops the ranks itself
+
+    def close(self) -> None:
+        """Close the connection (the launcher's reader then sees this rank's end at once)."""
+        with self.lock, contextlib.suppress(OSError):
+            self.conn.close()
 
     def _read(self) -> None:
         try:
@@ -133,7 +152,131 @@ def _reporter() -> list[Callback]:
     return [RankReporter(os.environ[REPORT_ENV], bytes.fromhex(os.environ.get(KEY_ENV, "")))]
 
 
-def run_window_job(job_path: Path) -> int:
+class RankLife:
+    """The end of one rank's life, in order, however the run ends.
+
+    A completed run must exit 0 on every rank. A rank that simply returned from
+    ``main`` once tore itself down at random: Python's finalization, then C++
+    static destructors, while the other rank still trained, saved or spoke Gloo.
+    In the 2-rank digits benchmark one run in ~20 ended with ``terminate called
+    without an active exception`` (SIGABRT) on rank 1 after both had reported
+    ``completed``; torchrun then SIGTERMed rank 0 and exited 1. So a rank ends
+    like this (:meth:`finish`, :meth:`exit`):
+
+    1. a final barrier, when the ranks ended in agreement (completed, stopped,
+       NaN): no rank leaves while another still works in the process group;
+    2. ``destroy_process_group()``;
+    3. the atexit handlers (Python-level cleanup);
+    4. ``("exit", rank, code)`` to the launcher and the connections closed: the
+       launcher knows this rank ended by itself;
+    5. ``os._exit(code)``: no interpreter finalization and no C++ static
+       destructors, which is where the aborts came from.
+
+    It also watches torchrun (:class:`~workbench.core.train.parent_watch.ParentWatch`):
+    when torchrun ends, however it ends, the rank stops at its next step (rank 0
+    saves ``last.pt``) within :data:`~workbench.core.train.child.ORPHAN_GRACE_S`
+    seconds, else it marks ``status.json`` (rank 0) and exits.
+
+    Attributes
+    ----------
+    state : JobState
+        The run's control and trainer once built (for the watch).
+    reporters : list of RankReporter
+    rank : int or None
+    """
+
+    def __init__(self) -> None:
+        from workbench.core.train.child import JobState
+
+        self.state = JobState()
+        self.reporters: list = []
+        self.rank: int | None = None
+        self.orphaned = False
+        self.fault_file = None
+        self._watch = None
+
+    def watch_agent(self) -> None:
+        """Start watching torchrun (its pid from :data:`~workbench.core.train.parent_watch.AGENT_ENV`, else the
+        parent), and send native crash reports to the launcher's fault folder (:data:`FAULT_DIR_ENV`)."""
+        from workbench.core.train.parent_watch import AGENT_ENV, ParentWatch
+
+        folder = os.environ.get(FAULT_DIR_ENV)
+        if folder:
+            with contextlib.suppress(OSError):
+                name = f"rank{int(os.environ.get('RANK', '0'))}.txt"
+                self.fault_file = open(os.path.join(folder, name), "w")  # noqa: SIM115 - lives with the process
+                faulthandler.enable(self.fault_file, all_threads=True)  # the launcher names a native crash
+        agent = int(os.environ.get(AGENT_ENV) or 0) or None
+        self._watch = ParentWatch(self._agent_ended, agent).start()
+
+    def take(self, trainer) -> None:
+        """The run's trainer (its control stops it when torchrun ends)."""
+        self.state.trainer = trainer
+        self.state.control = trainer.control
+
+    def _agent_ended(self) -> None:
+        from workbench.core.train.child import EXIT_MARGIN_S, ORPHAN_GRACE_S, mark_unfinished, stop_and_save
+        from workbench.core.train.parent_watch import exit_later
+
+        self.orphaned = True
+        exit_later(ORPHAN_GRACE_S + EXIT_MARGIN_S)
+        print(f"rank {self.rank}: torchrun ended: stopping (at most {ORPHAN_GRACE_S:.0f} s)", flush=True)
+        if self.state.control is not None:
+            stop_and_save(self.state.control, self.state.flags)
+        time.sleep(ORPHAN_GRACE_S)  # the main thread ends the process meanwhile (exit) unless its step hangs
+        if self.rank == 0:
+            mark_unfinished(getattr(self.state.trainer, "run_dir", None))
+        os._exit(1)
+
+    def finish(self, reason: str) -> int:
+        """Steps 1-2: the final barrier (ranks that ended in agreement) and ``destroy_process_group``; the
+        exit code (0 completed, 130 stopped, 1 otherwise)."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            return _code(reason)
+        if reason in AGREED_ENDS:  # orphaned: a short wait, a rank may be gone with torchrun
+            final_barrier(ORPHAN_BARRIER_S if self.orphaned else FINAL_BARRIER_S)
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+        return _code(reason)
+
+    def exit(self, code: int) -> None:
+        """Steps 3-5: atexit handlers, tell the launcher, close, ``os._exit(code)``; never returns."""
+        # atexit's own runner: os._exit below skips interpreter finalization, not Python's cleanup
+        with contextlib.suppress(Exception):
+            atexit._run_exitfuncs()
+        for reporter in self.reporters:
+            reporter.send("exit", self.rank if self.rank is not None else -1, int(code))
+            reporter.close()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(int(code))
+
+
+def _code(reason: str) -> int:
+    return {"completed": 0, "stopped": 130}.get(reason, 1)
+
+
+def final_barrier(timeout_s: float) -> bool:
+    """Wait until every rank is here, at most ``timeout_s`` seconds; False on a timeout or a broken group."""
+    import datetime
+
+    import torch.distributed as dist
+
+    try:
+        if dist.get_backend() == "nccl":
+            dist.barrier(device_ids=[torch.cuda.current_device()])
+            torch.cuda.synchronize()
+            return True
+        work = dist.barrier(async_op=True)
+        return bool(work.wait(timeout=datetime.timedelta(seconds=timeout_s)))
+    except Exception:  # noqa: BLE001 - a rank is gone: nothing to wait for
+        return False
+
+
+def run_window_job(job_path: Path, life: RankLife | None = None) -> int:
     """One rank of a run the window started (``--job FILE``); 0 completed, 130 stopped, 1 otherwise.
 
     The job file is :func:`workbench.core.train.process.make_job`'s dict, pickled by
@@ -149,26 +292,29 @@ def run_window_job(job_path: Path) -> int:
 
     import torch.distributed as dist
 
-    from workbench.core.model.architectures import ArchSpec
     from workbench.core.gc_freeze import freeze_startup_objects
+    from workbench.core.model.architectures import ArchSpec
     from workbench.core.model.checkpoint import module_from_bytes
     from workbench.core.train import child
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.entry import make_trainer
 
+    life = life if life is not None else RankLife()
     with open(job_path, "rb") as f:
         job = pickle.load(f)  # noqa: S301 - written by the window that started this run, for its ranks
     cfg = TrainConfig.from_dict(job["config"])
-    rank = _join(cfg)
+    rank = life.rank = _join(cfg)
     freeze_startup_objects()  # as the training process does: a full collection would stall a step ~180 ms
     job["config"] = cfg.to_dict()
     reason = "error"
+    life.reporters = reporters = _reporter()
+    conn = None
     try:
         if rank == 0:
             host, port = os.environ[REPORT_ENV].rsplit(":", 1)
             conn = Client((host, int(port)), authkey=bytes.fromhex(os.environ[KEY_ENV]))
             conn.send(("hello", 0, os.getpid(), dist.get_world_size(), "serve"))
-            reason = child.run_job(conn, job, extra_callbacks=_reporter())
+            reason = child.run_job(conn, job, extra_callbacks=reporters, state=life.state)
         else:
             if job.get("threads"):
                 torch.set_num_threads(int(job["threads"]))
@@ -176,17 +322,26 @@ def run_window_job(job_path: Path) -> int:
                 child.import_file(name, path)
             model = module_from_bytes(job["model"], trust=True)  # the window pickled its own model
             arch = ArchSpec.from_dict(job["arch"]) if job.get("arch") else None
-            reason = make_trainer(model, cfg, _reporter(), arch, resume=job.get("resume")).fit()
+            trainer = make_trainer(model, cfg, reporters, arch, resume=job.get("resume"))
+            life.take(trainer)
+            reason = trainer.fit()
     finally:
-        dist.destroy_process_group()
-    return {"completed": 0, "stopped": 130}.get(reason, 1)
+        code = life.finish(reason)
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.close()
+    return code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Train one rank of ``RUN.toml`` (or of a window's job: ``--job FILE``); 0 completed, 130 stopped,
-    1 otherwise."""
-    import torch.distributed as dist
+def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int:
+    """Train one rank of ``RUN.toml [--trust]`` (or of a window's job: ``--job FILE``); 0 completed,
+    130 stopped, 1 otherwise.
 
+    ``--trust`` lets :func:`~workbench.core.train.headless.model_from_config` run code the run
+    file names (``workbench train --trust``); without it such a run file is an error on every rank.
+    ``life`` ends the rank in order (:class:`RankLife`); ``python -m workbench.core.train.rank``
+    then exits through :meth:`RankLife.exit`.
+    """
     from workbench.core.errors import WorkbenchError
     from workbench.core.gc_freeze import freeze_startup_objects
     from workbench.core.train.config import TrainConfig
@@ -195,18 +350,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--job"]:
-        return run_window_job(Path(argv[1]))
-    path = Path(argv[0])
+        return run_window_job(Path(argv[1]), life)
+    life = life if life is not None else RankLife()
+    trust = "--trust" in argv  # workbench train --trust: the user agreed to run code the run file names
+    path = Path([a for a in argv if a != "--trust"][0])
     cfg = TrainConfig.from_toml(path)
-    rank = _join(cfg)
+    rank = life.rank = _join(cfg)
     freeze_startup_objects()  # as the training process does: a full collection would stall a step ~180 ms
-    callbacks: list[Callback] = _reporter()
+    life.reporters = _reporter()
+    callbacks: list[Callback] = list(life.reporters)
     if rank == 0:
         callbacks.append(PrintProgress(lambda line: print(line, flush=True)))
+    reason = "error"
     try:
-        model, arch = model_from_config(cfg.model, path.parent)
+        model, arch = model_from_config(cfg.model, path.parent, trust=trust)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         trainer = make_trainer(model, cfg, callbacks, arch, resume=resume)
+        life.take(trainer)
         reason = trainer.fit()
         if reason == "stopped" and rank == 0:
             saved = save_last(trainer)
@@ -216,9 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rank {rank}: error: {e}", flush=True)
         reason = "error"
     finally:
-        dist.destroy_process_group()
-    return {"completed": 0, "stopped": 130}.get(reason, 1)
+        code = life.finish(reason)
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _life = RankLife()
+    _life.watch_agent()
+    _life.exit(main(life=_life))
