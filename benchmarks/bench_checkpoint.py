@@ -1,8 +1,21 @@
-"""Checkpoint figures: opening a 512 MB checkpoint, ranking all of torchvision.
+"""Checkpoint figures: opening and saving a 512 MB checkpoint, ranking all of torchvision.
 
 ``open_checkpoint_512mb_s``: a vgg11 state_dict (133 M float32 parameters, 531 MB,
-about 506 MiB) from file to a loaded module with its summary tree, warm page
-cache; median of 5. Target <= 0.5 s.
+about 506 MiB) saved by Workbench (``save_checkpoint``: with the digest of its
+tensors) from file to a loaded module with its summary tree, warm page cache; the
+read verifies every byte against the digest. Median of 5. Target <= 0.5 s.
+``open_checkpoint_512mb_undigested_s`` is the same for a plain ``torch.save`` of
+the state_dict (a foreign file: nothing to verify, pages read lazily), and
+``checkpoint_verify_512mb_s`` the digest check alone (``verify_checkpoint``).
+
+``checkpoint_digest_overhead``: the time of ``save_checkpoint`` of that payload
+(``torch.save`` into a temporary file, fsync, ``os.replace``) with the digest over
+the time without it, for interleaved pairs (the order inside a pair alternates);
+the median pair ratio, with ``_min`` / ``_max`` the range of the pairs. Target
+<= 1.10. ``checkpoint_save_512mb_s`` is the median save without the digest and
+``checkpoint_digest_512mb_s`` the median time of computing the digest alone
+(``add_digest``): single pairs scatter widely with the disk's fsync times, the
+digest's own cost does not.
 
 ``detect_arch_s``: ranking every torchvision architecture against a resnet18
 state_dict in a process that has not built any candidate yet (the per-process
@@ -20,7 +33,12 @@ from pathlib import Path
 import torch
 
 from workbench.core.model.architectures import build_module, clear_signature_cache, detect_architecture, load_model
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.checkpoint import read_checkpoint, verify_checkpoint
+from workbench.core.digest import add_digest
+from workbench.core.model.saving import save_checkpoint
+
+#: Interleaved (with digest, without) save pairs for ``checkpoint_digest_overhead``.
+SAVE_PAIRS = 15
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -32,13 +50,21 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def _write_vgg11(path: Path) -> int:
-    """Save a vgg11 state_dict of random float32 tensors; return its size in bytes."""
+def _vgg11_state_dict() -> dict[str, torch.Tensor]:
+    """A vgg11 state_dict of random float32 tensors (531 MB), built without a download."""
     gen = torch.Generator().manual_seed(0)
     meta = build_module("vgg11", device="meta").state_dict()
-    sd = {k: torch.randn(v.shape, generator=gen) if v.is_floating_point() else torch.zeros(v.shape, dtype=v.dtype)
-          for k, v in meta.items()}
-    torch.save(sd, path)
+    return {k: torch.randn(v.shape, generator=gen) if v.is_floating_point() else torch.zeros(v.shape, dtype=v.dtype)
+            for k, v in meta.items()}
+
+
+def _write_vgg11(path: Path, *, digest: bool = True) -> int:
+    """Save a vgg11 checkpoint: Workbench's (digest) or a plain ``torch.save`` state_dict; its size in bytes."""
+    sd = _vgg11_state_dict()
+    if digest:
+        save_checkpoint(path, {"model_state_dict": sd})
+    else:
+        torch.save(sd, path)
     return path.stat().st_size
 
 
@@ -53,14 +79,51 @@ def _open_once(path: Path) -> None:
     build_summary(model)
 
 
-def bench_open(repeats: int = 5) -> float:
+def bench_open(repeats: int = 5, *, digest: bool = True) -> float:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "vgg11.pt"
-        size = _write_vgg11(path)
+        size = _write_vgg11(path, digest=digest)
         assert size > 500 * 2**20, size
         path.read_bytes()  # warm the page cache
         _open_once(path)
+        if digest:
+            assert read_checkpoint(path).metadata.verified
         return _median_time(lambda: _open_once(path), repeats)
+
+
+def bench_verify(repeats: int = 5) -> float:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "vgg11.pt"
+        _write_vgg11(path)
+        path.read_bytes()
+        assert verify_checkpoint(path).ok
+        return _median_time(lambda: verify_checkpoint(path), repeats)
+
+
+def bench_digest_overhead(pairs: int = SAVE_PAIRS) -> dict[str, float]:
+    """Interleaved saves of one vgg11 payload with and without the digest (see the module docstring)."""
+    payload = {"model_state_dict": _vgg11_state_dict()}
+    ratios, plain = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "last.pt"
+        save_checkpoint(path, payload)  # warm up: the file exists, as a run's last.pt does
+
+        def timed(digest: bool) -> float:
+            t0 = time.perf_counter()
+            save_checkpoint(path, payload, digest=digest)
+            return time.perf_counter() - t0
+
+        for i in range(pairs):
+            if i % 2:
+                without, with_ = timed(False), timed(True)
+            else:
+                with_, without = timed(True), timed(False)
+            ratios.append(with_ / without)
+            plain.append(without)
+    return {"checkpoint_digest_overhead": statistics.median(ratios),
+            "checkpoint_digest_overhead_min": min(ratios), "checkpoint_digest_overhead_max": max(ratios),
+            "checkpoint_save_512mb_s": statistics.median(plain),
+            "checkpoint_digest_512mb_s": _median_time(lambda: add_digest(payload), 5)}
 
 
 def bench_detect(repeats: int = 3) -> tuple[float, float]:
@@ -77,7 +140,11 @@ def bench_detect(repeats: int = 3) -> tuple[float, float]:
 
 
 def run() -> dict[str, float]:
-    """Return ``{"open_checkpoint_512mb_s", "detect_arch_s", "detect_arch_warm_s"}`` in seconds."""
-    open_s = bench_open()
+    """Return the open, verify, save and detection figures (seconds; ``checkpoint_digest_overhead*``: ratios)."""
+    figures = {"open_checkpoint_512mb_s": bench_open(),
+               "open_checkpoint_512mb_undigested_s": bench_open(digest=False),
+               "checkpoint_verify_512mb_s": bench_verify()}
+    figures.update(bench_digest_overhead())
     cold_s, warm_s = bench_detect()
-    return {"open_checkpoint_512mb_s": open_s, "detect_arch_s": cold_s, "detect_arch_warm_s": warm_s}
+    figures.update({"detect_arch_s": cold_s, "detect_arch_warm_s": warm_s})
+    return figures

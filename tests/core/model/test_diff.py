@@ -77,7 +77,7 @@ def test_chunked_reduction_equals_the_whole_tensor_one(monkeypatch, dtype):
     b = (a.float() + 0.01 * torch.randn(a.shape, generator=g)).to(dtype)
     pairs = [
         (a, b),                                                  # contiguous
-        (a.transpose(0, 2), b.transpose(0, 2)),                  # non-contiguous, rows of 37*61 > CHUNK? no: 2257
+        (a.transpose(0, 2), b.transpose(0, 2)),                  # non-contiguous, rows of 2257 > CHUNK: split
         (a[:, ::2], b[:, ::2]),                                  # strided rows
         (a.permute(1, 0, 2), b.permute(1, 0, 2).contiguous()),  # one side contiguous, the other not
         (a[0, 0, 0], b[0, 0, 0]),                                # 0-d

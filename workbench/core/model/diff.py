@@ -7,11 +7,11 @@ is frozen, unless the frozen BatchNorm layers are kept in ``eval()``). Norms are
 summed in quadrature over the module's tensors (L2 of the concatenation).
 ``workbench diff A B`` prints it; a head-only fine-tune lists only the head.
 
-Memory: tensors are reduced :data:`CHUNK` elements at a time (each chunk cast to
-float64 on the CPU, the sums kept in Python floats), never as a float64 copy of a
-whole tensor. Two memory-mapped 2 GiB checkpoints are compared with a few tens of
-MB of working memory beyond the mapped files (``diff_2gb_peak_mb`` in
-``benchmarks/bench_diff.py``).
+Memory: tensors are reduced :data:`CHUNK` elements at a time, each chunk copied
+into one of two reused float64 buffers on the CPU (4 MiB in all) and the sums kept
+in Python floats; never a float64 copy of a whole tensor. Two memory-mapped
+2 GiB checkpoints are compared with a few MB of working memory beyond the mapped
+files (``diff_2gb_peak_mb`` in ``benchmarks/bench_diff.py``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from torch import nn
 
 __all__ = ["ModuleChange", "module_diff"]
 
-#: Elements per chunk in :func:`_rel`: three float64 chunks (a, b, a - b) take 24 MiB.
-CHUNK = 1 << 20
+#: Elements per chunk in :func:`_rel`: two float64 buffers of 2 MiB, small enough to stay in cache.
+CHUNK = 1 << 18
 
 
 @dataclass
@@ -96,15 +96,16 @@ def _chunks(a: torch.Tensor, b: torch.Tensor, n: int = CHUNK) -> Iterator[tuple[
         yield a[i:i + rows].reshape(-1), b[i:i + rows].reshape(-1)
 
 
-def _sums(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
-    """``(sum((a - b)^2), sum(a^2))`` in float64, a chunk at a time (:data:`CHUNK`)."""
+def _sums(a: torch.Tensor, b: torch.Tensor, buffers: tuple[torch.Tensor, torch.Tensor]) -> tuple[float, float]:
+    """``(sum((a - b)^2), sum(a^2))`` in float64, a chunk at a time through two float64 ``buffers``."""
     d2 = w2 = 0.0
-    for ca, cb in _chunks(a, b):
-        x = ca.to(device="cpu", dtype=torch.float64)
-        y = cb.to(device="cpu", dtype=torch.float64)
+    for ca, cb in _chunks(a, b, buffers[0].numel()):
+        x, y = buffers[0][: ca.numel()], buffers[1][: cb.numel()]
+        x.copy_(ca)
+        y.copy_(cb)
         w2 += float(torch.dot(x, x))
-        d = x - y
-        d2 += float(torch.dot(d, d))
+        x.sub_(y)
+        d2 += float(torch.dot(x, x))
     return d2, w2
 
 
@@ -112,9 +113,12 @@ def _rel(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
     if not pairs:
         return math.nan
     d2 = w2 = 0.0
+    largest = max(1, max(a.numel() for a, _ in pairs))
+    buffers = (torch.empty(min(CHUNK, largest), dtype=torch.float64),
+               torch.empty(min(CHUNK, largest), dtype=torch.float64))
     with torch.no_grad():
         for a, b in pairs:
-            da, wa = _sums(a, b)
+            da, wa = _sums(a, b, buffers)
             d2, w2 = d2 + da, w2 + wa
     if d2 == 0:
         return 0.0
