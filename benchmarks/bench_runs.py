@@ -99,8 +99,8 @@ def write_long_metrics(path: Path, rows: int = 10_000_000, block: int = 500_000)
             comma = np.full((len(e), 1), ord(","), np.uint8)
             t = e.astype(np.float64)
             cells = [_digits(e, 8), _digits((e + 1) * 23, 10), fixed(2.0 / (1 + t / 1e4)),
-                     fixed(2.1 / (1 + t / 1e4) * (1 + 0.05 * np.sin(t))), fixed(0.5 + 0.4 * t / rows), fixed(0.001 + 0 * t),
-                     _digits(e, 8), _digits(5000 + e % 7, 5), fixed(0.01 + 0 * t)]
+                     fixed(2.1 / (1 + t / 1e4) * (1 + 0.05 * np.sin(t))), fixed(0.5 + 0.4 * t / rows),
+                     fixed(0.001 + 0 * t), _digits(e, 8), _digits(5000 + e % 7, 5), fixed(0.01 + 0 * t)]
             parts = []
             for c in cells:
                 parts += [c, comma]
@@ -129,8 +129,8 @@ def dock_long_metrics(rows: int = 10_000_000) -> dict[str, float]:
         with open(run / "metrics.csv", "rb") as f:  # the page cache warm, as for a file just written
             while f.read(1 << 24):
                 pass
-        out = subprocess.run([sys.executable, "-c", f"from benchmarks.bench_runs import _open_in_dock; "
-                              f"_open_in_dock({str(root)!r}, {rows})"],
+        code = f"from benchmarks.bench_runs import _open_in_dock; _open_in_dock({str(root)!r}, {rows})"
+        out = subprocess.run([sys.executable, "-c", code],
                              cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900)
         if out.returncode != 0:
             raise RuntimeError(f"the dock's process failed:\n{out.stderr}")

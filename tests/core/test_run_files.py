@@ -155,8 +155,7 @@ def test_printable_escapes_controls_bidi_overrides_and_undecodable_bytes():
 def _write_metrics(path, rows, newline="\r\n"):
     with open(path, "w", newline="") as f:
         f.write(HEADER + newline)
-        for r in rows:
-            f.write(",".join("" if v is None else str(v) for v in r) + newline)
+        f.writelines(",".join("" if v is None else str(v) for v in r) + newline for r in rows)
 
 
 def _reference(path, column):

@@ -94,8 +94,9 @@ class MinMaxPyramid:
         """The points to draw for the x range ``[x0, x1]`` on ``pixels`` pixel columns.
 
         The raw points when at most ``2 * pixels`` fall in the range (the finest
-        level when the points are not kept); else the coarsest level with at least ``pixels`` bins there (a min and a max point per
-        pixel column at least, as pyqtgraph's "peak" downsampling). One point beyond
+        level when the points are not kept); else the coarsest level with at
+        least ``pixels`` bins there (a min and a max point per pixel column at
+        least, as pyqtgraph's "peak" downsampling). One point beyond
         each end is kept, so the line reaches the edges of the view.
 
         Returns
@@ -183,7 +184,7 @@ class PyramidBuilder:
 
     def _add_binned(self, x: np.ndarray, y: np.ndarray) -> None:
         if self._partial is not None:  # complete the unfinished bin first
-            count, first, last, lo, hi = self._partial
+            count, first, _last, lo, hi = self._partial
             take = self.size - count
             tx, ty = x[:take], y[:take]
             self._partial = (count + len(tx), first, tx[-1], np.fmin(lo, np.fmin.reduce(ty)),

@@ -29,12 +29,12 @@ import math
 import os
 import stat
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
 import numpy as np
+import tomllib
 
 __all__ = ["RunFileError", "RunIsTraining", "RunInfo", "MetricsBlocks", "MAX_SMALL_BYTES", "BLOCK_BYTES",
            "open_run_file", "read_small", "read_status", "read_toml", "read_run_info", "printable",
@@ -255,7 +255,10 @@ def read_toml(folder: str | Path) -> dict | None:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What a runs list shows of a ``run.toml``: ``[model] arch``, ``[data] dataset``, ``epochs`` (``""``/0: not set)."""
+    """What a runs list shows of a ``run.toml``: ``[model] arch``, ``[data] dataset``, ``epochs``.
+
+    ``""`` or 0: not set.
+    """
 
     model: str = ""
     dataset: str = ""

@@ -51,6 +51,11 @@ def _status(d: Path, text: bytes) -> None:
     (d / "status.json").write_bytes(text)
 
 
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
 def _fifo(d: Path, name: str) -> None:
     (d / name).unlink()
     os.mkfifo(d / name)
@@ -82,9 +87,9 @@ DAMAGES = {
                         "unreadable: status.json: a folder, not a regular file"),
     "metrics_0xff_byte": (lambda d: _replace(d / "metrics.csv", b"\r\n1,20,", b"\r\n1,2\xff0,"),
                           "unreadable: metrics.csv: not UTF-8 (byte 0xff"),
-    "metrics_nul_bytes": (lambda d: open(d / "metrics.csv", "ab").write(b"3,40,0.2" + b"\0" * 8192),
+    "metrics_nul_bytes": (lambda d: _append(d / "metrics.csv", b"3,40,0.2" + b"\0" * 8192),
                           "unreadable: metrics.csv: holds NUL bytes from line 5 on"),
-    "metrics_truncated": (lambda d: open(d / "metrics.csv", "ab").write(b"3,40,0.2"),
+    "metrics_truncated": (lambda d: _append(d / "metrics.csv", b"3,40,0.2"),
                           "unreadable: metrics.csv: line 5 has 3 of 10 cells (the file ends there: truncated?)"),
     "metrics_fifo": (lambda d: _fifo(d, "metrics.csv"), "unreadable: metrics.csv: a FIFO, not a regular file"),
     "metrics_link_to_dev_zero": (lambda d: _link(d, "metrics.csv", "/dev/zero"),
@@ -134,3 +139,19 @@ def status_json(d: Path) -> dict:
 
 def set_status(d: Path, **fields) -> None:
     (d / "status.json").write_text(json.dumps({**status_json(d), **fields}))
+
+
+def isolated_trash(monkeypatch, folder: Path) -> Path:
+    """The freedesktop.org home trash moved into ``folder/xdg`` (never the user's); its path.
+
+    send2trash reads ``XDG_DATA_HOME`` once, when first imported: its module's copy is patched too, so the
+    order in which tests first import it does not matter.
+    """
+    import send2trash.plat_other as plat
+
+    xdg = folder / "xdg"
+    monkeypatch.setenv("XDG_DATA_HOME", str(xdg))
+    monkeypatch.setattr(plat, "XDG_DATA_HOME", os.fsencode(xdg))
+    monkeypatch.setattr(plat, "HOMETRASH_B", os.fsencode(xdg / "Trash"))
+    monkeypatch.setattr(plat, "HOMETRASH", str(xdg / "Trash"))
+    return xdg / "Trash"

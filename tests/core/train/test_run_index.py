@@ -1,17 +1,47 @@
-"""``workbench runs``: one line per run folder with its model, dataset, epochs, best metrics and state."""
+"""``workbench runs``: one line per run folder with its model, dataset, epochs, best metrics and state; damaged run
+folders listed and marked, escaped names, trusted pids, refused renames of live runs, long metrics.csv streamed."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import os
 import subprocess
 import sys
+import tracemalloc
 
+import numpy as np
+import pytest
+
+from tests.core.train.damaged_runs import (
+    DAMAGES,
+    INFO,
+    damaged_root,
+    good_run,
+    isolated_trash,
+    set_status,
+    within,
+    write_long_metrics,
+)
 from workbench.core.model.demo import DigitsCNN
+from workbench.core.plot_lod import MinMaxPyramid
+from workbench.core.run_files import process_start_time
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.hooks import Callback
 from workbench.core.train.loop import Trainer
-from workbench.core.train.run_index import list_runs
+from workbench.core.train.run_index import (
+    RunIsTraining,
+    config_diff,
+    export_metrics,
+    list_runs,
+    read_curve,
+    read_metrics,
+    rename_run,
+    runs_table,
+)
+from workbench.core.train.run_trash import trash_run
+from workbench.core.train.runs import write_status
 
 
 class StopAt(Callback):
@@ -61,37 +91,6 @@ def test_runs_are_listed_with_their_state_and_best_metrics(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ damaged run folders
-import csv as _csv  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from tests.core.train.damaged_runs import (  # noqa: E402
-    DAMAGES,
-    INFO,
-    damaged_root,
-    good_run,
-    set_status,
-    within,
-    write_long_metrics,
-)
-from workbench.core.plot_lod import MinMaxPyramid  # noqa: E402
-from workbench.core.run_files import process_start_time  # noqa: E402
-from workbench.core.train.run_index import (  # noqa: E402
-    RunIsTraining,
-    config_diff,
-    export_metrics,
-    read_curve,
-    read_metrics,
-    rename_run,
-    runs_table,
-)
-from workbench.core.train.run_trash import trash_run  # noqa: E402
-from workbench.core.train.runs import write_status  # noqa: E402
-
 needs_proc = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="checks /proc (Linux)")
 
 
@@ -173,7 +172,7 @@ def test_running_is_trusted_only_for_a_live_workbench_process(tmp_path):
 
 @needs_proc
 def test_rename_and_delete_refuse_a_run_that_is_training(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    trash = isolated_trash(monkeypatch, tmp_path)
     root = tmp_path / "runs"
     live = good_run(root, "live", 1e9)
     write_status(live, None, 1e9, INFO)  # running, in this process
@@ -192,14 +191,14 @@ def test_rename_and_delete_refuse_a_run_that_is_training(tmp_path, monkeypatch):
         child.wait()
     renamed = rename_run(live, "other")  # its process is gone: a crashed run, renamed
     assert renamed == root / "other" and renamed.is_dir()
-    assert trash_run(renamed).original == renamed and not renamed.exists()
+    assert trash_run(renamed).original == renamed and not renamed.exists() and (trash / "files" / "other").is_dir()
 
 
 # ------------------------------------------------------------------------------------------ long metrics.csv
 def _csv_curve(path, x_key, metric):
     xs, ys = [], []
     with open(path, newline="") as f:
-        for row in _csv.DictReader(f):
+        for row in csv.DictReader(f):
             xs.append(float(row[x_key]))
             ys.append(float(row[metric]) if row[metric] else np.nan)
     return np.asarray(xs), np.asarray(ys)
@@ -254,7 +253,9 @@ def test_export_and_config_diff_read_damaged_runs_without_raising(tmp_path):
     model3 = good_run(root, "model3", 1e9)
     DAMAGES["toml_model_3"][0](model3)
     (model3 / "run.toml").write_text("model = 3\nwhen = 2024-01-02T03:04:05\n")  # a date: not JSON, still compared
-    rows = list(_csv.DictReader(open(within(lambda: export_metrics([good, bad_metrics, fifo], tmp_path / "x.csv")))))
+    path = within(lambda: export_metrics([good, bad_metrics, fifo], tmp_path / "x.csv"))
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
     assert {r["run"] for r in rows} == {"good", "bad-metrics"}
     assert sum(1 for r in rows if r["run"] == "bad-metrics" and r["metric"] == "val_loss") == 2  # one line skipped
     diff = dict(within(lambda: config_diff([good, fifo, model3])))

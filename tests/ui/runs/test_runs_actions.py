@@ -6,6 +6,7 @@ import pytest
 import torch
 from PySide6.QtCore import Qt
 
+from tests.core.train.damaged_runs import isolated_trash
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.hooks import Callback
@@ -30,8 +31,7 @@ def _run(root, name, stop_early=False):
 @pytest.fixture
 def trash(tmp_path, monkeypatch):
     """The freedesktop.org home trash, inside the test's folder (never the user's)."""
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    return tmp_path / "xdg" / "Trash"
+    return isolated_trash(monkeypatch, tmp_path)
 
 
 def test_rename_and_delete_to_the_trash_are_undone_by_the_docks_undo(qtbot, tmp_path, trash):
