@@ -11,6 +11,14 @@
     close to 2 on 2 free cores.
 ``ddp_cpu_samples_per_s_1proc`` / ``_2proc``
     The medians of both sides.
+``ddp_shutdown_deaths``
+    Of those 2-rank runs, how many had a rank die during its shutdown after every
+    rank completed (the launcher names it and still exits 0). A completed run
+    used to exit 1 then (rank 1 SIGABRT, ``terminate called without an active
+    exception``, in ~1 run of 30 on the 2-core machine).
+
+``python -m benchmarks.bench_ddp --shutdown N`` runs N 2-rank runs of the same
+file and prints how many exited non-zero and how many had a shutdown death.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from pathlib import Path
 
 PAIRS = 3
 EPOCHS = 6
+#: The launcher's sentence for a rank that died after every rank completed.
+SHUTDOWN_DEATH = "died during its shutdown"
 
 
 def _run_file(folder: Path) -> Path:
@@ -38,13 +48,21 @@ def _run_file(folder: Path) -> Path:
     return path
 
 
-def _side(nproc: int) -> float:
+def _train(nproc: int) -> tuple[Path, subprocess.CompletedProcess]:
+    """One ``workbench train`` of a fresh run file: its folder and the finished process (output captured)."""
     folder = Path(tempfile.mkdtemp(prefix=f"bench-ddp-{nproc}-"))
     path = _run_file(folder)
     args = ["train", str(path)] + (["--nproc-per-node", str(nproc)] if nproc > 1 else [])
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-m", "workbench", *args], env=env, capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent, timeout=900)
+    return folder, out
+
+
+def _side(nproc: int, deaths: list | None = None) -> float:
+    folder, out = _train(nproc)
+    if deaths is not None and SHUTDOWN_DEATH in out.stdout:
+        deaths.append(out.stdout.splitlines()[-1])
     if out.returncode != 0:
         raise RuntimeError(f"{nproc} process(es) failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     with open(folder / "run" / "metrics.csv", newline="") as f:
@@ -53,10 +71,10 @@ def _side(nproc: int) -> float:
 
 
 def run() -> dict[str, float]:
-    one, two, ratios = [], [], []
+    one, two, ratios, deaths = [], [], [], []
     for i in range(PAIRS):
         sides = (1, 2) if i % 2 == 0 else (2, 1)
-        got = {n: _side(n) for n in sides}
+        got = {n: _side(n, deaths) for n in sides}
         one.append(got[1])
         two.append(got[2])
         ratios.append(got[2] / got[1])
@@ -68,8 +86,25 @@ def run() -> dict[str, float]:
         "ddp_cpu_2proc_speedup_max": max(ratios),
         "ddp_cpu_samples_per_s_1proc": statistics.median(one),
         "ddp_cpu_samples_per_s_2proc": statistics.median(two),
+        "ddp_shutdown_deaths": float(len(deaths)),
     }
 
 
+def shutdown(runs: int) -> dict[str, float]:
+    """``runs`` 2-rank runs: how many exited non-zero, and how many had a rank die at shutdown."""
+    nonzero = deaths = 0
+    for i in range(runs):
+        _, out = _train(2)
+        nonzero += out.returncode != 0
+        died = SHUTDOWN_DEATH in out.stdout
+        deaths += died
+        print(f"run {i + 1}/{runs}: exit {out.returncode}" + (f"; {out.stdout.splitlines()[-1]}" if died else ""),
+              flush=True)
+    return {"ddp_runs": float(runs), "ddp_nonzero_exits": float(nonzero), "ddp_shutdown_deaths": float(deaths)}
+
+
 if __name__ == "__main__":
-    print(run())
+    if sys.argv[1:2] == ["--shutdown"]:
+        print(shutdown(int(sys.argv[2]) if len(sys.argv) > 2 else 20))
+    else:
+        print(run())

@@ -46,7 +46,7 @@ while True:  # keep reading, as the window does: a full pipe would stall the run
         steps = max(steps, int(msg[2][0]["step"][-1]))
     hung = fault == "hang" and f"forward {after}: hang" in proc.log_tail()
     if not said and (hung or (fault != "hang" and steps >= after)):
-        print(json.dumps({"pid": proc.process.pid, "step": steps}), flush=True)
+        print(json.dumps({"pid": proc.process.pid, "step": steps, "log": str(proc.log_path)}), flush=True)
         said = True
 """
 
@@ -81,6 +81,7 @@ def test_a_window_killed_while_a_step_hangs_leaves_no_process_and_no_running_sta
     assert ORPHAN_GRACE_S - 1 < took  # the hung step was given its grace, not a kill at once
     status = _status(tmp_path / "run")
     assert status["state"] == "crashed" and status["reason"] == "orphaned", status
+    assert not Path(info["log"]).exists()  # no one is left to read the process's output
 
 
 def test_a_window_killed_mid_run_leaves_a_stopped_run_with_its_last_checkpoint(tmp_path):

@@ -20,7 +20,8 @@ class FaultyDigitsCNN(DigitsCNN):
 
     ``fault``: ``"raise"`` (RuntimeError), ``"abort"`` (``os.abort()``, SIGABRT),
     ``"exit"`` (``os._exit(3)``), ``"segfault"`` (reads address 0), ``"hang"``
-    (waits on an Event nobody sets: a forward that never returns). Forwards without gradients (pre-flight, validation) do not count.
+    (waits on an Event nobody sets: a forward that never returns); anything else (``"none"``) never fails.
+    Forwards without gradients (pre-flight, validation) do not count.
     """
 
     def __init__(self, fault: str, after: int = 5):

@@ -37,6 +37,7 @@ computes with every core at a lower scheduling priority.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib.util
 import json
@@ -80,9 +81,12 @@ class JobState:
         Once built.
     started, ended : threading.Event
         The job arrived; :func:`run_job` returned (the process is ending by itself).
+    log_path : str or None
+        The process's output file (removed when the window ended: no one is left to read it).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, log_path: str | None = None) -> None:
+        self.log_path = log_path
         self.control = None
         self.flags = {"save_last": False}
         self.trainer = None
@@ -163,7 +167,7 @@ def serve(conn, log_path: str | None = None, parent_pid: int | None = None) -> N
     """
     _redirect_output(log_path)
     faulthandler.enable(all_threads=False)  # the thread that crashed
-    state = JobState()
+    state = JobState(log_path)
     ParentWatch(lambda: end_orphaned(state), parent_pid).start()
     try:
         os.nice(NICE_INCREMENT)
@@ -205,6 +209,9 @@ def end_orphaned(state: JobState, grace_s: float = ORPHAN_GRACE_S) -> None:
     whose Python code cannot run any more :data:`EXIT_MARGIN_S` later.
     """
     exit_later(grace_s + EXIT_MARGIN_S)
+    if state.log_path:
+        with contextlib.suppress(OSError):
+            os.unlink(state.log_path)  # the window that would show it is gone; the output goes on, unread
     if not state.started.is_set():
         os._exit(0)  # idle: nothing to save, and no run to wait for
     print(f"the window's process ended: stopping the run (at most {grace_s:.0f} s)", flush=True)
