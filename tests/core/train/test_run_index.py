@@ -260,3 +260,19 @@ def test_export_and_config_diff_read_damaged_runs_without_raising(tmp_path):
     assert sum(1 for r in rows if r["run"] == "bad-metrics" and r["metric"] == "val_loss") == 2  # one line skipped
     diff = dict(within(lambda: config_diff([good, fifo, model3])))
     assert diff["model"][2] == 3 and diff["model"][1] is None and "when" in diff
+
+
+def test_a_resumed_runs_damaged_metrics_csv_keeps_its_readable_rows_and_a_fifo_never_blocks(tmp_path):
+    from workbench.core.train.runs import MetricsCSV
+
+    d = good_run(tmp_path / "runs", "resumed", 1e9)
+    DAMAGES["metrics_0xff_byte"][0](d)  # epoch 1's line
+    rows = MetricsCSV(d / "metrics.csv")
+    assert [r["epoch"] for r in rows.rows] == ["0", "2"] and "not UTF-8" in rows.problem
+    rows.append({"epoch": 3, "step": 40, "val_loss": 0.2})
+    assert [r.split(",")[0] for r in (d / "metrics.csv").read_text().splitlines()[1:]] == ["0", "2", "3"]
+    DAMAGES["metrics_fifo"][0](d)
+    rows = within(lambda: MetricsCSV(d / "metrics.csv"))
+    assert rows.rows == [] and "a FIFO" in rows.problem
+    rows.append({"epoch": 0, "step": 10})  # the FIFO is replaced by a regular file, atomically
+    assert (d / "metrics.csv").is_file() and len((d / "metrics.csv").read_text().splitlines()) == 2

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from workbench.core.files import atomic_write_text
-from workbench.core.run_files import process_start_time
+from workbench.core.run_files import process_start_time, read_csv_rows
 
 #: Columns of ``metrics.csv``; times in seconds since the start of the run.
 METRICS_COLUMNS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "time_s", "samples_per_s",
@@ -107,14 +107,19 @@ class MetricsCSV:
     ----------
     path : Path
         The CSV file. Existing rows are kept (a resumed run appends to them).
+
+    Attributes
+    ----------
+    problem : str
+        Why some of the existing file could not be read (``""``: all was).
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.rows: list[dict] = []
-        if self.path.exists():
-            with open(self.path, newline="", encoding="utf-8") as f:
-                self.rows = list(csv.DictReader(f))
+        #: the rows of an existing file that could be read (damaged lines, a FIFO or a link out of the folder:
+        #: left out, and gone at the first rewrite; a file too large to hold raises RunFileError)
+        self.rows: list[dict]
+        self.rows, self.problem = read_csv_rows(self.path.parent, self.path.name)
 
     def append(self, metrics: dict) -> None:
         """Add one epoch row (keys of :data:`METRICS_COLUMNS`; missing ones left blank)."""
