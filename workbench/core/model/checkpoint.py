@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import pickletools
 import re
