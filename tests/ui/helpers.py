@@ -26,7 +26,7 @@ class RecordingPrompts:
         self.asked: list[tuple] = []
         self.answers = {"trust": False, "partial_load": False, "architecture": None, "new_architecture": None,
                         "confirm_stop": True, "nonfinite": "stop", "open_path": None, "save_path": None,
-                        "integer": None, "number": None, "replace_head": False,
+                        "integer": None, "number": None, "replace_head": False, "open_intact": False,
                         "end_training_process": True, **answers}
 
     def _answer(self, name, *args):
@@ -51,6 +51,9 @@ class RecordingPrompts:
 
     def partial_load(self, report, file_name, spec):
         return self._answer("partial_load", report, file_name, spec)
+
+    def open_intact(self, err):
+        return self._answer("open_intact", err)
 
     def integer(self, title, label, value):
         return self._answer("integer", title, label, value)

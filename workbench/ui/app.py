@@ -87,6 +87,10 @@ def unattended_prompts():
         def trust(self, err):
             return False
 
+        def open_intact(self, err):
+            print(err, file=sys.stderr)
+            return False
+
         def partial_load(self, report, file_name, spec):
             return False
 

@@ -6,6 +6,8 @@ Each dialog is a plain widget that tests can build and inspect without
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -224,6 +226,21 @@ def trust_dialog(err, parent=None) -> QMessageBox:
     return box
 
 
+def corrupt_checkpoint_dialog(err, parent=None) -> QMessageBox:
+    """A corrupt checkpoint (digest mismatch) and the offer to open the newest intact one; Cancel is the default.
+
+    Parameters
+    ----------
+    err : core.errors.CheckpointCorrupt
+        With ``.path`` and ``.intact`` (not None: the caller shows an error otherwise).
+    """
+    box = _warning_box(parent, "corruptCheckpointDialog", "The checkpoint is corrupt")
+    box.setText(f"{err}")
+    box.setInformativeText(f"Open {err.intact} instead? It verifies against the digest stored in it.")
+    _add_accept_and_default_cancel(box, f"Open {Path(err.intact).name}", "openIntactButton")
+    return box
+
+
 def load_report_dialog(report, file_name: str, arch_name: str, parent=None) -> QMessageBox:
     """Missing / unexpected / mismatched keys, with "Partial load" and Cancel (default).
 
@@ -278,5 +295,5 @@ def accepted_button(box: QMessageBox) -> bool:
     return clicked is not None and box.buttonRole(clicked) == QMessageBox.ButtonRole.AcceptRole
 
 
-__all__ = ["WEIGHTS_ONLY", "FIT_THRESHOLD", "ArchitectureDialog", "NewModelDialog", "trust_dialog", "load_report_dialog",
+__all__ = ["WEIGHTS_ONLY", "FIT_THRESHOLD", "ArchitectureDialog", "NewModelDialog", "trust_dialog", "corrupt_checkpoint_dialog", "load_report_dialog",
            "format_report", "accepted_button"]

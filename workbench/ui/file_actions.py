@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QSettings, Signal
 from PySide6.QtWidgets import QWidget
 
-from workbench.core.errors import TrustRequired, WorkbenchError
+from workbench.core.errors import CheckpointCorrupt, TrustRequired, WorkbenchError
 from workbench.core.files import atomic_write_text
 from workbench.core.model import architectures, saving
 from workbench.core.model import tree as core_tree
@@ -113,6 +113,12 @@ class FileActions(QObject):
             self._forget_recent(path)
         try:
             opened = self._open(path, arch, trust)
+        except CheckpointCorrupt as exc:  # offer the newest checkpoint of the folder that verifies
+            if exc.intact is not None and Path(exc.intact) != path and self.prompts.open_intact(exc):
+                return self.open_path(exc.intact, arch=arch, trust=trust)
+            if exc.intact is None:
+                self.prompts.error(str(exc))
+            return False
         except (WorkbenchError, ValueError, OSError) as exc:
             self.prompts.error(str(exc))
             return False

@@ -96,6 +96,17 @@ class Prompts:
         box.exec()
         return dialogs.accepted_button(box)
 
+    def open_intact(self, err) -> bool:
+        """The corrupt-checkpoint dialog (Cancel is the default); True = open ``err.intact`` instead.
+
+        Parameters
+        ----------
+        err : core.errors.CheckpointCorrupt
+        """
+        box = dialogs.corrupt_checkpoint_dialog(err, self.parent)
+        box.exec()
+        return dialogs.accepted_button(box)
+
     def partial_load(self, report: LoadReport, file_name: str, spec: ArchSpec) -> bool:
         """The load report dialog; True = load the tensors that fit."""
         box = dialogs.load_report_dialog(report, file_name, str(spec), self.parent)
