@@ -49,8 +49,8 @@ from workbench.core.run_files import (
 )
 
 __all__ = ["METRICS", "X_AXES", "CURVE_POINTS", "RunSummary", "RunIsTraining", "MetricsSummary", "config_diff",
-           "export_metrics", "forget_cached", "list_runs", "metrics_bytes", "metrics_signature", "metrics_summary", "read_curve",
-           "read_metrics", "runs_table", "rename_run", "run_checkpoint", "summarize", "unread_bytes"]
+           "export_metrics", "forget_cached", "list_runs", "metrics_bytes", "metrics_signature", "metrics_summary",
+           "read_curve", "read_metrics", "runs_table", "rename_run", "run_checkpoint", "summarize", "unread_bytes"]
 
 #: The metrics.csv columns a comparison overlays, and the x axes it offers.
 METRICS = ("train_loss", "val_loss", "val_acc", "lr")

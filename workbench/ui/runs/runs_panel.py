@@ -41,6 +41,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QApplication,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
@@ -107,6 +108,7 @@ class RunsTableModel(QAbstractTableModel):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.runs: list[RunSummary] = []
+        self._icon = None  # the warning icon of a run whose files cannot all be read (made when first shown)
 
     def set_runs(self, runs: list[RunSummary]) -> None:
         """Show ``runs`` (a model reset)."""
@@ -140,9 +142,9 @@ class RunsTableModel(QAbstractTableModel):
         return printable(self._text(r, COLUMNS[index.column()]))
 
     def _warning_icon(self):
-        from PySide6.QtWidgets import QApplication
-
-        return QApplication.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning)
+        if self._icon is None:
+            self._icon = QApplication.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning)
+        return self._icon
 
     @staticmethod
     def _text(r: RunSummary, col: str) -> str:
@@ -399,7 +401,7 @@ class RunsPanel(QWidget):
             self.status.setText(status)
             again, self._again = self._again, set()
             if again:
-                QTimer.singleShot(0, self.refresh if "refresh" in again else self.show_selected)
+                QTimer.singleShot(0, self, self.refresh if "refresh" in again else self.show_selected)
 
     def selected_runs(self) -> list[RunSummary]:
         """The selected rows' runs, in table order."""
