@@ -1,13 +1,22 @@
-"""The ``workbench`` command.
+"""The ``workbench`` command: the window, and the commands without it.
 
+``workbench [PATH] [--arch NAME|SPEC] [--trust] ...``
+    Open the desktop app (:func:`workbench.ui.app.main`).
 ``workbench inspect PATH ...``
     Print a checkpoint's metadata, how it was loaded, and its module tree with
     output shapes, parameters and FLOPs (or the same as JSON).
 ``workbench train RUN.toml``
     Train from a run configuration, without the GUI
     (:func:`workbench.core.train.headless.train_from_toml`).
-``workbench [PATH] [--arch NAME|SPEC] [--trust] ...``
-    Open the desktop app (:func:`workbench.ui.app.main`).
+``workbench lr-find RUN.toml``
+    The learning-rate range test; ``lr_find.csv`` goes beside RUN.toml
+    (:func:`workbench.core.train.headless.lr_find_from_toml`).
+``workbench diff A B`` / ``workbench runs [ROOT]``
+    Per-module change between two checkpoints; the list of run folders.
+
+``workbench --help`` lists them (:data:`COMMANDS`, :func:`top_level_help`); a
+bare word that is neither a command nor an existing file (``workbench foo``)
+is a usage error, exit 2, and opens no window.
 
 Exit codes of ``inspect``: 0 loaded (also when no architecture fits and the
 weights-only tree is shown); 1 the file could not be loaded, needs trust that
@@ -27,13 +36,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
+import re
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "inspect_main", "build_inspect_parser", "DETECT_THRESHOLD"]
+__all__ = ["main", "inspect_main", "build_inspect_parser", "top_level_help", "COMMANDS", "DETECT_THRESHOLD"]
 
 #: Auto-detection uses the best candidate when its score is at least this.
 DETECT_THRESHOLD = 0.9
@@ -370,8 +382,71 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         return int(exc.code or 0)
 
 
+#: The subcommands: name -> (arguments, one line for ``workbench --help``). Dispatch is in :func:`main`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("PATH", "what a checkpoint holds: load report, module tree, shapes, FLOPs"),
+    "train": ("RUN.toml", "train from a run file without the window (--nproc-per-node N: DDP)"),
+    "lr-find": ("RUN.toml", "learning-rate range test; writes lr_find.csv beside RUN.toml"),
+    "diff": ("A B", "per-module relative change between two checkpoints"),
+    "runs": ("[ROOT]", "list the run folders (model, dataset, epochs, best, state)"),
+}
+
+
+def _command_mains() -> dict[str, Any]:
+    return {"inspect": inspect_main, "train": _train_main, "lr-find": _lr_find_main, "diff": _diff_main,
+            "runs": _runs_main}
+
+
+def top_level_help() -> str:
+    """``workbench --help``: every subcommand with one line, then the window's own options."""
+    from workbench.ui.app import build_parser  # argparse only: no Qt is imported
+
+    forms = [("workbench [PATH]", "open the window on a checkpoint (default: the built-in demo)")]
+    forms += [(f"workbench {name} {args}", text) for name, (args, text) in COMMANDS.items()]
+    width = max(len(form) for form, _ in forms)
+    lines = ["usage: workbench [PATH] [--arch NAME|SPEC] [--trust] [--in-process] [--screenshot OUT.png]",
+             "       workbench COMMAND ...  (workbench COMMAND --help: its options)",
+             "       workbench --version",
+             "",
+             "commands:"]
+    lines += [f"  {form:<{width}}  {text}" for form, text in forms]
+    gui = build_parser()
+    gui.usage = argparse.SUPPRESS
+    gui.description = "options of the window (workbench [PATH]):"
+    lines += ["", gui.format_help().strip()]
+    return "\n".join(lines) + "\n"
+
+
+def _looks_like_a_command(word: str) -> bool:
+    """A bare lower-case word (``foo``, ``lr_find``), not a path: no dot, no separator, not an option."""
+    return bool(re.fullmatch(r"[a-z][a-z0-9_-]*", word))
+
+
+def _gui_path(argv: list[str]) -> str | None:
+    """The PATH the window would open, as its own parser reads ``argv`` (None when it reads none or fails)."""
+    from workbench.ui.app import build_parser
+
+    try:
+        args, _ = build_parser().parse_known_args(argv)
+    except SystemExit:  # the window's parser reports its own usage errors
+        return None
+    return args.path
+
+
+def _unknown_command(word: str) -> int:
+    """``workbench foo`` where ``foo`` is neither a command nor an existing path: exit 2 with one line."""
+    near = difflib.get_close_matches(word, list(COMMANDS), n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    return _fail(f"no such file or command: {word}; commands: {', '.join(COMMANDS)}{hint}", False, code=2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``workbench`` console script and ``python -m workbench``.
+
+    ``workbench COMMAND ...`` runs a subcommand of :data:`COMMANDS`; anything
+    else opens the window (:func:`workbench.ui.app.main`), except a bare word
+    that is neither a command nor an existing file (``workbench foo``), which
+    is a usage error (exit 2) naming the commands.
 
     Parameters
     ----------
@@ -387,16 +462,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] in (["--version"], ["-V"]):
         print(version_text())
         return 0
-    if argv and argv[0] == "inspect":
-        return inspect_main(argv[1:])
-    if argv and argv[0] == "train":
-        return _train_main(argv[1:])
-    if argv and argv[0] == "lr-find":
-        return _lr_find_main(argv[1:])
-    if argv and argv[0] == "diff":
-        return _diff_main(argv[1:])
-    if argv and argv[0] == "runs":
-        return _runs_main(argv[1:])
+    if argv and argv[0] in COMMANDS:
+        return int(_command_mains()[argv[0]](argv[1:]))
+    if "-h" in argv or "--help" in argv:
+        print(top_level_help(), end="")
+        return 0
+    path = _gui_path(argv)
+    if path is not None and _looks_like_a_command(path) and not Path(path).exists():
+        return _unknown_command(path)
     from workbench.ui.app import main as gui_main
 
     return gui_main(argv)

@@ -90,6 +90,51 @@ def test_workbench_lr_find_prints_the_suggestion_last_and_writes_the_csv(tmp_pat
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith("suggested_lr = ")
     assert 1e-4 < float(last.split("=")[1]) < 100
-    rows = (tmp_path / "run" / "lr_find.csv").read_text().splitlines()
+    rows = (tmp_path / "lr_find.csv").read_text().splitlines()  # beside the run file (see the tests below)
     assert rows[0] == "step,lr,loss,smoothed" and len(rows) > 10
-    assert not (tmp_path / "run" / "last.pt").exists()  # nothing trained, nothing saved
+    assert not (tmp_path / "run").exists()  # nothing trained, nothing saved, no folder made
+
+
+def _window_run_folder(tmp_path):
+    """A run folder as a window run leaves it: run.toml (run_dir empty), init.pt, metrics.csv."""
+    from workbench.core.model.demo import DigitsCNN
+    from workbench.core.train.loop import Trainer
+
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=256), epochs=1, optimizer="sgd",
+                      run_dir=str(tmp_path / "my-run"), tensorboard=False, model=ModelConfig(arch="digits_cnn"))
+    trainer = Trainer(DigitsCNN(), cfg)
+    assert trainer.fit() == "completed"
+    return trainer.run_dir
+
+
+def test_lr_find_writes_into_the_run_folder_of_a_window_run(tmp_path):
+    """A run folder's run.toml names no run_dir: the sweep's trainer made a new folder under the runs root and
+    wrote lr_find.csv there, not into the run's folder as the README says."""
+    from workbench.core.train.headless import lr_find_from_toml
+    from workbench.core.train.runs import default_runs_root
+
+    run = _window_run_folder(tmp_path)
+    assert TrainConfig.from_toml(run / "run.toml").run_dir in (None, "")
+    before = sorted(p.name for p in run.iterdir())
+    lines = []
+    assert lr_find_from_toml(run / "run.toml", out=lines.append, min_lr=1e-4, max_lr=10.0, steps=20) == 0, lines
+    rows = (run / "lr_find.csv").read_text().splitlines()
+    assert rows[0] == "step,lr,loss,smoothed" and len(rows) >= 6
+    assert str(run / "lr_find.csv") in lines[0]
+    assert sorted(p.name for p in run.iterdir()) == sorted([*before, "lr_find.csv"])  # nothing else changed
+    root = default_runs_root()
+    assert not root.exists() or not any(root.iterdir())  # no new run folder
+
+
+def test_lr_find_of_a_hand_written_run_file_writes_beside_it(tmp_path):
+    from workbench.core.train.headless import lr_find_dir, lr_find_from_toml
+
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=256), epochs=1, optimizer="sgd",
+                      run_dir=str(tmp_path / "elsewhere"), tensorboard=False, model=ModelConfig(arch="digits_cnn"))
+    (tmp_path / "exp").mkdir()
+    cfg.to_toml(tmp_path / "exp" / "run.toml")
+    assert lr_find_dir(tmp_path / "exp" / "run.toml") == (tmp_path / "exp").resolve()
+    assert lr_find_from_toml(tmp_path / "exp" / "run.toml", out=lambda line: None, min_lr=1e-4, max_lr=10.0,
+                             steps=20) == 0
+    assert (tmp_path / "exp" / "lr_find.csv").is_file()
+    assert not (tmp_path / "elsewhere").exists()  # the folder a training of this file would fill stays untouched

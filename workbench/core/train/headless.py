@@ -33,7 +33,8 @@ from workbench.core.train.loaders import input_wait_text
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.core.train.loop import Trainer
 
-__all__ = ["train_from_toml", "model_from_config", "check_run_trust", "PrintProgress", "error_text"]
+__all__ = ["train_from_toml", "lr_find_from_toml", "lr_find_dir", "model_from_config", "check_run_trust",
+           "PrintProgress", "error_text"]
 
 
 class PrintProgress(Callback):
@@ -308,8 +309,9 @@ def lr_find_from_toml(path: str | Path, out: Callable[[str], Any] = print, min_l
     """Run ``workbench lr-find RUN.toml``: the range test on the run's model, data, optimizer and frozen set.
 
     Prints the curve's summary and, on its last line, ``suggested_lr = <float>``;
-    writes ``lr_find.csv`` (step, lr, loss, smoothed) into the run folder. The
-    model and optimizer are restored afterwards (nothing is saved but the CSV).
+    writes ``lr_find.csv`` (step, lr, loss, smoothed) into the run's folder: the
+    folder that holds RUN.toml (:func:`lr_find_dir`). The model and optimizer are
+    restored afterwards (nothing is saved but the CSV, and no run folder is made).
 
     Returns
     -------
@@ -321,15 +323,16 @@ def lr_find_from_toml(path: str | Path, out: Callable[[str], Any] = print, min_l
     trainer = trainer_from_toml(path, out, trust=trust)
     if trainer is None:
         return 1
+    folder = lr_find_dir(path)
+    # the trainer's own run_dir is a new folder for a run folder's run.toml (its run_dir is None) and the file's
+    # run_dir otherwise; the sweep makes neither: preparing the trainer only creates this existing folder
+    trainer.config.run_dir = str(folder)
     try:
         result = lr_find(trainer, min_lr=min_lr, max_lr=max_lr, steps=steps)
-    except WorkbenchError as e:
+    except (WorkbenchError, ValueError) as e:
         out(f"error: {e}")
         return 1
-    except ValueError as e:
-        out(f"error: {e}")
-        return 1
-    csv_path = result.write_csv(trainer.run_dir / "lr_find.csv")
+    csv_path = result.write_csv(folder / "lr_find.csv")
     out(f"{len(result.lrs)} steps from {result.lrs[0]:.3g} to {result.lrs[-1]:.3g} ({result.reason}); "
         f"wrote {csv_path}" if result.lrs else f"no step was finite ({result.reason})")
     if result.steepest is not None:
@@ -339,3 +342,14 @@ def lr_find_from_toml(path: str | Path, out: Callable[[str], Any] = print, min_l
         return 1
     out(f"suggested_lr = {result.suggested!r}")
     return 0
+
+
+def lr_find_dir(path: str | Path) -> Path:
+    """The run's folder that ``workbench lr-find RUN.toml`` writes ``lr_find.csv`` into: RUN.toml's own folder.
+
+    A window run keeps its run.toml there beside metrics.csv, last.pt and
+    edits.jsonl (its ``run_dir`` is empty, so training the file again would make
+    a new folder); a hand-written run file's results go beside it too, whatever
+    ``run_dir`` it names for training.
+    """
+    return Path(path).expanduser().resolve().parent
