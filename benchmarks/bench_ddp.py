@@ -15,7 +15,7 @@
     Of those 2-rank runs, how many had a rank die during its shutdown after every
     rank completed (the launcher names it and still exits 0). A completed run
     used to exit 1 then (rank 1 SIGABRT, ``terminate called without an active
-    exception``, in ~1 run of 30 on the 2-core machine).
+    exception``, in 4 of 116 runs on the 2-core machine).
 
 ``python -m benchmarks.bench_ddp --shutdown N`` runs N 2-rank runs of the same
 file and prints how many exited non-zero and how many had a shutdown death.

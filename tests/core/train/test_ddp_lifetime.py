@@ -108,6 +108,7 @@ def test_ranks_whose_torchrun_is_killed_stop_at_one_step_and_end(tmp_path):
     assert torch.load(tmp_path / "run" / "last.pt", weights_only=True)["step"] >= max(steps)
 
 
+@pytest.mark.slow
 def test_a_completed_run_ends_every_rank_in_order_and_says_its_exit_code(tmp_path):
     """One epoch to the end: every rank passed the final barrier and destroy_process_group, and said so."""
     lines = []
@@ -215,3 +216,13 @@ def test_a_death_before_every_rank_completed_is_still_a_failure(tmp_path):
     finally:
         run.close()
     assert run.messages[-1] == "torchrun exited with code 1; rank(s) 1 ended without finishing"
+
+
+def test_a_rank_that_crashed_mid_run_is_named_with_its_native_crash_report(tmp_path):
+    run = _finished_run(tmp_path, "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1:\n")
+    run.ranks[1].reason, run.ranks[1].step, run.ranks[1].gone_at = None, 17, time.monotonic()
+    try:
+        assert run.check() == ("rank 1 (pid 4242) ended without finishing, at step 17 "
+                               "(Fatal Python error: Segmentation fault): ending the other ranks")
+    finally:
+        run.close()

@@ -340,8 +340,9 @@ class DistributedRun:
             if gone:
                 rank = gone[0][1]
                 state = self.ranks[rank]
-                return (f"rank {rank} (pid {state.pid}) ended without finishing, at step {state.step}: "
-                        "ending the other ranks")
+                fault = self._fault(rank)  # a native crash (SIGSEGV, SIGABRT...) wrote its report before it ended
+                return (f"rank {rank} (pid {state.pid}) ended without finishing, at step {state.step}"
+                        + (f" ({fault})" if fault else "") + ": ending the other ranks")
             for rank, state in sorted(self.ranks.items()):
                 if state.reason is not None:
                     continue
@@ -364,7 +365,8 @@ class DistributedRun:
         return "ranks: " + " · ".join(parts)
 
     def wait(self, timeout: float | None = None, every_s: float = 10.0) -> int:
-        """Watch the run to its end; the exit code (0 completed, 130 stopped, 1 failed).
+        """Watch the run to its end; the exit code (0 completed, 130 stopped, 1 failed; after
+        :meth:`request_end` its code: 128 + the signal number for SIGTERM and SIGHUP).
 
         Raises
         ------

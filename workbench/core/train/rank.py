@@ -156,12 +156,18 @@ class RankLife:
     """The end of one rank's life, in order, however the run ends.
 
     A completed run must exit 0 on every rank. A rank that simply returned from
-    ``main`` once tore itself down at random: Python's finalization, then C++
-    static destructors, while the other rank still trained, saved or spoke Gloo.
-    In the 2-rank digits benchmark one run in ~20 ended with ``terminate called
-    without an active exception`` (SIGABRT) on rank 1 after both had reported
-    ``completed``; torchrun then SIGTERMed rank 0 and exited 1. So a rank ends
-    like this (:meth:`finish`, :meth:`exit`):
+    ``main`` let Python finalize while Gloo's worker threads still ran (the
+    ``DistributedDataParallel`` wrapper keeps the process group alive, so
+    ``destroy_process_group`` does not join them). In the 2-rank digits benchmark
+    4 runs of 116 ended with ``terminate called without an active exception``
+    (SIGABRT) on rank 1 after both ranks had reported ``completed``; torchrun then
+    SIGTERMed rank 0 and exited 1. The core dump: the main thread in
+    ``Py_FinalizeEx``, and a ``ProcessGroupGloo::runLoop`` thread destroying a
+    finished ``AsyncBroadcastWork`` (the buffers' broadcast at the end of
+    ``fit``), whose tensors' Python objects needed the GIL; a thread that takes
+    the GIL during finalization is ended with ``pthread_exit``, whose unwinding
+    through a ``noexcept`` frame calls ``std::terminate``. So a rank ends like
+    this (:meth:`finish`, :meth:`exit`):
 
     1. a final barrier, when the ranks ended in agreement (completed, stopped,
        NaN): no rank leaves while another still works in the process group;
@@ -169,8 +175,8 @@ class RankLife:
     3. the atexit handlers (Python-level cleanup);
     4. ``("exit", rank, code)`` to the launcher and the connections closed: the
        launcher knows this rank ended by itself;
-    5. ``os._exit(code)``: no interpreter finalization and no C++ static
-       destructors, which is where the aborts came from.
+    5. ``os._exit(code)``: no interpreter finalization (where the aborts came
+       from) and no C++ static destructors; every thread ends with the process.
 
     It also watches torchrun (:class:`~workbench.core.train.parent_watch.ParentWatch`):
     when torchrun ends, however it ends, the rank stops at its next step (rank 0
