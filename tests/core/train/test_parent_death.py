@@ -112,3 +112,30 @@ def test_the_watch_ignores_a_death_signal_while_the_parent_lives():
         assert watch.fired.wait(5.0) and fired == [1]
     finally:
         watch.stop()
+
+
+def test_a_training_process_started_from_a_thread_that_ended_lives_on():
+    """The window may start its process from a QThread: that thread's end fires the death signal, which the
+    process must not take for the window's end."""
+    import threading
+
+    from workbench.core.train.process import TrainingProcess
+
+    box = []
+
+    def start():
+        proc = TrainingProcess()
+        box.append(proc)
+        proc.wait_ready()  # the process has set its death signal before it says it is ready
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    starter.join()  # the thread that forked the process ends: the kernel sends it the death signal
+    proc = box[0]
+    try:
+        assert proc.ready, proc.log_tail()
+        time.sleep(1.0)  # the death signal came when the thread ended; the watch's check takes well under this
+        assert proc.is_alive() and "stopping the run" not in proc.log_tail()
+    finally:
+        proc.end()
+    assert proc.exitcode == 0  # idle, asked to quit
