@@ -98,6 +98,7 @@ def test_a_stop_reaches_every_rank_at_the_same_step_and_rank_0_saves(tmp_path):
     steps = {s.step for s in run.ranks.values()}
     reasons = {s.reason for s in run.ranks.values()}
     assert reasons == {"stopped"} and len(steps) == 1
+    assert {s.exit_code for s in run.ranks.values()} == {130}  # each ended in order (RankLife) and said so
     assert "all 2 ranks end with identical weights" in lines
     saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert saved["step"] == steps.pop()
