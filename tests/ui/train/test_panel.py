@@ -189,21 +189,36 @@ def test_midrun_freeze_is_bit_identical_and_marked(host, qtbot):
     assert "freeze" in markers[0].label.toPlainText()
 
 
+def _type_lr(qtbot, spin, text: str) -> None:
+    """Select the LR field's text and type ``text`` + Enter, as a user does."""
+    spin.setFocus()
+    qtbot.keyClick(spin, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(spin, text)
+    qtbot.keyClick(spin, Qt.Key.Key_Return)
+
+
 def test_the_lr_field_changes_the_lr_of_a_running_run(host, qtbot):
-    """The LR box was disabled during a run and nothing sent the LR command."""
+    """Typing 1e-4 + Enter during a run left 0.001 and sent nothing (the field's line edit was disabled)."""
+    import json
+
     panel = host.panel
     _start(qtbot, panel, epochs=200)
     qtbot.waitUntil(lambda: _steps(panel) >= 3, timeout=RUN_TIMEOUT_MS)
     spin = panel.settings.lr_spin
-    assert spin.isEnabled() and not panel.settings.epochs_spin.isEnabled()
-    spin.setValue(0.0123)
-    spin.editingFinished.emit()
-    qtbot.waitUntil(lambda: any("lr 0.0123" in m[3] for m in panel.plots._markers), timeout=RUN_TIMEOUT_MS)
+    assert spin.isEnabled() and spin.lineEdit().isEnabled() and not panel.settings.epochs_spin.isEnabled()
+    assert "Live" in spin.toolTip()
+    _type_lr(qtbot, spin, "1e-4")
+    assert spin.value() == pytest.approx(1e-4)
+    qtbot.waitUntil(lambda: any("lr 0.0001" in m[3] for m in panel.plots._markers), timeout=RUN_TIMEOUT_MS)
     applied = _steps(panel)
     qtbot.waitUntil(lambda: _steps(panel) >= applied + 3, timeout=RUN_TIMEOUT_MS)
-    assert panel.plots.steps["lr"][-1] == pytest.approx(0.0123)
+    assert panel.plots.steps["lr"][-1] == pytest.approx(1e-4)
     panel.stop()
     _wait_end(qtbot, panel)
+    edits = [json.loads(line) for line in (Path(panel.run_dir()) / "edits.jsonl").read_text().splitlines()]
+    set_lr = [e for e in edits if e["op"] == "set_lr"]
+    assert len(set_lr) == 1 and set_lr[0]["lr"] == pytest.approx(1e-4) and 3 <= set_lr[0]["step"] <= applied
+    assert "Live" not in spin.toolTip() and panel.settings.epochs_spin.isEnabled()
 
 
 def test_resuming_a_finished_run_offers_to_extend_it(host, qtbot, tmp_path):

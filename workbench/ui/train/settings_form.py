@@ -56,6 +56,10 @@ LOSSES = [("CrossEntropyLoss", "cross_entropy"), ("MSELoss", "mse"),
 SCHEDULERS = [("None", "none"), ("StepLR", "step"), ("MultiStepLR", "multistep"),
               ("CosineAnnealingLR", "cosine"), ("OneCycleLR", "onecycle"),
               ("ReduceLROnPlateau", "plateau")]
+#: Tooltip of the LR field while idle, and during a run (when a typed value is sent to the run).
+LR_TIP = "Learning rate (the peak LR for OneCycleLR); type e.g. 3e-4"
+LR_LIVE_TIP = ("Live: type a learning rate (e.g. 1e-4) and press Enter; the run uses it from the next step "
+               "(marked on the loss plot, recorded in edits.jsonl)")
 #: Training samples per dataset (for the LR preview's steps per epoch), before the val split.
 _TRAIN_SIZES = {"digits": 1797, "mnist": 60000, "fashionmnist": 60000, "cifar10": 50000}
 
@@ -251,7 +255,7 @@ class TrainingSettings(QWidget):
         self.lr_spin = LogSpinBox(1e-8, 10.0)
         self.lr_spin.setObjectName("lrSpin")
         self.lr_spin.setValue(TrainConfig.lr)
-        self.lr_spin.setToolTip("Learning rate (the peak LR for OneCycleLR); type e.g. 3e-4")
+        self.lr_spin.setToolTip(LR_TIP)
         self.momentum_spin = _dspin("momentumSpin", 0.0, 0.999, 0.9, 0.05)
         self.nesterov_check = QCheckBox("Nesterov")
         self.nesterov_check.setObjectName("nesterovCheck")
@@ -629,13 +633,25 @@ class TrainingSettings(QWidget):
             return max(1, n // batch)
         return max(1, math.ceil(n / batch))
 
+    def live_widgets(self) -> set[QWidget]:
+        """The widgets that stay editable during a run (the LR field, its own line edit included)."""
+        return {self.lr_spin, *self.lr_spin.findChildren(QWidget)}
+
     def set_running(self, running: bool) -> None:
-        """Disable the settings that cannot change during a run; the LR stays editable (sent to the run)."""
+        """Disable the settings that cannot change during a run; the LR stays editable (sent to the run).
+
+        The LR field keeps its inner ``QLineEdit`` enabled, so a value typed
+        during a run (``1e-4`` + Enter) is taken, and its tooltip says it is live.
+        """
+        live = self.live_widgets()
         for widget in self.findChildren(QWidget):
-            if widget is not self.preview_plot and not isinstance(widget, pg.GraphicsView):
-                if isinstance(widget, (QComboBox, QSpinBox, QDoubleSpinBox, QLineEdit, QCheckBox, QPushButton)):
-                    widget.setEnabled(not running)
-        self.lr_spin.setEnabled(True)
+            if widget in live or widget is self.preview_plot or isinstance(widget, pg.GraphicsView):
+                continue
+            if isinstance(widget, (QComboBox, QSpinBox, QDoubleSpinBox, QLineEdit, QCheckBox, QPushButton)):
+                widget.setEnabled(not running)
+        for widget in live:
+            widget.setEnabled(True)
+        self.lr_spin.setToolTip(LR_LIVE_TIP if running else LR_TIP)
         if not running:
             self._on_dataset_changed()
             self._on_scheduler_changed()
