@@ -1,6 +1,7 @@
 """Live probes during training: a :class:`~workbench.core.train.hooks.Callback`.
 
-:class:`ProbeCallback` measures every ``every``-th step (default 10):
+:class:`ProbeCallback` measures at the first step, then as often as a time budget
+allows (or every ``every``-th step when the user sets a number):
 
 * activation statistics of the probed modules (forward hooks attached only for
   the measured step's forward, so the other steps run hook-free);
@@ -13,6 +14,14 @@
   ratio) as one :class:`~workbench.core.probe.layer_stats.LayerSnapshot`, for the
   layer x time heatmaps;
 * health badges from all of the above, each with the step since which it holds.
+
+Whatever the cadence, the gradient norms (one bulk reduction, no hooks) are also
+measured at every epoch's last step and at a step after which the run stops, so
+that even a short run has a curve; an epoch's last step gets the full
+measurement when the budget allows it then. Each report carries the
+:class:`~workbench.core.probe.cadence.CadencePlan` made after its step: when the
+next full measurement is due and why, for the Probes panel to say.
+:meth:`ProbeCallback.set_cadence` changes the cadence during a run.
 
 The results travel as :class:`ProbeReport` objects holding only floats and numpy
 arrays. They are handed to ``sink(list[ProbeReport])`` from the training thread,
@@ -42,6 +51,7 @@ from dataclasses import dataclass, field
 from torch import nn
 
 from workbench.core.probe.activations import ActivationProbe, ActivationStats, Histogram, model_device
+from workbench.core.probe.cadence import CadencePlan
 from workbench.core.probe.gradients import GradNorms, UpdateTracker, grad_norms, update_ratio, weight_histograms
 from workbench.core.probe.health import (
     Badge,
@@ -80,6 +90,10 @@ class ProbeReport:
         unbroken run of measurements that raised it.
     layers : LayerSnapshot or None
         Every leaf module's statistics (on activation steps with ``layers=True``).
+    cadence : CadencePlan or None
+        The plan made after this step: the next full measurement and why. A
+        report with nothing but a plan (no activations, no grads) says that the
+        cadence changed (:meth:`ProbeCallback.set_cadence`).
     """
 
     step: int
@@ -89,6 +103,7 @@ class ProbeReport:
     weight_histograms: dict[str, Histogram] = field(default_factory=dict)
     badges: dict[str, list[Badge]] = field(default_factory=dict)
     layers: LayerSnapshot | None = None
+    cadence: CadencePlan | None = None
 
 
 class ProbeCallback(Callback):
@@ -109,6 +124,9 @@ class ProbeCallback(Callback):
         measurement next to ~10 ms steps: the next one near step 90, then one every
         ~45 steps; a heavier model, where a measurement is cheap next to a step, is
         measured more often, down to every step). Until a cost is known, every 10th step.
+        Either way, gradient norms are also measured at every epoch's last step and
+        at the step a run stops after (cheap: no hooks); in budget mode an epoch's
+        last step gets the full measurement when the budget allows it then.
     grad_every : int or None
         Cadence of gradient norms (default: on the measured steps; 1 = every step).
     budget : float
@@ -180,6 +198,7 @@ class ProbeCallback(Callback):
         self._wanted: tuple[str, ...] = tuple(dict.fromkeys(probed))
         self._weight_hist: tuple[str, ...] = tuple(weight_hist)
         self._listeners: list[Callable[[str, tuple], None]] = []
+        self._cadence_changed = False
         self._reset()
 
     def _reset(self) -> None:
@@ -205,6 +224,9 @@ class ProbeCallback(Callback):
         self._last_act: int | None = None  # index of the last step whose activations were measured
         self.every = AUTO_START_EVERY if self.auto else self._fixed_every
         self._cadence = _StepCost()
+        self._cadence_changed = False  # a new fit starts with the setting as it is
+        self._epoch_steps: int | None = None  # steps per epoch of the trainer (None: it has no epochs)
+        self._last_badges: dict[str, list[Badge]] = {}
 
     # -- commands from other threads -------------------------------------------------------
     def set_probed(self, names: Iterable[str]) -> None:
@@ -212,6 +234,43 @@ class ProbeCallback(Callback):
         with self._lock:
             self._wanted = tuple(dict.fromkeys(names))
         self._changed("set_probed", (self.probed(),))
+
+    def set_cadence(self, every: int | None, budget: float | None = None) -> None:
+        """Measure every ``every`` steps, or (``None``) as often as ``budget`` of the training time allows.
+
+        Thread-safe: during a run the new cadence takes effect at the next step
+        boundary, and the next report carries the new plan. A copy in a training
+        process gets the same call (:meth:`add_listener`).
+
+        Parameters
+        ----------
+        every : int or None
+            Steps between full measurements (>= 1), or None for the budget.
+        budget : float, optional
+            The budget as a share of training time (0.02 = 2 %), in (0, 1];
+            unchanged when omitted.
+
+        Raises
+        ------
+        ValueError
+            ``every`` below 1 or ``budget`` outside (0, 1].
+        """
+        if every is not None and int(every) < 1:
+            raise ValueError(f"probe cadence must be >= 1 step (every={every})")
+        if budget is not None and not 0 < float(budget) <= 1:
+            raise ValueError(f"probe budget must be a share of the time in (0, 1] (budget={budget})")
+        with self._lock:
+            if budget is not None:
+                self.budget = float(budget)
+            self.auto = every is None
+            if every is not None:
+                self._fixed_every = int(every)
+            self._cadence_changed = True
+        self._changed("set_cadence", (None if every is None else int(every), self.budget))
+
+    def cadence_setting(self) -> tuple[int | None, float]:
+        """``(every, budget)``: ``every`` None when the cadence follows the budget."""
+        return (None if self.auto else self._fixed_every), self.budget
 
     def probed(self) -> list[str]:
         """The module names that are (or will be, at the next step boundary) probed."""
@@ -261,11 +320,12 @@ class ProbeCallback(Callback):
         self._writer = getattr(trainer, "tensorboard", None)
         self._probe = ActivationProbe(self._model, **self._probe_kwargs)
         self._layer_probe = LayerStatsProbe(self._model) if self.layers else None
+        self._epoch_steps = _epoch_steps(trainer)
         self._prepare(0)
 
     def on_after_backward(self, trainer) -> None:
         """Gradients of the current step, before clipping / the optimizer step / ``zero_grad``."""
-        if self._model is None or not self._is_grad_step(self._index):
+        if self._model is None or not (self._is_grad_step(self._index) or self._ends_epoch(trainer, pending=True)):
             return
         t0 = time.perf_counter()
         self._pending_grads = grad_norms(self._model, step=_trainer_step(trainer, self._index))
@@ -291,9 +351,10 @@ class ProbeCallback(Callback):
             return
         i = self._index
         step = _step_of(trainer, metrics, i)
-        measured = self._is_act_step(i) or self._is_grad_step(i)
+        full = self._is_act_step(i) or self._is_grad_step(i)
+        forced = not full and (self._ends_epoch(trainer) or _stopping(trainer))  # gradient norms only
         t0 = time.perf_counter()
-        report = self._measure(i, step)
+        report = self._measure(i, step, forced)
         if self._on_cpu:
             self._own_s += time.perf_counter() - t0
         if report is not None:
@@ -304,24 +365,78 @@ class ProbeCallback(Callback):
                 self._hist_time += time.perf_counter() - t
         if self._is_act_step(i):
             self._last_act = i
-        self._cadence.record(measured, self._own_time())
-        if self.auto:
-            self.every = self._cadence.cadence(self.budget, AUTO_START_EVERY)
-        if self._last_act is not None:
-            # from the last measurement, with the cadence known now: as soon as a plain step has been
-            # timed, the next measurement moves (before, the second one came at AUTO_START_EVERY whatever
-            # a measurement cost: 4 of the 5 in a 40-step resnet18 epoch on CPU, 10 % of its time)
-            nxt = self._last_act + self.every
-            if self.auto:  # and not before the measurements so far are paid for (step 0's included)
-                due = self._cadence.steps_until_due(self.budget)
-                if due is not None:
-                    nxt = max(nxt, i + due)
-            self._next_act = max(nxt, i + 1)
+        own = self._own_time()
+        self._cadence.record(full, own)
+        if forced:
+            self._cadence.charge(own)  # a plain step's time, but the probes' share of it is theirs
+        changed = self._take_cadence_change()
+        self._plan_next(trainer, i)
+        if report is not None or changed:
+            plan = self._plan(trainer, i, step)
+            if report is None:  # a new setting: say so now, not at the next measurement
+                report = ProbeReport(step=step, badges=self._last_badges)
+                self._out.append(report)
+            report.cadence = plan
         self._index = i + 1
         t0 = time.perf_counter()
         self._prepare(self._index)
         self._own_s += time.perf_counter() - t0  # the weight snapshot for the next step, if measured
         self._maybe_flush()
+
+    def _take_cadence_change(self) -> bool:
+        """Apply a :meth:`set_cadence` made since the last step (on the training thread); True if there was one."""
+        with self._lock:
+            changed, self._cadence_changed = self._cadence_changed, False
+        if changed and not self.auto:
+            self.every = self._fixed_every
+        return changed
+
+    def _plan_next(self, trainer, i: int) -> None:
+        """After step ``i``: the index of the next full measurement (:attr:`_next_act`)."""
+        if self.auto:
+            self.every = self._cadence.cadence(self.budget, AUTO_START_EVERY)
+        if self._last_act is None:
+            return
+        # from the last measurement, with the cadence known now: as soon as a plain step has been
+        # timed, the next measurement moves (before, the second one came at AUTO_START_EVERY whatever
+        # a measurement cost: 4 of the 5 in a 40-step resnet18 epoch on CPU, 10 % of its time)
+        nxt = self._last_act + self.every
+        due = self._cadence.steps_until_due(self.budget) if self.auto else None
+        if due is not None:  # and not before the measurements so far are paid for (step 0's included)
+            nxt = max(nxt, i + due)
+            end = self._next_epoch_end(trainer, i)
+            if end is not None and i + due <= end < nxt:
+                nxt = end  # an epoch's last step, when the budget allows a measurement by then
+        self._next_act = max(nxt, i + 1)
+
+    def _plan(self, trainer, i: int, step: int) -> CadencePlan:
+        """The plan after step index ``i`` (global step ``step``), in global steps."""
+        cost = self._cadence
+        learning = self.auto and (math.isnan(cost.plain) or math.isnan(cost.extra))
+        left = _steps_left(trainer, self._epoch_steps)
+        end = self._next_epoch_end(trainer, i)
+        return CadencePlan(
+            step=step, next_step=step + (self._next_act - i), every=int(self.every),
+            mode="fixed" if not self.auto else ("learning" if learning else "budget"), budget=self.budget,
+            measure_ms=cost.extra * 1e3, step_ms=cost.plain * 1e3,
+            last_step=None if left is None else step + left,
+            epoch_end_step=None if end is None else step + (end - i))
+
+    def _ends_epoch(self, trainer, pending: bool = False) -> bool:
+        """Is the step under way (``pending``: before its ``batch_in_epoch`` count) its epoch's last?"""
+        n = self._epoch_steps
+        b = getattr(trainer, "batch_in_epoch", None)
+        if not n or not isinstance(b, int):
+            return False
+        return b + (1 if pending else 0) == n
+
+    def _next_epoch_end(self, trainer, i: int) -> int | None:
+        """Index of the next epoch's last step after step index ``i`` (None without epochs)."""
+        n = self._epoch_steps
+        b = getattr(trainer, "batch_in_epoch", None)
+        if not n or not isinstance(b, int):
+            return None
+        return i + (n - b if b < n else n)
 
     def on_epoch_end(self, trainer, metrics=None) -> None:  # noqa: D102
         self._cadence.skip()  # validation and checkpoints are not a step's time
@@ -372,9 +487,10 @@ class ProbeCallback(Callback):
             return self._is_act_step(i)
         return i % self.grad_every == 0
 
-    def _measure(self, i: int, step: int) -> ProbeReport | None:
+    def _measure(self, i: int, step: int, forced: bool = False) -> ProbeReport | None:
+        """The report of step index ``i``, or None; ``forced``: gradient norms at least (an epoch end, a stop)."""
         acts_step = self._is_act_step(i)
-        grads_step = self._is_grad_step(i)
+        grads_step = self._is_grad_step(i) or forced
         if not (acts_step or grads_step):
             return None
         report = ProbeReport(step=step)
@@ -402,6 +518,7 @@ class ProbeCallback(Callback):
             if hist_names:
                 report.weight_histograms = weight_histograms(self._model, hist_names, self._probe.bins)
         report.badges = with_onsets(merge_badges(self._act_badges, self._grad_badges), self._onsets)
+        self._last_badges = report.badges
         return report
 
     def _histograms_due(self) -> bool:
@@ -519,6 +636,10 @@ class _StepCost:
                 self.spent += self._untimed * self.extra
                 self._untimed = 0
 
+    def charge(self, seconds: float) -> None:
+        """Count ``seconds`` of probe work outside a measured step (gradient norms at an epoch end) as spent."""
+        self.spent += max(0.0, float(seconds))
+
     def steps_until_due(self, budget: float) -> int | None:
         """Steps from now until one more measurement keeps all of them within ``budget`` of the time.
 
@@ -569,3 +690,33 @@ def _step_of(trainer, metrics: dict | None, default: int) -> int:
     if metrics and isinstance(metrics.get("step"), (int, float)):
         return int(metrics["step"])
     return _trainer_step(trainer, default)
+
+
+def _epoch_steps(trainer) -> int | None:
+    """Steps per epoch of ``trainer`` (``len(train_loader)``), or None when it has no epochs to count."""
+    loader = getattr(trainer, "train_loader", None)
+    if loader is None or not isinstance(getattr(trainer, "batch_in_epoch", None), int):
+        return None
+    try:
+        n = len(loader)
+    except TypeError:  # an iterable dataset of unknown length
+        return None
+    return int(n) if n > 0 else None
+
+
+def _steps_left(trainer, per_epoch: int | None) -> int | None:
+    """Steps after the one that just ended until the run completes (None when unknown)."""
+    epochs = getattr(getattr(trainer, "config", None), "epochs", None)
+    epoch = getattr(trainer, "epoch", None)
+    done = getattr(trainer, "batch_in_epoch", None)
+    if not per_epoch or not all(isinstance(v, int) for v in (epochs, epoch, done)):
+        return None
+    return max(0, (epochs - epoch) * per_epoch - done)
+
+
+def _stopping(trainer) -> bool:
+    """True when the run stops after the step that just ended (Stop pressed, Ctrl-C)."""
+    try:
+        return bool(getattr(trainer, "stop_agreed", False))
+    except Exception:  # noqa: BLE001 - a trainer without a control: never stopping early
+        return False
