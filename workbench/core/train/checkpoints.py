@@ -28,7 +28,10 @@ from workbench.core.rng import set_rng_state
 if TYPE_CHECKING:
     from workbench.core.train.loop import Trainer
 
-__all__ = ["CheckpointConnector"]
+__all__ = ["CheckpointConnector", "LAST"]
+
+#: The run folder's checkpoint of the latest state (epoch end, or the step a stop finished).
+LAST = "last.pt"
 
 
 class CheckpointConnector:
@@ -43,6 +46,8 @@ class CheckpointConnector:
         self.trainer = trainer
         self._saver: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
+        #: the step of the state last written (or being written) to ``run_dir/last.pt``, None before any
+        self.last_step: int | None = None
 
     # ------------------------------------------------------------ writing
     def payload(self, loss: float | None = None) -> dict:
@@ -68,6 +73,8 @@ class CheckpointConnector:
         }
         if tr.scaler is not None:
             extra["scaler_state_dict"] = tr.scaler.state_dict()
+        if tr.batch_in_epoch > 0:  # mid-epoch (a stop): the epoch's train loss so far, so a resume reports it whole
+            extra["epoch_loss_sum"], extra["epoch_loss_count"] = tr.epoch_loss_so_far()
         loss = None if loss is None or not math.isfinite(loss) else float(loss)
         return checkpoint_payload(tr.model, arch=arch, optimizer=tr.optimizer, scheduler=tr.scheduler,
                                   epoch=tr.epoch, step=tr.step, loss=loss, extra=extra)
@@ -80,7 +87,32 @@ class CheckpointConnector:
         path = Path(path) if path else tr.run_dir / "last.pt"
         if tr.is_main:  # data-parallel: rank 0 alone writes
             atomic_save(self.payload(), path)
+            if tr.run_dir is not None and path == Path(tr.run_dir) / LAST:
+                self.last_step = tr.step
         return path
+
+    def save_last(self) -> Path | None:
+        """Write the current state as ``run_dir/last.pt`` unless it already holds this step; the path.
+
+        After a stop the run continues from exactly here on Resume: the step, the
+        batch of the epoch, the optimizer, scheduler and RNG states are those after
+        the last finished step. A write of the same step already made (the epoch
+        end's, in the background) is waited for instead of repeated.
+
+        Returns
+        -------
+        Path or None
+            ``run_dir/last.pt``; None when the run made no run folder.
+        """
+        tr = self.trainer
+        if tr.run_dir is None:
+            return None
+        path = Path(tr.run_dir) / LAST
+        if self.last_step == tr.step:
+            self.wait_for_saves()
+            if path.exists():
+                return path
+        return self.save(path)
 
     def save_in_background(self, payload: dict, paths: list[Path]) -> None:
         """Write an epoch-end checkpoint on a writer thread (the payload is already a CPU copy).
@@ -99,6 +131,8 @@ class CheckpointConnector:
                 atomic_save(payload, path)
 
         self._pending = self._saver.submit(write)
+        if any(Path(p).name == LAST for p in paths):
+            self.last_step = payload.get("step")
 
     def wait_for_saves(self) -> None:
         """Block until the background write (if any) is on disk; re-raise its error."""
@@ -197,6 +231,7 @@ class CheckpointConnector:
         bvl = payload.get("best_val_loss")
         tr.best_val_loss = float(bvl) if bvl is not None else math.inf
         tr.history = [dict(h) for h in payload.get("history") or []]
+        tr.carry_epoch_loss(payload.get("epoch_loss_sum"), payload.get("epoch_loss_count"))
         if payload.get("rng_state"):
             set_rng_state(payload["rng_state"])
         saved_seed = (payload.get("config") or {}).get("seed")

@@ -55,13 +55,16 @@ def make_trainer(model: nn.Module, config: TrainConfig, callbacks: Iterable[Call
 
 
 def save_last(trainer: Trainer) -> Path | None:
-    """After a stop: write the final state (weights, optimizer, RNG...) as ``run_dir/last.pt``.
+    """After a stop: have the final state (weights, optimizer, RNG...) in ``run_dir/last.pt``.
+
+    A stopped ``fit()`` has written it already at the step it stopped
+    (:meth:`~workbench.core.train.checkpoints.CheckpointConnector.save_last`); it is
+    not written twice. A run without checkpoints (``checkpoint_every_epoch = false``)
+    gets it here, when the window asks (it closes).
 
     Returns
     -------
     Path or None
-        The file written; None when the run made no run folder.
+        ``run_dir/last.pt``; None when the run made no run folder.
     """
-    if trainer.run_dir is None:
-        return None
-    return trainer.save_checkpoint(Path(trainer.run_dir) / "last.pt")
+    return trainer.checkpoints.save_last()

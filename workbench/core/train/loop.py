@@ -60,6 +60,7 @@ from workbench.core.errors import TrainingError
 from workbench.core.model.architectures import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.freezing import apply_batchnorm_policy
+from workbench.core.model.health_check import find_nonfinite
 from workbench.core.model.names import frozen_names
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import seed_everything
@@ -212,6 +213,7 @@ class Trainer:
         self._wait = 0.0  # seconds spent waiting for batches in this fit()
         self._epoch_wait = 0.0
         self._epoch_loss: list = []
+        self._epoch_loss_carry: tuple[float, int] = (0.0, 0)  # a resumed epoch's loss sum and count before it
         self._epoch_t0 = 0.0
         self._epoch_samples = 0
         self._csv: MetricsCSV | None = None
@@ -500,6 +502,8 @@ class Trainer:
             self._sync_buffers()
             self.wait_for_saves()
             reason = self.reason_override or ("stopped" if self.epoch < self.config.epochs else "completed")
+            if reason == "stopped":
+                self._save_at_stop()
         except KeyboardInterrupt:
             reason = "stopped"
         except torch.OutOfMemoryError as e:
@@ -517,6 +521,42 @@ class Trainer:
                 write_status(self.run_dir, reason, self._started_at, self._status_info())
         self.safe_call("on_fit_end", reason)
         return reason
+
+    def _save_at_stop(self) -> None:
+        """A stop finished its step: write ``last.pt`` at that step (Resume continues from exactly there).
+
+        Only when the run keeps checkpoints (``checkpoint_every_epoch``) and trained
+        a step, never with non-finite weights (the previous ``last.pt`` stays);
+        rank 0 alone writes. Written before ``status.json`` says ``stopped``.
+        """
+        if not self.config.checkpoint_every_epoch or self.step == 0 or self.run_dir is None:
+            return
+        if find_nonfinite(self.model):
+            return
+        self.checkpoints.save_last()
+
+    def epoch_loss_so_far(self) -> tuple[float, int]:
+        """``(sum, count)`` of this epoch's step losses so far (a mid-epoch checkpoint keeps them)."""
+        carry_sum, carry_n = self._epoch_loss_carry
+        vals = self._epoch_loss
+        if vals and isinstance(vals[0], torch.Tensor):
+            return carry_sum + float(torch.stack([v.float() for v in vals]).sum().item()), carry_n + len(vals)
+        return float(sum(vals, carry_sum)), carry_n + len(vals)
+
+    def carry_epoch_loss(self, total: float | None, count: int | None) -> None:
+        """Resume mid-epoch: the epoch's loss sum and step count before the checkpoint (None: none)."""
+        self._epoch_loss_carry = (float(total), int(count)) if total is not None and count else (0.0, 0)
+
+    def _epoch_train_loss(self) -> float:
+        """Mean step loss of the epoch that ends, including the steps before a mid-epoch resume."""
+        vals = self._epoch_loss
+        carry_sum, carry_n = self._epoch_loss_carry
+        if not vals and not carry_n:
+            return math.nan
+        if not carry_n and isinstance(vals[0], torch.Tensor):
+            return float(torch.stack([v.float() for v in vals]).mean().item())
+        total, count = self.epoch_loss_so_far()
+        return total / count
 
     def _status_info(self) -> dict:
         cfg = self.config
@@ -550,6 +590,7 @@ class Trainer:
         self._tb = _tensorboard_writer(self.run_dir) if self.config.tensorboard and self.is_main else None
         self.tensorboard = self._tb
         self._t0 = time.perf_counter()
+        self._epoch_t0 = self._t0  # a run resumed mid-epoch times the rest of that epoch from here
         self._last_emit = self._t0
         self._wait = 0.0
         self._window = (self._t0, self.samples, 0.0)
@@ -630,6 +671,7 @@ class Trainer:
         if self.batch_in_epoch == 0:
             self._apply_scheduled_unfreeze()
             self._epoch_loss = []
+            self._epoch_loss_carry = (0.0, 0)
             self._epoch_t0 = time.perf_counter()
             self._epoch_samples = 0
             self._epoch_wait = 0.0
@@ -787,14 +829,7 @@ class Trainer:
     def _end_epoch(self) -> None:
         self.emit()
         self._sync_buffers()
-        if self._epoch_loss:
-            vals = self._epoch_loss
-            if isinstance(vals[0], torch.Tensor):
-                train_loss = float(torch.stack([v.float() for v in vals]).mean().item())
-            else:
-                train_loss = float(sum(vals) / len(vals))
-        else:
-            train_loss = math.nan
+        train_loss = self._epoch_train_loss()
         epoch_time = time.perf_counter() - self._epoch_t0
         val_loss, val_acc = self.validate()
         bad = nonfinite_tensors(self.model)
