@@ -12,18 +12,83 @@ plus the process's last output lines) and ``finished("crashed")``; after
 :meth:`ProcessTrainingWorker.end_process` (a step that never returned, ended
 by the user) it finishes with ``"ended"``. Either way the process is joined:
 no orphan.
+
+Steering sent before the job reaches the process (Stop or a closing window
+while the process still starts) is held by :class:`JobControl` and sent right
+after the job, in order: a process that got a control message instead of its
+job used to end at once (exit code 0), which the window reported as a crash.
+A stop asked before the job left sends no job at all (``"stopped"``); and once
+the window asked the run to stop and save (it closes), the process's end is
+never reported as an error.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+
 from PySide6.QtCore import Slot
 
 from workbench.core.train.events import extras_from_bytes, read_state_blob
-from workbench.core.train.process import RemoteControl, TrainingProcess, describe_exit
+from workbench.core.train.process import READY_TIMEOUT_S, RemoteControl, TrainingProcess, describe_exit
 from workbench.ui.train.worker import RunWorker
 
 #: Seconds between two checks that the process still lives while no event arrives.
 POLL_S = 0.1
+
+
+class JobControl(RemoteControl):
+    """A :class:`RemoteControl` whose messages wait until the job was handed to the process.
+
+    Attributes
+    ----------
+    stop_requested : bool
+        Stop (or stop-and-save) was asked.
+    shutdown_requested : bool
+        The window asked the run to stop and save (it closes).
+    """
+
+    def __init__(self, process):
+        super().__init__(process)
+        self._process = process
+        self._lock = threading.Lock()
+        self._held: list[tuple] | None = []  # None once the job has gone
+        self.stop_requested = False
+        self.shutdown_requested = False
+
+    def request_stop(self) -> None:
+        """Stop at the next step boundary (before the job left: no job is sent)."""
+        self.stop_requested = True
+        super().request_stop()
+
+    def stop_and_save(self) -> None:
+        """Stop at the next step boundary and write ``last.pt`` (the window closes)."""
+        self.stop_requested = self.shutdown_requested = True
+        self._post(("stop_and_save",))
+
+    def call_callback(self, index: int, method: str, *args) -> None:  # noqa: D102 - RemoteControl's
+        self._post(("callback", index, method, args))
+
+    def _send(self, method: str, *args) -> None:
+        self._post(("control", method, args))
+
+    def _post(self, msg: tuple) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(msg)
+                return
+        self._process.send(msg)
+
+    def start_job(self, job: dict) -> bool:
+        """Hand the job to the process, then every message held meanwhile, in order; False when it is gone."""
+        ok = self._process.start_job(job)  # messages posted during a long send are still held
+        while True:
+            with self._lock:
+                held, self._held = self._held, ([] if self._held else None)
+            if not held:
+                return ok
+            for msg in held:
+                self._process.send(msg)
 
 
 class ProcessTrainingWorker(RunWorker):
@@ -43,7 +108,7 @@ class ProcessTrainingWorker(RunWorker):
 
     Attributes
     ----------
-    control : RemoteControl
+    control : JobControl
     reason : str or None
         The end reason once finished (``"crashed"`` / ``"ended"`` besides the trainer's).
     """
@@ -55,7 +120,7 @@ class ProcessTrainingWorker(RunWorker):
         self.process = process
         self.job = job
         self.callbacks = list(callbacks)
-        self.control = RemoteControl(process)
+        self.control = JobControl(process)
         self.reason: str | None = None
         self._ended_by_user = False
         self._listeners = []
@@ -73,7 +138,14 @@ class ProcessTrainingWorker(RunWorker):
         try:
             if not proc.ready:
                 self.progressText.emit("starting training process…")
-            if not proc.wait_ready() or not proc.start_job(self.job):
+            if not self._wait_ready() and not self.control.stop_requested:
+                reason = self._died("did not start")
+                return
+            if self.control.stop_requested:  # stopped (or the window closed) before the job left: nothing ran
+                self.progressText.emit("stopped before the first step")
+                reason = "stopped"
+                return
+            if not self.control.start_job(self.job):
                 reason = self._died("did not start")
                 return
             self.job = None  # the model's bytes are the process's now
@@ -104,6 +176,14 @@ class ProcessTrainingWorker(RunWorker):
             self.reason = reason
             self.finished.emit(reason)
 
+    def _wait_ready(self) -> bool:
+        """Wait until the process is ready for its job; False when it died, timed out or a stop came first."""
+        end = time.monotonic() + READY_TIMEOUT_S
+        while not self.process.wait_ready(POLL_S):
+            if self.control.stop_requested or time.monotonic() > end or not self.process.is_alive():
+                return False
+        return True
+
     def _relay(self, name: str, args: tuple) -> None:
         if name == "stateSynced":
             args = (read_state_blob(args[0]),)
@@ -121,6 +201,9 @@ class ProcessTrainingWorker(RunWorker):
         if self._ended_by_user:
             self.progressText.emit("training process ended")
             return "ended"
+        if self.control.shutdown_requested:  # the window closes: its end is no news to show in a box
+            self.progressText.emit("training process ended")
+            return "stopped" if self.process.exitcode == 0 else "ended"
         tail = self.process.log_tail()
         text = f"training process {what} ({describe_exit(self.process.exitcode)})"
         if tail:
