@@ -237,3 +237,21 @@ def test_an_epoch_end_redraws_one_plot_per_pass(plots):
     plots.refresh()  # both at once outside a live run
     assert list(plots.acc_curve.getData()[1]) == [0.6, 0.7] and list(plots.best_marker.getData()[0]) == [20.0]
     assert plots.best_line.label.toPlainText() == "best: epoch 1"
+
+
+def test_a_sparse_grad_norm_overlay_draws_markers_not_a_line(plots):
+    """Two measurements (step 1 and step 46) were joined by one straight line across the loss plot."""
+    _feed(plots)
+    overlay = plots.grad_norm
+    overlay.add(1, 2.0)
+    overlay.add(46, 0.5)
+    plots.refresh()
+    assert overlay.markers and overlay.curve.opts["pen"] is None and overlay.curve.opts["symbol"] is not None
+    x, y = overlay.curve.getData()
+    assert list(x) == [1.0, 46.0] and np.allclose(y, np.log10([2.0, 0.5]))
+    for step in range(50, 1000, 10):  # a cadence that covers the run: a line again
+        overlay.add(step, 1.0 / step)
+    plots.refresh()
+    assert not overlay.markers and overlay.curve.opts["pen"] is not None and overlay.curve.opts["symbol"] is None
+    plots.clear()  # a new run starts sparse
+    assert overlay.markers and overlay.curve.opts["pen"] is None

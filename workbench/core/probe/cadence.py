@@ -89,14 +89,14 @@ def describe_plan(plan: CadencePlan) -> str:
     elif plan.mode == "learning":
         text = (f"next at step ~{plan.next_step:,}: every {plan.every:,} steps until a measurement's cost is known "
                 f"({_pct(plan.budget)} budget)")
+    elif plan.last_step is not None and plan.next_step > plan.last_step:
+        text = (f"no other full measurement before the run ends at step {plan.last_step:,}: the {_pct(plan.budget)} "
+                f"budget is used up until step ~{plan.next_step:,}{costs}; raise it or choose every N steps")
     else:
         text = (f"next at step ~{plan.next_step:,}: every ~{plan.every:,} steps keeps probes within the "
                 f"{_pct(plan.budget)} budget{costs}")
-    if plan.last_step is not None and plan.next_step > plan.last_step:
-        text = (f"no other full measurement before the run ends at step {plan.last_step:,}: {text.split(': ', 1)[1]}"
-                "; raise the budget or choose every N steps for more")
     if plan.epoch_end_step is not None:
-        text += "; gradient norms also at every epoch end and the last step"
+        text += "; gradient norms also at epoch ends and the last step"
     return text
 
 
@@ -104,8 +104,7 @@ def describe_setting(every: int | None, budget: float) -> str:
     """What a cadence setting will do in the next run (before a run has measured anything)."""
     how = (f"every {int(every):,} steps" if every is not None
            else f"as often as {_pct(budget)} of the training time allows")
-    return (f"Live during training: the first step, then {how}; gradient norms also at every epoch end "
-            "and the last step.")
+    return f"Live during training: the first step, then {how}; gradient norms also at epoch ends and the last step."
 
 
 def sparse(x: np.ndarray, min_points: int = SPARSE_POINTS, max_gap: float = SPARSE_GAP) -> bool:

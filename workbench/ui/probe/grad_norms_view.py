@@ -5,7 +5,9 @@ live :class:`~workbench.core.probe.callback.ProbeCallback` measured; the per-lay
 rows (trainable / frozen / no grad) come from :func:`workbench.core.probe.gradients.layer_norms`,
 so a frozen layer is drawn as a grey "frozen" bar, never as a norm of 0, and a
 layer unfrozen mid-run gets its green bar and its curve points from the first
-measurement after the unfreeze.
+measurement after the unfreeze. A curve of few or far-apart measurements
+(:func:`workbench.core.probe.cadence.sparse`) is drawn as markers only: a line
+between step 1 and step 46 would read as a trend nobody measured.
 
 objectNames: ``gradNormPlot`` (the plots), ``gradNormLabel``.
 """
@@ -18,6 +20,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from workbench.core.probe.cadence import sparse
 from workbench.core.probe.gradients import GradNorms, layer_norms
 from workbench.ui.plot_buffer import PlotBuffer
 
@@ -31,6 +34,22 @@ def _fmt(v: float) -> str:
     return "nan" if not math.isfinite(v) else f"{v:.4g}"
 
 
+class _LogTicks(pg.AxisItem):
+    """A log axis whose ticks within a decade are 1, 2 and 5 only (pyqtgraph labels all of 2...9 when the
+    range is under a decade: 0.4, 0.5, ... 0.9 written over each other)."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 - pyqtgraph's name
+        levels = super().tickValues(minVal, maxVal, size)
+        if not self.logMode:
+            return levels
+        return [(spacing, [v for v in values if _mantissa(v) in (1.0, 2.0, 5.0)]) for spacing, values in levels]
+
+
+def _mantissa(log10_value: float) -> float:
+    """The leading digit pattern of ``10 ** log10_value``, rounded: 1.0 for 0.01, 2.0 for 0.2, 5.0 for 50."""
+    return round(10 ** (log10_value - math.floor(log10_value + 1e-9)), 3)
+
+
 class GradNormsView(QWidget):
     """Curves of the global and probed modules' grad norms (log y) over a bar chart of the latest step."""
 
@@ -38,16 +57,17 @@ class GradNormsView(QWidget):
         super().__init__(parent)
         self.history: dict[str, PlotBuffer] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
+        self._markers: dict[str, bool] = {}  # label -> drawn as markers (sparse) now
         self.layers: list = []  # the LayerNorm rows drawn last
         self.plots = pg.GraphicsLayoutWidget()
         self.plots.setBackground("w")
         self.plots.setObjectName("gradNormPlot")
-        self.curve_plot = self.plots.addPlot(row=0, col=0, title="Grad norm over steps (global + probed modules)")
+        self.curve_plot = self.plots.addPlot(row=0, col=0, axisItems={"left": _LogTicks("left")})
         self.curve_plot.setLogMode(y=True)
         self.curve_plot.getAxis("left").enableAutoSIPrefix(False)  # "(x0.001)" over log ticks misleads
         self.curve_plot.setLabel("bottom", "step")
-        self.curve_plot.setLabel("left", "L2 norm")
-        self.curve_plot.addLegend(offset=(-5, 5))
+        self.curve_plot.setLabel("left", "grad norm (L2)")
+        self.legend = _legend_in_title_row(self.curve_plot)  # never over the latest points
         self.curve_plot.showGrid(y=True, alpha=0.3)
         self.bars_plot = self.plots.addPlot(row=1, col=0, title="Latest step, per layer (grey: frozen)")
         self.bars_plot.setLabel("left", "log10 grad norm")
@@ -68,6 +88,7 @@ class GradNormsView(QWidget):
         for curve in self.curves.values():
             self.curve_plot.removeItem(curve)
         self.curves.clear()
+        self._markers.clear()
         self.layers = []
         self.bars.setOpts(x=[], y0=[], height=[])
         self.frozen_bars.setOpts(x=[], y0=[], height=[])
@@ -85,16 +106,30 @@ class GradNormsView(QWidget):
                 buf.append(step=step, norm=value)
 
     def refresh_curves(self) -> None:
-        """Hand the history to the curves (created once per label)."""
+        """Hand the history to the curves (created once per label): markers while sparse, else lines."""
         for i, (label, buf) in enumerate(self.history.items()):
             curve = self.curves.get(label)
             if curve is None:
-                pen = pg.mkPen(_PENS[i % len(_PENS)], width=2 if label == "global" else 1)
-                curve = self.curve_plot.plot(name=label, pen=pen)
+                curve = self.curve_plot.plot(name=label)
                 self.curves[label] = curve
+                self._fit_legend_row()
             y = buf["norm"]
             ok = np.isfinite(y) & (y > 0)  # a log axis cannot show 0 / NaN
-            curve.setData(buf["step"][ok], y[ok])
+            x = buf["step"][ok]
+            markers = sparse(x)
+            if self._markers.get(label) != markers:
+                self._markers[label] = markers
+                curve.setData(x, y[ok], **_style(_PENS[i % len(_PENS)], label == "global", markers))
+            else:
+                curve.setData(x, y[ok])
+
+    def _fit_legend_row(self) -> None:
+        """The title row as tall as the legend's rows (4 names a row), so that it never reaches into the data."""
+        self.curve_plot.layout.setRowFixedHeight(0, max(20.0, self.legend.boundingRect().height()))
+
+    def drawn_as_markers(self, label: str) -> bool:
+        """True when the curve of ``label`` shows its measurements as markers without a line."""
+        return bool(self._markers.get(label))
 
     def show_latest(self, step: int, grads: GradNorms, probed: list[str]) -> None:
         """Bars of the latest measurement: green log10 norms, grey full-height bars for frozen layers."""
@@ -125,3 +160,22 @@ class GradNormsView(QWidget):
         if no_curve:
             text += f"; no gradient (frozen or no parameters): {', '.join(no_curve)}"
         self.label.setText(text)
+
+
+def _style(color: str, wide: bool, markers: bool) -> dict:
+    """A curve's look: a line (2 px for the global norm), or markers alone for sparse measurements."""
+    if markers:
+        return {"pen": None, "symbol": "o", "symbolSize": 7 if wide else 5, "symbolBrush": pg.mkBrush(color),
+                "symbolPen": None}
+    return {"pen": pg.mkPen(color, width=2 if wide else 1), "symbol": None}
+
+
+def _legend_in_title_row(item: pg.PlotItem) -> pg.LegendItem:
+    """A legend where ``item``'s title would be (4 entries a row), above the data; ``item.plot(name=...)`` adds to it."""
+    legend = pg.LegendItem(colCount=4, labelTextSize="8pt", verSpacing=-8)
+    item.layout.removeItem(item.titleLabel)
+    item.titleLabel.setVisible(False)
+    item.layout.addItem(legend, 0, 1)
+    item.layout.setRowFixedHeight(0, 20)
+    item.legend = legend
+    return legend

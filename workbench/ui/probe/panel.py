@@ -18,9 +18,16 @@ parameter row selected in the model tree): live on measured training steps
 (``ProbeCallback.set_weight_histograms``), after a probe batch (computed on the
 probe worker) and, when idle, as soon as it is chosen.
 
+The cadence row says when the live probes measure next and why (the
+:class:`~workbench.core.probe.cadence.CadencePlan` of the latest report, in the
+words of :func:`~workbench.core.probe.cadence.describe_plan`) and lets the user
+choose a time budget or every N steps (``ProbeCallback.set_cadence``: applied at
+the next step of a running run, in a training process too).
+
 objectNames: ``probesPanel``, ``activationHistogram``, ``featureMapView``,
 ``gradNormPlot`` (``gradNormCurves`` + ``gradNormBars``), ``updateRatioPlot``,
-``weightParamCombo``, ``weightHistogram``, ``runProbeButton``, ``probedList``, ``probeStats``.
+``weightParamCombo``, ``weightHistogram``, ``runProbeButton``, ``probedList``, ``probeStats``,
+``probeCadenceCombo``, ``probeBudgetSpin``, ``probeEverySpin``, ``probeCadenceLabel``.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
+    QDoubleSpinBox,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -45,6 +53,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.probe.activations import ActivationStats, dataset_batch, random_input
+from workbench.core.probe.cadence import CadencePlan, describe_plan, describe_setting
 from workbench.core.probe.callback import ProbeCallback, ProbeReport
 from workbench.core.probe.gradients import weight_histograms
 from workbench.core.probe.health import merge_badges
@@ -57,6 +66,8 @@ from workbench.ui.threading import start_in_thread, wait_for
 
 SOURCE_RANDOM = "Random data (input shape)"
 SOURCE_DATASET = "Training dataset (first samples)"
+CADENCE_BUDGET = "Time budget"
+CADENCE_EVERY = "Every N steps"
 
 
 def _fmt(v: float) -> str:
@@ -136,6 +147,7 @@ class ProbesPanel(QWidget):
         for w in (self.source_combo, QLabel("N"), self.batch_spin, self.run_button):
             top.addWidget(w)
         top.addWidget(self.status, 1)
+        cadence = self._build_cadence()
 
         self.probed_list = QListWidget(objectName="probedList")
         self.probed_list.setToolTip("Probed modules (toggle with the tree's context menu); Delete removes one")
@@ -167,7 +179,43 @@ class ProbesPanel(QWidget):
         split.setSizes([160, 640])
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addLayout(cadence)
         layout.addWidget(split, 1)
+
+    def _build_cadence(self) -> QHBoxLayout:
+        """The live cadence: a time budget or every N steps, and the line that says what it does."""
+        every, budget = self._callback.cadence_setting()
+        self.cadence_combo = QComboBox(objectName="probeCadenceCombo")
+        self.cadence_combo.addItems([CADENCE_BUDGET, CADENCE_EVERY])
+        self.cadence_combo.setCurrentText(CADENCE_EVERY if every is not None else CADENCE_BUDGET)
+        self.cadence_combo.setToolTip("How often the live probes measure during a run: as often as a share of the "
+                                      "training time allows, or every N steps. The first step, every epoch end "
+                                      "and the last step always get gradient norms.")
+        self.budget_spin = QDoubleSpinBox(objectName="probeBudgetSpin", minimum=0.1, maximum=100.0, decimals=1,
+                                          singleStep=0.5, suffix=" %", value=budget * 100.0)
+        self.budget_spin.setToolTip("The largest share of the training time the probes may take; the cadence "
+                                    "follows what a measurement costs on this model and device")
+        self.every_spin = QSpinBox(objectName="probeEverySpin", minimum=1, maximum=1_000_000, suffix=" steps",
+                                   value=every or 10)
+        self.every_spin.setToolTip("A full measurement (activations, gradients, layer statistics) every N steps, "
+                                   "whatever it costs")
+        for spin in (self.budget_spin, self.every_spin):
+            spin.setKeyboardTracking(False)  # a typed number is applied once, on Enter or leaving the field
+            spin.valueChanged.connect(self._on_cadence_changed)
+        self.cadence_combo.currentIndexChanged.connect(self._on_cadence_changed)
+        self.cadence_label = QLabel(objectName="probeCadenceLabel", wordWrap=True)
+        self.cadence_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._plan: CadencePlan | None = None
+        self._show_cadence_controls()
+        self._show_setting()
+        self.session.runningChanged.connect(self._on_running_changed)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Live probes:"))
+        row.addWidget(self.cadence_combo)
+        row.addWidget(self.budget_spin)
+        row.addWidget(self.every_spin)
+        row.addWidget(self.cadence_label, 1)
+        return row
 
     def _build_activations(self) -> QWidget:
         self.hist_plot = pg.PlotWidget(title="Activation histogram", background="w")
@@ -286,7 +334,7 @@ class ProbesPanel(QWidget):
         if self.is_busy():
             reason = "a probe batch is already running"
         elif self._training_running():
-            reason = "training owns the model: probes update live every 10 steps"
+            reason = "training owns the model: the probes measure live (when: see the line above)"
         elif model is None:
             reason = "no model"
         elif not self._probed:
@@ -355,8 +403,48 @@ class ProbesPanel(QWidget):
         self._thread, self._worker = None, None
         self._update_buttons()
 
+    # ------------------------------------------------------------------ cadence
+    def cadence(self) -> tuple[int | None, float]:
+        """The cadence set here: ``(every, budget)``, ``every`` None for the time budget (a share, 0.02 = 2 %)."""
+        return self._callback.cadence_setting()
+
+    def cadence_text(self) -> str:
+        """The line that says when the probes measure next and why."""
+        return self.cadence_label.text()
+
+    def _on_cadence_changed(self, *_args) -> None:
+        every = self.every_spin.value() if self.cadence_combo.currentText() == CADENCE_EVERY else None
+        self._callback.set_cadence(every, self.budget_spin.value() / 100.0)
+        self._show_cadence_controls()
+        if self._training_running():
+            self.cadence_label.setText("New cadence: it applies from the next step.")
+        else:
+            self._show_setting()
+
+    def _show_cadence_controls(self) -> None:
+        budget = self.cadence_combo.currentText() == CADENCE_BUDGET
+        self.budget_spin.setVisible(budget)
+        self.every_spin.setVisible(not budget)
+
+    def _show_setting(self) -> None:
+        every, budget = self._callback.cadence_setting()
+        self.cadence_label.setText(describe_setting(every, budget))
+
+    def _show_plan(self, plan: CadencePlan) -> None:
+        self._plan = plan
+        text = describe_plan(plan)
+        self.cadence_label.setText(f"{text[:1].upper()}{text[1:]}.")
+
+    def _on_running_changed(self, running: bool) -> None:
+        if not running:  # the plan of a run that ended says nothing about the next one
+            self._plan = None
+            self._show_setting()
+
     @Slot(list)
     def _on_reports(self, reports: list[ProbeReport]) -> None:
+        plans = [r.cadence for r in reports if r.cadence is not None]
+        if plans and self._training_running():
+            self._show_plan(plans[-1])
         self.layers.add([r.layers for r in reports if r.layers is not None])
         acts: dict[str, ActivationStats] = {}
         for r in reports:

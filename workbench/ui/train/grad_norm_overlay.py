@@ -1,8 +1,11 @@
 """The global gradient norm drawn on the training loss plot (right-hand log axis).
 
 The values come from the probes' :class:`~workbench.core.probe.callback.ProbeReport`
-batches (``grads.global_norm``, measured every N steps on the training thread);
-this widget only draws them.
+batches (``grads.global_norm``, measured at the probes' cadence on the training
+thread: the first step, every epoch end, the last step and as the budget allows);
+this widget only draws them. While the measurements are few or far apart
+(:func:`workbench.core.probe.cadence.sparse`) they are drawn as markers without a
+line: two samples joined across the plot read as a trend nobody measured.
 """
 
 from __future__ import annotations
@@ -12,7 +15,13 @@ import math
 import numpy as np
 import pyqtgraph as pg
 
+from workbench.core.probe.cadence import sparse
 from workbench.ui.plot_buffer import PlotBuffer
+
+_COLOR = (200, 60, 60)
+#: A line for many measurements, markers alone for sparse ones.
+_LINE = {"pen": pg.mkPen(_COLOR, width=1, style=pg.QtCore.Qt.PenStyle.DotLine), "symbol": None}
+_MARKERS = {"pen": None, "symbol": "d", "symbolSize": 7, "symbolBrush": pg.mkBrush(*_COLOR), "symbolPen": None}
 
 
 class GradNormOverlay:
@@ -28,6 +37,8 @@ class GradNormOverlay:
     ----------
     curve : pg.PlotDataItem
         The drawn curve; x = step (or the loss plot's current x column), y = log10(norm).
+    markers : bool
+        True while the values are drawn as markers alone (sparse), False for a dotted line.
     data : PlotBuffer
         Columns ``step`` and ``norm`` (L2 norm over every trainable parameter's gradient).
     """
@@ -44,7 +55,8 @@ class GradNormOverlay:
         axis.setLogMode(False, True)
         axis.enableAutoSIPrefix(False)  # log ticks already read 10^k
         self.view.setXLink(item)
-        self.curve = pg.PlotDataItem(pen=pg.mkPen((200, 60, 60), width=1, style=pg.QtCore.Qt.PenStyle.DotLine))
+        self.markers = True
+        self.curve = pg.PlotDataItem(**_MARKERS)
         self.view.addItem(self.curve)
         if item.legend is not None:
             item.legend.addItem(self.curve, "grad norm (global)")
@@ -60,7 +72,8 @@ class GradNormOverlay:
     def clear(self) -> None:
         """Forget every value (a new run starts)."""
         self.data.clear()
-        self.curve.setData([], [])
+        self.markers = True
+        self.curve.setData([], [], **_MARKERS)
 
     def add(self, step: int, norm: float) -> None:
         """Append one measurement; non-finite norms are kept out of the log plot."""
@@ -91,5 +104,8 @@ class GradNormOverlay:
         x = s
         if x_column != "step" and len(steps):
             x = np.interp(s, steps["step"], steps[x_column])
-        self.curve.setData(x, np.log10(self.data["norm"]))
+        markers = sparse(s)
+        style = {} if markers == self.markers else (_MARKERS if markers else _LINE)
+        self.markers = markers
+        self.curve.setData(x, np.log10(self.data["norm"]), **style)
         self.view.enableAutoRange(axis=pg.ViewBox.YAxis)
