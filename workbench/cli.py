@@ -308,7 +308,9 @@ def _table(loaded: dict, root, rows: list[dict]) -> str:
     lines.append(f"Size              {format_bytes(root.total_bytes)} (parameters and buffers)")
     if root.flops is not None:
         lines.append(f"FLOPs             {format_int(root.flops)} ({format_flops(root.flops)})")
-    return "\n".join(lines)
+    from workbench.core.run_files import printable
+
+    return "\n".join(printable(line) for line in lines)  # key names come from the file: escaped
 
 
 def inspect_main(argv: Sequence[str]) -> int:
@@ -368,9 +370,11 @@ def version_text() -> str:
 
 def _fail(message: str, debug: bool, code: int = 1) -> int:
     """Print the error as one line, ``error: <message>`` (the traceback first with ``--debug``); return ``code``."""
+    from workbench.core.run_files import printable
+
     if debug:
         traceback.print_exc()
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {printable(message)}", file=sys.stderr)  # names and specs come from files: escaped
     return code
 
 
@@ -577,8 +581,10 @@ def _diff_main(argv: Sequence[str]) -> int:
         a = open_model(args.a, args.arch, trust=args.trust, weights_only=True).model
         b = open_model(args.b, args.arch, trust=args.trust, weights_only=True).model
         changes = module_diff(a, b)
+        from workbench.core.run_files import printable
+
         for change in changes:
-            print(change.text())
+            print(printable(change.text()))  # module names come from the files: escaped
         if not changes:
             print("no module changed", file=sys.stderr)
         return 0

@@ -171,3 +171,41 @@ def test_train_with_trust_runs_the_named_factory(tmp_path):
     assert train_from_toml(path, out=lines.append, trust=True) == 0, lines
     recorded = read_checkpoint(tmp_path / "out" / "init.pt").metadata.arch
     assert recorded["name"] == f"{tmp_path / 'runs' / 'tiny.py'}:make"
+
+
+def test_a_trusted_factory_may_take_its_own_pretrained_argument(evil):
+    src = evil.root / "src"
+    (src / "own.py").write_text("from torch import nn\n\ndef make(pretrained=False):\n    return nn.Linear(2, 4)\n")
+    path = src / "own.pt"
+    torch.save({"model_state_dict": nn.Linear(2, 4).state_dict(),
+                "arch": {"name": "own.py:make", "kwargs": {"pretrained": True}}}, path)
+    assert open_model(path, trust=True).model.out_features == 4  # its own meaning, not a torchvision download
+
+
+def test_file_text_reaches_the_terminal_escaped(tmp_path, capsys):
+    path = tmp_path / "esc.pt"
+    torch.save({"model_state_dict": {"w": torch.zeros(2)},
+                "arch": {"name": "\x1b]0;PWNED\x07\x1b[2J:x", "kwargs": {}}}, path)
+    assert cli.main(["inspect", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b]0;PWNED" in err
+    keys = tmp_path / "keys.pt"
+    torch.save({"b\x1b]52;c;SGVsbG8=\x07.w": torch.zeros(2)}, keys)
+    for argv in (["inspect", str(keys)], ["diff", str(keys), str(keys)]):
+        cli.main(argv)
+        captured = capsys.readouterr()
+        assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out + captured.err
+
+
+@pytest.mark.parametrize("edits, words", [
+    ([{"op": "replace_head"}], "'path' must be"),
+    (["x"], "must be a table"),
+    ([{"op": "replace_head", "path": "fc", "num_outputs": "abc"}], "'num_outputs' must be"),
+    ([{"op": "drop_table"}], "unknown model edit"),
+])
+def test_run_file_model_edits_are_checked_before_the_model_is_touched(tmp_path, capsys, edits, words):
+    path = _run_file(tmp_path, ModelConfig(arch="digits_cnn", edits=edits))
+    assert cli.main(["train", str(path)]) == 1
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("error: ")]
+    assert "[model] edits, entry 1" in line and words in line and "Traceback" not in out

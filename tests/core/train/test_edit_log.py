@@ -35,6 +35,7 @@ def test_good_edits_read_back_in_order(tmp_path):
     ({"step": 1, "op": "format_disk"}, "unknown op 'format_disk'"),
     ("[1, 2]", "not a JSON object"),
     ("{not json", "not JSON"),
+    ("[" * 100_000, "nested too deeply"),
 ])
 def test_a_bad_line_is_named_with_what_is_wrong(tmp_path, bad, words):
     path = _write(tmp_path / EDITS_FILE, GOOD[0], bad)

@@ -26,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 from workbench.core.errors import ArchitectureError
 from workbench.core.model.checkpoint import Checkpoint, common_leading, strip_prefixes
-from workbench.core.model.contributions import BUILTINS, check_file_spec, plain_kwargs
+from workbench.core.model.contributions import BUILTINS, check_file_spec, no_downloads, plain_kwargs
 #: torchvision names left out of auto-detection: quantized variants have the same keys
 #: as their float models, optical flow models are not classifiers of any kind.
 DETECTION_SKIP_PREFIXES = ("quantized_",)
@@ -128,6 +128,8 @@ class ArchSpec:
             raise ArchitectureError(f"{origin}: the architecture entry must name an architecture, not {d!r}")
         kwargs = plain_kwargs(kwargs, origin)
         base = check_file_spec(name, origin, trust=trust)
+        if base is None:  # a registered builder: a file never makes it download
+            no_downloads(kwargs, origin)
         return cls(name=name, kwargs=kwargs, base=base)
 
     @classmethod

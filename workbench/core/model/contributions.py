@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from workbench.core.errors import ArchitectureError, TrustRequired
 
-__all__ = ["BUILTINS", "is_registered_architecture", "check_file_spec", "plain_kwargs"]
+__all__ = ["BUILTINS", "is_registered_architecture", "check_file_spec", "plain_kwargs", "no_downloads"]
 
 #: Workbench's own architectures, by name: registered contributions.
 BUILTINS: dict[str, str] = {"digits_cnn": "workbench.core.model.demo:DigitsCNN"}
@@ -97,8 +97,8 @@ def plain_kwargs(kwargs: Any, origin: str | Path) -> dict:
     Raises
     ------
     ArchitectureError
-        Not a mapping of str keys, a value that is not plain data (a callable,
-        a tensor, an object), or a registered builder's download argument set.
+        Not a mapping of str keys, or a value that is not plain data (a
+        callable, a tensor, an object).
     """
     if kwargs is None:
         return {}
@@ -110,11 +110,27 @@ def plain_kwargs(kwargs: Any, origin: str | Path) -> dict:
             raise ArchitectureError(
                 f"{origin}: architecture kwarg {key!r} is a {type(value).__name__}; a file may give only plain "
                 "values (numbers, strings, lists and tables of those)")
-        if key in _DOWNLOAD_KWARGS and value not in (None, False):
+    return dict(kwargs)
+
+
+def no_downloads(kwargs: Mapping[str, Any], origin: str | Path) -> None:
+    """Refuse keyword arguments from a file that would make a registered builder download weights.
+
+    Applies to registered architectures only (torchvision's ``weights``,
+    ``weights_backbone``, ``pretrained``...): a trusted factory of the user's
+    own gives these names whatever meaning it likes.
+
+    Raises
+    ------
+    ArchitectureError
+        One of those arguments is set to anything but None / False.
+    """
+    for key in _DOWNLOAD_KWARGS:
+        value = kwargs.get(key)
+        if value not in (None, False):
             raise ArchitectureError(
                 f"{origin}: architecture kwarg {key}={value!r} would download weights; Workbench builds "
                 "architectures with weights=None and loads the file's own tensors. Remove it from the file.")
-    return dict(kwargs)
 
 
 def check_file_spec(name: str, origin: str | Path, *, trust: bool) -> str | None:

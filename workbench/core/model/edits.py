@@ -210,13 +210,28 @@ def apply_edits(model: nn.Module, edits: list[dict]) -> None:
     Raises
     ------
     WorkbenchError
-        An unknown op, or a path the model does not have.
+        An edit that is not a table, an unknown op, a missing or mistyped field
+        (all checked before the model is touched), or a path the model does not have.
     """
-    for edit in edits:
-        op = edit.get("op")
-        if op != "replace_head":
-            raise WorkbenchError(f"unknown model edit {op!r} in the run file; known: replace_head")
-        replace_head(model, str(edit["path"]), int(edit["num_outputs"]))
+    checked = [_checked_edit(i, edit) for i, edit in enumerate(edits, 1)]
+    for path, num_outputs in checked:
+        replace_head(model, path, num_outputs)
+
+
+def _checked_edit(i: int, edit) -> tuple[str, int]:
+    """``(path, num_outputs)`` of the ``i``-th ``[model] edits`` entry (1-based), or WorkbenchError naming it."""
+    where = f"[model] edits, entry {i}"
+    if not isinstance(edit, dict):
+        raise WorkbenchError(f"{where}: must be a table such as {{op = \"replace_head\", path = \"fc\", "
+                             f"num_outputs = 10}}, not {edit!r}")
+    if edit.get("op") != "replace_head":
+        raise WorkbenchError(f"{where}: unknown model edit {edit.get('op')!r}; known: replace_head")
+    path, num = edit.get("path"), edit.get("num_outputs")
+    if not isinstance(path, str) or not path:
+        raise WorkbenchError(f"{where}: 'path' must be a module path such as \"fc\", not {path!r}")
+    if not isinstance(num, int) or isinstance(num, bool) or num < 1:
+        raise WorkbenchError(f"{where}: 'num_outputs' must be a whole number >= 1, not {num!r}")
+    return path, num
 
 
 def last_layer(model: nn.Module) -> str | None:

@@ -115,6 +115,8 @@ def read_edits(path: str | Path) -> list[dict]:
             problem = _problem(json.loads(line))
         except json.JSONDecodeError:
             problem = "not JSON"
+        except RecursionError:  # json's decoder recurses per nesting level
+            problem = "nested too deeply"
         if problem is not None:
             raise ValueError(f"{path}, line {i}: {problem} ({line[:80]!r}); fix or delete the line")
         out.append(json.loads(line))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from torch import nn
 
 from workbench.core.errors import TrainingError, WorkbenchError
+from workbench.core.run_files import printable
 from workbench.core.model.architectures import ArchSpec, build_module
 from workbench.core.model.edits import apply_edits
 from workbench.core.model.freezing import apply_frozen
@@ -79,12 +80,17 @@ class PrintProgress(Callback):
     def on_exception(self, trainer, exc, tb):
         if self.debug and not isinstance(exc, WorkbenchError):
             self.out(tb.rstrip())
-        self.out(f"error: {error_text(exc)}")
+        self.out(error_line(f"{error_text(exc)}"))
 
     def on_fit_end(self, trainer, reason):
         if reason == "nonfinite" and trainer.error is not None:
-            self.out(f"error: {trainer.error}")
+            self.out(error_line(f"{trainer.error}"))
         self.out(f"finished: {reason}")
+
+
+def error_line(text: str) -> str:
+    """``error: <text>`` with control characters escaped (file names and specs come from files)."""
+    return f"error: {printable(text)}"
 
 
 def error_text(exc: BaseException) -> str:
@@ -180,8 +186,10 @@ def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
     ------
     TrustRequired
         The run file's ``[model] arch``, or the ``arch`` entry of the checkpoint
-        it starts from, names code that is not a registered architecture (or the
-        checkpoint is a pickle needing trust). Nothing it names ran.
+        it starts from, names code that is not a registered architecture, or
+        that checkpoint is a pickle needing trust. Nothing it names ran.
+    CheckpointError
+        The starting checkpoint cannot be read (corrupt, unreadable).
     """
     from workbench.core.model.checkpoint import read_checkpoint
 
@@ -192,15 +200,14 @@ def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
         return
     if mc.arch:
         ArchSpec.from_file({"name": mc.arch, "kwargs": mc.kwargs}, path, trust=trust)
-        return
     start = mc.checkpoint if mc.resume else (mc.init or mc.checkpoint)
     start_path = Path(start).expanduser() if start else None
     if start_path is not None and not start_path.is_absolute():
         start_path = path.parent / start_path
     if start_path is None or not start_path.is_file():
         return
-    ckpt = read_checkpoint(start_path, trust=trust)
-    if ckpt.metadata.arch:
+    ckpt = read_checkpoint(start_path, trust=trust)  # a pickle needing trust is refused here too
+    if not mc.arch and ckpt.metadata.arch:
         ArchSpec.from_file(ckpt.metadata.arch, ckpt.path, trust=trust)
 
 
@@ -215,17 +222,17 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
     try:
         cfg = TrainConfig.from_toml(path)
     except FileNotFoundError:
-        out(f"error: {path}: file not found")
+        out(error_line(f"{path}: file not found"))
         return None
     except ValueError as e:  # names the file, the key and what it takes
-        out(f"error: {e}")
+        out(error_line(f"{e}"))
         return None
     except (OSError, TypeError) as e:
-        out(f"error: {path}: {e}")
+        out(error_line(f"{path}: {e}"))
         return None
     available = [d for d, _ in available_devices()]
     if cfg.device not in available and not (cfg.device == "cuda" and any(d.startswith("cuda") for d in available)):
-        out(f"error: {path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}")
+        out(error_line(f"{path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}"))
         return None
     try:
         model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
@@ -233,10 +240,10 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
         # the same entry point as the window's training process (core.train.child.run_job)
         trainer = make_trainer(model, cfg, list(callbacks), arch, resume=resume)
     except WorkbenchError as e:
-        out(f"error: {e}")
+        out(error_line(f"{e}"))
         return None
     except Exception as e:  # noqa: BLE001 - the CLI reports, never tracebacks at the user
-        out(f"error: {error_text(e)}")
+        out(error_line(f"{error_text(e)}"))
         return None
     return trainer
 
@@ -274,7 +281,7 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trus
         try:
             replay = [ReplayEdits(read_edits(edits_path), out)]
         except (OSError, ValueError) as e:
-            out(f"error: {e}")
+            out(error_line(f"{e}"))
             return 1
         out(f"replaying {len(replay[0].edits)} mid-run edit(s) from {edits_path}")
     trainer = trainer_from_toml(path, out, [PrintProgress(out, debug), *replay], trust=trust)
@@ -330,7 +337,7 @@ def lr_find_from_toml(path: str | Path, out: Callable[[str], Any] = print, min_l
     try:
         result = lr_find(trainer, min_lr=min_lr, max_lr=max_lr, steps=steps)
     except (WorkbenchError, ValueError) as e:
-        out(f"error: {e}")
+        out(error_line(f"{e}"))
         return 1
     csv_path = result.write_csv(folder / "lr_find.csv")
     out(f"{len(result.lrs)} steps from {result.lrs[0]:.3g} to {result.lrs[-1]:.3g} ({result.reason}); "
