@@ -272,8 +272,9 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trus
     Returns
     -------
     int
-        0 completed, 130 stopped by Ctrl-C, 1 on any error (one ``error: ...``
-        line printed through ``out``).
+        0 completed, 130 stopped by Ctrl-C, 143 by SIGTERM, 129 by SIGHUP (each
+        after saving ``last.pt`` at the step it stopped), 1 on any error (one
+        ``error: ...`` line printed through ``out``).
     """
     replay = []
     edits_path = Path(path).parent / EDITS_FILE
@@ -287,19 +288,13 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trus
     trainer = trainer_from_toml(path, out, [PrintProgress(out, debug), *replay], trust=trust)
     if trainer is None:
         return 1
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        def _on_sigint(signum, frame):
-            out("stopping at the next step (Ctrl-C again to abort)")
-            trainer.request_stop()
-            signal.signal(signal.SIGINT, previous or signal.default_int_handler)
-
-        previous = signal.signal(signal.SIGINT, _on_sigint)
+    ended_by: list[int] = []
+    previous = _stop_on_signals(trainer, out, ended_by)
     try:
         reason = trainer.fit()
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     if reason == "completed":
         return 0
     if reason == "stopped":
@@ -307,8 +302,42 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trus
             saved = save_last(trainer)
             if saved is not None:
                 out(f"saved {saved}")
-        return 130
+        return 128 + ended_by[0] if ended_by and ended_by[0] != signal.SIGINT else 130
     return 1
+
+
+#: Signals that stop a headless run at the next step boundary (last.pt saved); a second one acts as usual.
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _stop_on_signals(trainer, out: Callable[[str], Any], ended_by: list[int]) -> dict:
+    """Make Ctrl-C, SIGTERM and SIGHUP stop ``trainer`` at its next step; the handlers they replaced.
+
+    As the DDP launcher does for its ranks: a service manager's SIGTERM or a
+    closed terminal's SIGHUP ends the run with ``last.pt`` at the step it
+    stopped (exit 128 + the signal; 130 for Ctrl-C). SIGHUP is left alone when
+    ignored (``nohup``). Only the main thread can set handlers; elsewhere none.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous: dict = {}
+
+    def _on_signal(signum, frame):
+        name = signal.Signals(signum).name
+        again = "Ctrl-C" if signum == signal.SIGINT else name
+        out(f"stopping at the next step ({name}; {again} again to abort)")
+        ended_by.append(signum)
+        trainer.request_stop()
+        signal.signal(signum, previous.get(signum) or signal.SIG_DFL)
+
+    for signum in _STOP_SIGNALS:
+        current = signal.getsignal(signum)
+        if signum != signal.SIGINT and current is signal.SIG_IGN:
+            continue
+        previous[signum] = signal.signal(signum, _on_signal)
+    if previous.get(signal.SIGINT) in (None, signal.SIG_DFL):
+        previous[signal.SIGINT] = signal.default_int_handler
+    return previous
 
 
 def lr_find_from_toml(path: str | Path, out: Callable[[str], Any] = print, min_lr: float = 1e-7,
