@@ -55,16 +55,12 @@ def test_demo_opens_with_shapes(window):
 
 
 def test_done_when_resnet18_module_prefix(window, resnet18_module_prefixed, monkeypatch):
-    """The issue's 'done when': 11,689,512 parameters; root off, fc on -> trainable 513,000 / 11,689,512."""
-    asked = []
+    """The issue's 'done when': 11,689,512 parameters; root off, fc on -> trainable 513,000 / 11,689,512.
 
-    def choose(candidates, file_name):
-        asked.append(candidates)
-        return candidates[0].spec
-
-    window.prompts.answers["architecture"] = choose
+    resnet18 is the only architecture that matches every key and shape: it opens with no question.
+    """
     assert window.open_path(resnet18_module_prefixed)
-    assert asked and asked[0][0].spec.name == "resnet18"
+    assert window.prompts.count("architecture") == 0 and window.arch_spec.name == "resnet18"
     assert window.tree_model.root.total_params == 11_689_512
     status = window.findChild(object, "statusTrainable")
     assert status.text() == "trainable 11,689,512 / 11,689,512"
@@ -106,19 +102,30 @@ def test_open_by_drop(window, resnet18_module_prefixed):
     assert "resnet18_dp.pt" in window.status_file.text()
 
 
-def test_cancelled_architecture_keeps_previous_model(window, resnet18_module_prefixed):
+@pytest.fixture(scope="module")
+def resnet18_without_fc_bias(tmp_path_factory) -> Path:
+    """A resnet18 state_dict that lacks one tensor: no architecture matches every key (the dialog asks)."""
+    path = tmp_path_factory.mktemp("ckpt") / "resnet18_no_fc_bias.pt"
+    sd = torchvision.models.resnet18().state_dict()
+    del sd["fc.bias"]
+    torch.save(sd, path)
+    return path
+
+
+def test_cancelled_architecture_keeps_previous_model(window, resnet18_without_fc_bias):
     window.prompts.answers["architecture"] = None
     before = window.model
-    assert not window.open_path(resnet18_module_prefixed)
+    assert not window.open_path(resnet18_without_fc_bias)
+    assert window.prompts.count("architecture") == 1
     assert window.model is before and not window.errors
 
 
-def test_weights_only_view(window, resnet18_module_prefixed):
+def test_weights_only_view(window, resnet18_without_fc_bias):
     from workbench.ui.dialogs import WEIGHTS_ONLY
 
     window.prompts.answers["architecture"] = WEIGHTS_ONLY
-    assert window.open_path(resnet18_module_prefixed)
-    assert window.tree_model.root.total_params == 11_689_512
+    assert window.open_path(resnet18_without_fc_bias)
+    assert window.tree_model.root.total_params == 11_689_512 - 1000
     assert window.arch_spec is None
 
 
@@ -157,10 +164,14 @@ def test_partial_load_report(window, tmp_path):
 
 def test_the_architecture_question_names_the_file_being_opened(window, tmp_path):
     """The dialog was titled from the previously opened checkpoint."""
+    from workbench.ui.dialogs import WEIGHTS_ONLY
+
     first, second = tmp_path / "first.pt", tmp_path / "second.pt"
-    torch.save(torchvision.models.resnet18().state_dict(), first)
-    torch.save(torchvision.models.resnet18().state_dict(), second)
-    window.prompts.answers["architecture"] = lambda candidates, name: candidates[0].spec
+    sd = torchvision.models.resnet18().state_dict()
+    del sd["fc.bias"]  # no full match: the dialog asks
+    torch.save(sd, first)
+    torch.save(sd, second)
+    window.prompts.answers["architecture"] = WEIGHTS_ONLY
     assert window.open_path(first) and window.open_path(second)
     names = [a[2] for a in window.prompts.asked if a[0] == "architecture"]
     assert names == ["first.pt", "second.pt"]

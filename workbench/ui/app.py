@@ -128,21 +128,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     window = MainWindow(prompts=unattended_prompts() if args.screenshot else None)
     if args.in_process:
         window.training_panel.set_in_process(True, remember=False)
-    if args.path and not window.open_path(args.path, arch=_arch_spec(args), trust=args.trust) and args.screenshot:
-        return 1
+    from workbench.core.gc_freeze import freeze_startup_objects
+
+    if args.screenshot:  # unattended: nothing asks, the file opens before the window is drawn
+        if args.path and not window.open_path(args.path, arch=_arch_spec(args), trust=args.trust):
+            return 1
+        apply_tree_options(window, args)
+        freeze_startup_objects()
+        out = take_screenshot(window, args.screenshot)
+        print(f"wrote {out}")
+        window.close()
+        return 0
+    show_and_open(window, args)
+    freeze_startup_objects()  # a full collection would otherwise stall the window ~250 ms
+    return app.exec()
+
+
+def show_and_open(window, args) -> None:
+    """Show the window, then open ``args.path`` once it is painted (a dialog never appears on a black screen).
+
+    The tree options (``--freeze``, ``--unfreeze``, ``--select``) apply after the file opened.
+    """
+    window.show()
+    if not args.path:
+        apply_tree_options(window, args)
+        return
+    window.open_when_shown(args.path, arch=_arch_spec(args), trust=args.trust,
+                           then=lambda _opened: apply_tree_options(window, args))
+
+
+def apply_tree_options(window, args) -> None:
+    """``--freeze``, ``--unfreeze`` (in that order) and ``--select`` on the model shown."""
     for path in args.freeze:
         window.set_trainable(path, False)
     for path in args.unfreeze:
         window.set_trainable(path, True)
     if args.select is not None:
         window.tree_widget.select_name(args.select)
-    from workbench.core.gc_freeze import freeze_startup_objects
-
-    freeze_startup_objects()  # a full collection would otherwise stall the window ~250 ms
-    if args.screenshot:
-        out = take_screenshot(window, args.screenshot)
-        print(f"wrote {out}")
-        window.close()
-        return 0
-    window.show()
-    return app.exec()

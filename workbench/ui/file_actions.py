@@ -3,8 +3,13 @@
 Opening goes through the one open policy
 (:func:`workbench.core.model.opening.open_model`): each typed question it
 raises (trust, architecture, partial fit) is put to the user through the
-prompts, and the file is opened again with the answer. Saving goes through the
-one payload writer (:mod:`workbench.core.model.saving`).
+prompts, and the file is opened again with the answer. A bare state_dict whose
+detected best match is unique and matches every key and shape opens in it with
+no question (the status bar names it; Edit > Change architecture… asks). Every
+file opened is checked for NaN / Inf weights
+(:func:`workbench.core.model.health_check.find_nonfinite`): the tree badges the
+modules and the status bar names the tensors. Saving goes through the one
+payload writer (:mod:`workbench.core.model.saving`).
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from workbench.core.errors import CheckpointCorrupt, TrustRequired, WorkbenchErr
 from workbench.core.files import atomic_write_text
 from workbench.core.model import architectures, saving
 from workbench.core.model import tree as core_tree
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.architectures import ArchSpec, Candidate, detect_architecture
 from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
 from workbench.core.model.diff import module_diff
+from workbench.core.model.health_check import NonFiniteTensor, find_nonfinite, nonfinite_summary
 from workbench.core.model.opening import NeedsArchitecture, Opened, PartialFit, open_model
 from workbench.core.train.commands import SaveNow
+from workbench.core.probe.health import Badge
 from workbench.core.train.faults import nonfinite_tensors
 from workbench.ui.dialogs import WEIGHTS_ONLY
 from workbench.ui.prompts import CHECKPOINT_FILTER
@@ -76,6 +83,7 @@ class FileActions(QObject):
         self.session = session
         self.prompts = prompts
         self.settings = settings
+        self._detected: Candidate | None = None  # the unique full match the last open took without asking
 
     def _dialog_parent(self):
         parent = self.parent()
@@ -86,7 +94,8 @@ class FileActions(QObject):
         """Show the built-in demo model (``DigitsCNN``, input ``(1, 1, 8, 8)``)."""
         self.session.set_model(DigitsCNN(), ArchSpec("digits_cnn"), None, DEMO_INPUT_SHAPE, source="demo")
 
-    def open_path(self, path, arch: ArchSpec | str | None = None, trust: bool = False) -> bool:
+    def open_path(self, path, arch: ArchSpec | str | None = None, trust: bool = False,
+                  choose: bool = False) -> bool:
         """Open a checkpoint file and show its model.
 
         Parameters
@@ -99,6 +108,9 @@ class FileActions(QObject):
             or the Architecture dialog asks.
         trust : bool
             Load pickled code without asking (``--trust``).
+        choose : bool
+            Ask for the architecture even when the file names one or one
+            candidate matches every key and shape (Edit > Change architecture…).
 
         Returns
         -------
@@ -111,8 +123,9 @@ class FileActions(QObject):
         path = Path(path)
         if not path.exists():
             self._forget_recent(path)
+        self._detected = None
         try:
-            opened = self._open(path, arch, trust)
+            opened = self._open(path, arch, trust, choose)
         except CheckpointCorrupt as exc:  # offer the newest checkpoint of the folder that verifies
             if exc.intact is not None and Path(exc.intact) != path and self.prompts.open_intact(exc):
                 return self.open_path(exc.intact, arch=arch, trust=trust)
@@ -124,19 +137,65 @@ class FileActions(QObject):
             return False
         if opened is None:
             return False
+        opened, bad = opened
+        detected = self._detected
+        source = opened.source + (f" · {opened.spec} (detected)" if detected is not None else "")
         self.session.set_model(opened.model, opened.spec, opened.checkpoint, default_input_shape(opened.spec),
-                               source=opened.source)
+                               source=source)
+        self._show_health(bad, detected)
         self._add_recent(path)
         self.settings.setValue(LAST_FOLDER_KEY, str(path.resolve().parent))
         return True
 
-    def _open(self, path: Path, arch, trust: bool) -> Opened | None:
-        """:func:`open_model`, answering its questions through the prompts; None when cancelled."""
+    def _show_health(self, bad: list[NonFiniteTensor], detected: Candidate | None) -> None:
+        """Badge the modules whose tensors hold NaN/Inf and say so, and name a detected architecture, in the status bar."""
+        badges: dict[str, list[Badge]] = {}
+        for found in bad:
+            text = (f"{found.name}: {found.count:,} of {found.numel:,} values are NaN/Inf "
+                    f"({found.fraction:.1%}), as opened")
+            badges.setdefault(found.module, []).append(Badge("nonfinite", found.fraction, -1, text))
+        self.session.set_badges(badges)  # also clears the badges of the model shown before
+        lines = [nonfinite_summary(bad)] if bad else []
+        if detected is not None:
+            lines.append(f"Opened as {detected.spec}: the only architecture that matches every key and shape "
+                         "(Edit > Change architecture… to choose another)")
+        if lines:
+            self.session.show_status(" · ".join(lines), 30000)
+
+    def change_architecture(self) -> bool:
+        """Edit > Change architecture…: open the file shown again, choosing its architecture in the dialog.
+
+        Returns
+        -------
+        bool
+            True when the file opened with the choice; False when cancelled, on an
+            error, or when the model shown is not from a state_dict file.
+        """
+        ckpt = self.session.checkpoint
+        if self.session.refuse_while_running("change the architecture"):
+            return False
+        if ckpt is None or ckpt.module is not None:
+            self.session.show_status("Change architecture needs a checkpoint of weights (a state_dict) "
+                                     "opened from a file.", 8000)
+            return False
+        return self.open_path(ckpt.path, choose=True)
+
+    def _open(self, path: Path, arch, trust: bool,
+              choose: bool = False) -> tuple[Opened, list[NonFiniteTensor]] | None:
+        """:func:`open_model`, answering its questions through the prompts, and its non-finite tensors.
+
+        None when cancelled. ``choose`` asks for the architecture first, whatever the file says.
+        """
         partial = weights_only = False
+        if choose:
+            arch = self._ask_architecture(path)
+            if arch is None:
+                return None
+            weights_only, arch = arch == WEIGHTS_ONLY, (None if arch == WEIGHTS_ONLY else arch)
         while True:
             try:  # reading a large file and ranking architectures take seconds: keep the window painting
                 return run_in_background(
-                    lambda a=arch, t=trust, p=partial, w=weights_only: open_model(
+                    lambda a=arch, t=trust, p=partial, w=weights_only: _open_and_check(
                         path, a, trust=t, partial=p, weights_only=w),
                     f"Opening {path.name}…", self._dialog_parent())
             except TrustRequired as err:
@@ -144,6 +203,10 @@ class FileActions(QObject):
                     return None
                 trust = True
             except NeedsArchitecture as err:
+                match = err.unique_match
+                if match is not None and not choose:  # one answer: no question (as the command line)
+                    arch, self._detected = match.spec, match
+                    continue
                 choice = self.prompts.architecture(err.candidates, Path(err.checkpoint.path).name)
                 if choice is None:
                     return None
@@ -155,6 +218,13 @@ class FileActions(QObject):
                 if partial or not self.prompts.partial_load(err.report, Path(err.checkpoint.path).name, err.spec):
                     return None
                 partial = True
+
+    def _ask_architecture(self, path: Path):
+        """The Architecture dialog on the session's checkpoint: an ArchSpec, ``WEIGHTS_ONLY`` or None."""
+        state_dict = self.session.checkpoint.state_dict
+        candidates = run_in_background(lambda: detect_architecture(state_dict), "Ranking architectures…",
+                                       self._dialog_parent())
+        return self.prompts.architecture(candidates, path.name)
 
     def compare_with(self, path) -> list:
         """Compare the shown model with another checkpoint of its architecture, module by module.
@@ -177,6 +247,7 @@ class FileActions(QObject):
             return []
         if other is None:
             return []
+        other = other[0]
         changes = module_diff(model, other.model)
         missing = [c for c in changes if c.note]
         if missing and len(missing) == len(changes) and not any(c.params > 0 for c in changes):
@@ -304,3 +375,9 @@ class FileActions(QObject):
         path = self.prompts.save_path("Export summary", "Markdown (*.md);;CSV (*.csv)", "summary.md")
         if path:
             self.export_summary(path)
+
+
+def _open_and_check(path: Path, arch, **options) -> tuple[Opened, list[NonFiniteTensor]]:
+    """:func:`open_model`, then the NaN/Inf pass over its tensors (both off the GUI thread)."""
+    opened = open_model(path, arch, **options)
+    return opened, find_nonfinite(opened.model)

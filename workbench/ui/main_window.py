@@ -11,9 +11,10 @@ persistence, plus thin delegates that scripts and tests drive (``open_path``,
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QUndoStack
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QWidget
 
@@ -33,6 +34,10 @@ from workbench.ui.qsettings import make_settings
 from workbench.ui.runs.runs_panel import RunsPanel
 from workbench.ui.session import Session
 from workbench.ui.train.panel import TrainingPanel
+
+
+#: Longest wait for the window to be shown before a file given on the command line opens anyway, s.
+SHOW_WAIT_S = 5.0
 
 
 class MainWindow(QMainWindow):
@@ -131,6 +136,31 @@ class MainWindow(QMainWindow):
     def open_demo(self) -> None:
         """Show the built-in demo model."""
         self.file_actions.open_demo()
+
+    def change_architecture(self) -> bool:
+        """Edit > Change architecture…: reopen the file shown, choosing its architecture (:meth:`FileActions.change_architecture`)."""
+        return self.file_actions.change_architecture()
+
+    def open_when_shown(self, path, arch=None, trust: bool = False, then=None) -> None:
+        """Open ``path`` once the window is on screen and painted (``workbench PATH``).
+
+        A question about the file (trust, architecture, a partial fit) then appears
+        over the window, never over a black screen. ``then(opened: bool)`` runs after.
+        """
+        deadline = time.monotonic() + SHOW_WAIT_S
+
+        def attempt() -> None:
+            handle = self.windowHandle()
+            exposed = self.isVisible() and handle is not None and handle.isExposed()
+            if not exposed and time.monotonic() < deadline:
+                QTimer.singleShot(20, attempt)
+                return
+            self.repaint()  # painted now, before any dialog
+            opened = self.open_path(path, arch=arch, trust=trust)
+            if then is not None:
+                then(opened)
+
+        QTimer.singleShot(0, attempt)
 
     def new_from_architecture(self, spec=None) -> bool:
         """A freshly initialized model (:meth:`FileActions.new_from_architecture`)."""
@@ -259,6 +289,12 @@ class MainWindow(QMainWindow):
         self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
         edit_menu.addActions([self.undo_action, self.redo_action])
         edit_menu.addSeparator()
+        self.change_arch_action = self._action(
+            edit_menu, "Change &architecture…", self.change_architecture,
+            tip="Open the file shown again in another architecture (or as weights only)")
+        self.change_arch_action.setObjectName("changeArchitectureAction")
+        self.change_arch_action.setEnabled(False)
+        edit_menu.addSeparator()
         self.keep_bn_action = self._action(edit_menu, "Keep BatchNorm statistics fixed when frozen",
                                            self.set_keep_bn_stats_fixed)
         self.keep_bn_action.setCheckable(True)
@@ -308,6 +344,7 @@ class MainWindow(QMainWindow):
         self.tree_widget.input_shape_edit.setText(",".join(map(str, session.input_shape or ())))
         self._rebuild_tree()
         self.setWindowTitle(f"Workbench — {session.source}" if session.source else "Workbench")
+        self._update_change_arch_action()
         self.modelChanged.emit()
 
     def structure_changed(self) -> None:
@@ -432,7 +469,13 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Ready to resume {Path(run_dir).name}: press Start (F5).", 10000)
         return True
 
+    def _update_change_arch_action(self) -> None:
+        """Edit > Change architecture… applies to weights opened from a file (a state_dict), when idle."""
+        ckpt = self.session.checkpoint
+        self.change_arch_action.setEnabled(ckpt is not None and ckpt.module is None and not self.session.running)
+
     def _on_running_changed(self, running: bool) -> None:
+        self._update_change_arch_action()
         if not running and self.runs_dock.isVisible():
             self.runs_panel.refresh()  # the run that just ended joins the list
         self.undo_action.setEnabled(not running and self.undo_stack.canUndo())

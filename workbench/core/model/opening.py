@@ -57,6 +57,12 @@ class NeedsArchitecture(ArchitectureError):
         super().__init__(f"{checkpoint.path}: the file does not say which architecture it is for; "
                          "choose one (e.g. --arch resnet18) or open the weights only")
 
+    @property
+    def unique_match(self) -> Candidate | None:
+        """The one candidate that matches every key and shape (score 1), or None (none, or a tie)."""
+        perfect = [c for c in self.candidates if c.score >= 1.0]
+        return perfect[0] if len(perfect) == 1 else None
+
 
 class PartialFit(ArchitectureError):
     """The architecture does not take every tensor of the file strictly.

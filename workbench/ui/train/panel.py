@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.model.architectures import WeightsOnlyModule
 from workbench.core.probe.health import Badge
 from workbench.core.train.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
 from workbench.core.train.control import NONFINITE_ACTIONS
@@ -61,6 +62,10 @@ from workbench.ui.train.settings_form import TrainingSettings
 from workbench.ui.train.process_worker import ProcessTrainingWorker
 from workbench.ui.train.worker import TrainingWorker
 
+#: Tooltips of Start and Find LR (a model that cannot be trained puts the reason first).
+START_TIP = "Train the model shown with these settings (F5)"
+FIND_LR_TIP = ("Learning-rate range test on a copy of the model with these settings; "
+               "the model itself is not changed")
 #: QSettings key of the settings of the last run started (TOML text), restored at start.
 SETTINGS_KEY = "training/config"
 #: QSettings key: train on a QThread in the window's process instead of a training process.
@@ -174,7 +179,7 @@ class TrainingPanel(QWidget):
         self.start_button = QPushButton("Start (F5)")
         self.start_button.setObjectName("startButton")
         self.start_button.setShortcut(QKeySequence(Qt.Key.Key_F5))
-        self.start_button.setToolTip("Train the model shown with these settings (F5)")
+        self.start_button.setToolTip(START_TIP)
         self.start_button.clicked.connect(self.start)
         self.pause_button = QPushButton("Pause")
         self.pause_button.setObjectName("pauseButton")
@@ -193,8 +198,7 @@ class TrainingPanel(QWidget):
         self.cache_button.clicked.connect(self.empty_cuda_cache)
         self.lr_find_button = QPushButton("Find LR…")
         self.lr_find_button.setObjectName("findLrButton")
-        self.lr_find_button.setToolTip("Learning-rate range test on a copy of the model with these settings; "
-                                       "the model itself is not changed")
+        self.lr_find_button.setToolTip(FIND_LR_TIP)
         self.lr_finder = LRFinder(self, self._lr_find_config, self.session, self.settings.lr_spin.setValue,
                                   self.prompts.training_error)
         self.lr_find_button.clicked.connect(lambda: self.lr_finder.start())
@@ -302,9 +306,11 @@ class TrainingPanel(QWidget):
         if self.is_running():
             return False
         model = self.session.model
+        reason = self.untrainable_reason()
+        if reason is not None:
+            self._status(reason, 10000)
+            return False
         try:
-            if model is None:
-                raise ValueError("There is no model to train: open a checkpoint or create a model first.")
             config = self.settings.config()
             self._fill_config(config)
         except Exception as exc:  # noqa: BLE001 - a setting the user can fix
@@ -566,8 +572,7 @@ class TrainingPanel(QWidget):
         self.resume_check.setEnabled(can_resume and not self.is_running())
         if not can_resume:
             self.resume_check.setChecked(False)
-        self.start_button.setEnabled(self.session.model is not None and not self.is_running())
-        self.lr_find_button.setEnabled(self.start_button.isEnabled())
+        self._update_train_buttons()
 
     def shutdown(self, ask: bool = True, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
         """The window's closeEvent path; True = the window may close.
@@ -746,14 +751,31 @@ class TrainingPanel(QWidget):
         running = self.is_running()
         if not running:
             self._paused = False
-        self.start_button.setEnabled(not running and self.session.model is not None)
-        self.lr_find_button.setEnabled(self.start_button.isEnabled())
+        self._update_train_buttons()
         self.stop_button.setEnabled(running)
         self.pause_button.setEnabled(running)
         self.save_button.setEnabled(running)
         self.pause_button.setText("Resume" if running and self._paused else "Pause")
         self.cache_button.setVisible(_cuda_available())
         self.resume_check.setEnabled(not running and self.resume_check.isEnabled())
+
+    def untrainable_reason(self) -> str | None:
+        """Why the model shown cannot be trained (no model, a weights-only tree), or None when it can."""
+        model = self.session.model
+        if model is None:
+            return "There is no model to train: open a checkpoint or create a model first."
+        if isinstance(model, WeightsOnlyModule):
+            return ("This is a weights-only tree: it has no architecture, so no forward pass and no training. "
+                    "Choose the architecture with Edit > Change architecture… to train it.")
+        return None
+
+    def _update_train_buttons(self) -> None:
+        """Start and Find LR: enabled when idle with a trainable model, else disabled with the reason as tooltip."""
+        reason = None if self.is_running() else self.untrainable_reason()
+        can = not self.is_running() and reason is None
+        for button, tip in ((self.start_button, START_TIP), (self.lr_find_button, FIND_LR_TIP)):
+            button.setEnabled(can)
+            button.setToolTip(tip if reason is None else f"{reason}\n\n{tip}")
 
     def _status(self, text: str, ms: int = 0) -> None:
         self.session.show_status(text, ms)
