@@ -352,16 +352,14 @@ def test_adaptive_callback_spaces_measurements_by_its_current_cadence(tmp_path):
     # and the 90 steps hold several measurements even on a loaded machine; the law tested is the same
     cb = Spy(got.extend, probed=["features.2"], flush_ms=0, budget=0.5)
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=32), epochs=2, run_dir=str(tmp_path / "run"))
-    trainer = Trainer(DigitsCNN(), cfg, [cb])
-    assert trainer.fit() == "completed"
+    assert Trainer(DigitsCNN(), cfg, [cb]).fit() == "completed"
     act = [r.step - 1 for r in got if r.activations]  # step indices of the measurements
     assert len(act) >= 3 and act[0] == 0
     # the next measurement is the last one plus at least the cadence in force at each step since: it never
     # comes before the cadence known after step b - 1 says so (it may come later, while the measurements so
-    # far are paid for: the cumulative budget, tested on the clock below); an epoch's last step may come
-    # sooner when the cumulative budget allows it (tests/core/probe/test_cadence.py)
+    # far are paid for: the cumulative budget, tested on the clock below)
     for a, b in zip(act, act[1:]):
-        assert a + after[b - 1] <= b or (b + 1) % trainer.steps_per_epoch == 0, (a, b)
+        assert a + after[b - 1] <= b, (a, b)
 
 
 def test_measurements_stay_within_the_budget_counted_from_the_start_of_the_fit():

@@ -3,9 +3,6 @@ the next full measurement is due and why; a cadence the user changes mid-run; sp
 
 from __future__ import annotations
 
-import math
-import types
-
 import numpy as np
 import pytest
 
@@ -98,31 +95,6 @@ def test_the_cadence_changes_mid_run_and_a_report_says_so_at_once(tmp_path):
 def test_set_cadence_refuses_what_cannot_be(every, budget):
     with pytest.raises(ValueError):
         ProbeCallback(lambda r: None).set_cadence(every, budget)
-
-
-def _trainer_state(batch_in_epoch, epoch=0, epochs=3):
-    return types.SimpleNamespace(batch_in_epoch=batch_in_epoch, epoch=epoch, config=types.SimpleNamespace(epochs=epochs))
-
-
-def _callback_after(plain, extra, elapsed, spent, budget=0.02):
-    cb = ProbeCallback(lambda r: None, budget=budget)
-    cost = cb._cadence
-    cost.plain, cost.measured, cost.own = plain, plain + extra, extra
-    cost.elapsed, cost.spent = elapsed, spent
-    cb._epoch_steps, cb._last_act = 23, 0
-    return cb
-
-
-def test_an_epoch_end_takes_the_next_measurement_when_the_budget_allows_it_then():
-    # a heavy model: 2 % of the time so far pays for another measurement at once, and the steady cadence
-    # (one every 45 steps) would come after this epoch's end at index 22: that end gets it
-    cb = _callback_after(plain=0.010, extra=0.009, elapsed=10.0, spent=0.009)
-    cb._plan_next(_trainer_state(batch_in_epoch=21), 20)
-    assert cb.every == 45 and cb._next_act == 22
-    # the demo after 21 steps: the measurement at step 0 is not paid for until index 89; the epoch end is plain
-    cb = _callback_after(plain=0.010, extra=0.009, elapsed=0.21, spent=0.009)
-    cb._plan_next(_trainer_state(batch_in_epoch=21), 20)
-    assert cb._next_act == 20 + math.ceil((0.018 - 0.02 * 0.21) / (0.02 * 0.010)) == 89
 
 
 def test_the_step_cost_charges_work_outside_a_measured_step():
