@@ -251,3 +251,8 @@ def test_an_unknown_command_in_a_subprocess_exits_2_without_a_window(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs"]
+
+
+def test_a_negative_max_depth_is_a_usage_error(capsys, resnet18_module_prefixed):
+    assert cli.main(["inspect", str(resnet18_module_prefixed), "--max-depth", "-5"]) == 2
+    assert "whole number >= 0" in capsys.readouterr().err

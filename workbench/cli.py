@@ -71,6 +71,16 @@ def _shape_arg(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _depth_arg(text: str) -> int:
+    try:
+        depth = int(text)
+    except ValueError:
+        depth = -1
+    if depth < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a depth: give a whole number >= 0")
+    return depth
+
+
 def build_inspect_parser() -> argparse.ArgumentParser:
     """The argument parser of ``workbench inspect``."""
     parser = argparse.ArgumentParser(
@@ -103,7 +113,7 @@ def build_inspect_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--partial", action="store_true", help="load every matching tensor and list the rest (not strict)"
     )
-    parser.add_argument("--max-depth", type=int, metavar="D", help="show modules down to this depth only")
+    parser.add_argument("--max-depth", type=_depth_arg, metavar="D", help="show modules down to this depth only")
     parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
     return parser
 

@@ -369,7 +369,7 @@ def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int
         callbacks.append(PrintProgress(lambda line: print(line, flush=True)))
     reason = "error"
     try:
-        model, arch = model_from_config(cfg.model, path.parent, trust=trust)
+        model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         trainer = make_trainer(model, cfg, callbacks, arch, resume=resume)
         life.take(trainer)
