@@ -198,9 +198,10 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
         model, report = _load(ckpt, spec, not partial, list(edits))
     except ArchitectureError as err:
         report = getattr(err, "report", None)
+        message = str(err) if str(ckpt.path) in str(err) else f"{ckpt.path}: {err}"  # which file (diff opens two)
         if report is None or report.ok or partial:
-            raise
-        raise PartialFit(ckpt, spec, report, str(err)) from err
+            raise ArchitectureError(message, report) from err
+        raise PartialFit(ckpt, spec, report, message) from err
     notes = [] if report.ok else [f"partial load into {spec}: {len(report.missing)} missing, "
                                   f"{len(report.mismatched)} mismatched, {len(report.unexpected)} unexpected tensors"]
     return Opened(model, spec, ckpt, report, notes=notes)
