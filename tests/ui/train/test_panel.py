@@ -217,7 +217,9 @@ def test_the_lr_field_changes_the_lr_of_a_running_run(host, qtbot):
     _wait_end(qtbot, panel)
     edits = [json.loads(line) for line in (Path(panel.run_dir()) / "edits.jsonl").read_text().splitlines()]
     set_lr = [e for e in edits if e["op"] == "set_lr"]
-    assert len(set_lr) == 1 and set_lr[0]["lr"] == pytest.approx(1e-4) and 3 <= set_lr[0]["step"] <= applied
+    marker = next(m for m in panel.plots._markers if "lr 0.0001" in m[3])
+    assert len(set_lr) == 1 and set_lr[0]["lr"] == pytest.approx(1e-4) and set_lr[0]["step"] >= 3
+    assert set_lr[0]["step"] == marker[0]  # recorded at the step where the run applied it, as the plot marks it
     assert "Live" not in spin.toolTip() and panel.settings.epochs_spin.isEnabled()
 
 
@@ -575,3 +577,30 @@ def test_tensorboard_command_names_the_runs_event_folder(host, qtbot, tmp_path):
     assert command == f'tensorboard --logdir "{tmp_path / "run" / "tensorboard"}"'
     assert QGuiApplication.clipboard().text() == command
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "run" / "tensorboard").iterdir())
+
+
+def test_completed_is_shown_only_once_metrics_csv_and_the_checkpoints_are_on_disk(host, qtbot):
+    """ "completed" appeared seconds before metrics.csv held its rows."""
+    from workbench.core.train.runs import MetricsCSV
+
+    panel = host.panel
+    seen = []
+    set_format = panel.progress.setFormat
+
+    def record(text):
+        if text.startswith("completed") and not seen:
+            run = Path(panel.run_dir())
+            rows = MetricsCSV(run / "metrics.csv").rows if (run / "metrics.csv").exists() else []
+            steps = {name: torch.load(run / name, weights_only=True)["step"] if (run / name).exists() else None
+                     for name in ("last.pt", "best.pt")}
+            status = (run / "status.json").read_text() if (run / "status.json").exists() else ""
+            seen.append((len(rows), steps, status))
+        set_format(text)
+
+    panel.progress.setFormat = record
+    _start(qtbot, panel, epochs=3)
+    _wait_end(qtbot, panel)
+    assert panel.last_reason() == "completed" and len(seen) == 1
+    rows, steps, status = seen[0]
+    assert rows == 3 and steps["last.pt"] == 3 * 23 and steps["best.pt"] is not None
+    assert '"completed"' in status

@@ -60,6 +60,7 @@ from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.lr_find_dialog import LRFinder
 from workbench.ui.train.settings_form import TrainingSettings
 from workbench.ui.train.process_worker import ProcessTrainingWorker
+from workbench.ui.train.progress_eta import EtaEstimator
 from workbench.ui.train.worker import TrainingWorker
 
 #: Tooltips of Start and Find LR (a model that cannot be trained puts the reason first).
@@ -86,15 +87,6 @@ REDRAW_MS = 500
 #: window's relay thread and GUI thread; on 2 cores that CPU is taken from training
 #: (5 interleaved pairs: 0.87 vs 0.81 of the plain loop, GUI p99 20.3 vs 25.5 ms).
 METRICS_MS = REDRAW_MS // 2
-
-
-def _fmt_duration(seconds: float) -> str:
-    if not math.isfinite(seconds) or seconds < 0:
-        return "–"
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 class TrainingPanel(QWidget):
@@ -142,6 +134,7 @@ class TrainingPanel(QWidget):
         self._paused = False
         self._config = None
         self._rate_window: deque = deque()
+        self._eta = EtaEstimator()
         self._t0 = 0.0
         self._samples_per_s = float("nan")
         self._build()
@@ -346,6 +339,7 @@ class TrainingPanel(QWidget):
         self._last_epoch_metrics = {}
         self._samples_per_s = float("nan")
         self._rate_window = deque()
+        self._eta.reset()
         self.skipped_images = []
         self.input_label.setText("")
         self.ranks_label.setText("")
@@ -511,6 +505,7 @@ class TrainingPanel(QWidget):
         """Resume a paused run."""
         if self._worker is not None and self._paused:
             self._worker.control.resume()
+            self._eta.restart_window()  # the time paused is not step time
             self._paused = False
             self._update_buttons()
 
@@ -810,6 +805,8 @@ class TrainingPanel(QWidget):
         if t is None:
             t = np.full(step.shape, now)
         self.plots.add_steps(step, loss, lr=m.get("lr"), epoch=m.get("epoch_float", m.get("epoch")), time=t)
+        if len(step):
+            self._eta.add(float(np.asarray(t)[-1]), int(step[-1]))
         self._last_metrics = m  # the progress bar is repainted on the redraw tick, not per batch
         samples = m.get("samples")
         if samples is not None and len(samples):
@@ -859,17 +856,12 @@ class TrainingPanel(QWidget):
             self.progress.setValue(min(step, int(total)))
         # epoch_float reaches 1.0 at the last step of the first epoch: that step is still in epoch 1
         epoch_shown = max(1, math.ceil(epoch_f - 1e-9)) if math.isfinite(epoch_f) else 1
-        elapsed = time.perf_counter() - self._t0
-        eta = float("nan")
-        if math.isfinite(total) and step > 0:
-            rate = step / max(elapsed, 1e-9)
-            eta = (total - step) / rate if rate > 0 else float("nan")
         parts = [f"epoch {min(epoch_shown, epochs)}/{epochs}",
                  f"step {step}" + (f"/{int(total)}" if math.isfinite(total) else "")]
         if math.isfinite(self._samples_per_s):
             parts.append(f"{self._samples_per_s:,.0f} samples/s")
         self._show_input_wait(last("input_wait"))
-        parts.append(f"ETA {_fmt_duration(eta)}")
+        parts.append(self._eta.text(total))
         if self._paused:
             parts.append("paused")
         self.progress.setFormat(" · ".join(parts))
