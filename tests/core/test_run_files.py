@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from workbench.core.run_files import (
+    MAX_COLUMNS,
     MAX_SMALL_BYTES,
     MetricsBlocks,
+    NotATextFile,
     RunFileError,
+    is_time,
     is_training_process,
     printable,
     process_start_time,
+    read_csv_rows,
     read_run_info,
     read_small,
     read_status,
+    read_text_file,
     training_pid,
 )
 
@@ -122,6 +129,30 @@ def test_status_json_of_the_wrong_shape_is_said(tmp_path, text, match):
         read_status(tmp_path)
 
 
+@pytest.mark.parametrize("text, shown", [
+    ('{"state": "finished", "started": 1e20}', "1e+20"),
+    ('{"state": "finished", "started": -1e18}', "-1e+18"),
+    ('{"state": "finished", "started": Infinity}', "inf"),
+    ('{"state": "finished", "started": -Infinity}', "-inf"),
+    ('{"state": "finished", "started": NaN}', "nan"),
+    ('{"state": "finished", "started": 0}', "0"),
+    ('{"state": "finished", "started": 1' + "0" * 400 + "}", "an integer of about 401 digits"),
+    ('{"state": "finished", "started": 1e9, "ended": 4e10}', "4e+10"),
+])
+def test_a_time_a_clock_cannot_show_is_said(tmp_path, text, shown):
+    (tmp_path / "status.json").write_text(text)
+    key = "ended" if "ended" in text else "started"
+    with pytest.raises(RunFileError) as err:
+        read_status(tmp_path)
+    assert str(err.value) == (f"status.json: '{key}' is {shown}, not a time (seconds since 1970, before the "
+                              "year 3000)")
+
+
+def test_times_a_clock_can_show_are_read():
+    assert all(is_time(t) for t in (1e9, 1, 1_700_000_000, 32503679999.0))
+    assert not any(is_time(t) for t in (0, -1.0, 32503680000.0, math.inf, math.nan, 10**400, True, "1e9", None))
+
+
 @pytest.mark.parametrize("text, match", [
     ("model = 3\n", r"model is an integer, not a table \(\[model\]\)"),
     ("[model]\narch = 3\n", r"\[model\] arch is an integer, not a string"),
@@ -202,14 +233,43 @@ def test_a_non_utf8_line_is_skipped_and_said(tmp_path):
     assert blocks.problem == "metrics.csv: not UTF-8 (byte 0xff at offset 3) on line 5: skipped"
 
 
-def test_nul_bytes_end_the_reading_and_the_rows_before_them_are_kept(tmp_path):
+def test_nul_bytes_at_the_end_skip_their_line_and_the_rows_before_them_are_kept(tmp_path):
     _write_metrics(tmp_path / "metrics.csv", _rows(10))
     with open(tmp_path / "metrics.csv", "ab") as f:
         f.write(b"10,253,0.1" + b"\0" * 100_000)  # a power loss: the last write's pages are zeros
     blocks = MetricsBlocks(tmp_path, ["step"])
     steps = np.concatenate([b["step"] for b in blocks])
     assert list(steps) == [(e + 1) * 23 for e in range(10)]
-    assert blocks.problem == "metrics.csv: holds NUL bytes from line 12 on (a write cut short by a power loss?)"
+    assert blocks.problem == "metrics.csv: NUL bytes on line 12 (a write cut short by a power loss?): skipped"
+
+
+@pytest.mark.parametrize("block_bytes", [1024, 2**20])
+def test_a_line_of_nul_bytes_inside_the_file_skips_that_line_only_the_rows_after_it_are_read(tmp_path, block_bytes):
+    rows = _rows(200)
+    _write_metrics(tmp_path / "metrics.csv", rows[:100])
+    with open(tmp_path / "metrics.csv", "ab") as f:
+        f.write(b"\0" * 3000 + b"\r\n")
+    with open(tmp_path / "metrics.csv", "a", newline="") as f:
+        f.writelines(",".join("" if v is None else str(v) for v in r) + "\r\n" for r in rows[100:])
+    blocks = MetricsBlocks(tmp_path, ["step"], block_bytes=block_bytes)
+    steps = np.concatenate([b["step"] for b in blocks])
+    assert steps.tolist() == [(e + 1) * 23 for e in range(200)] and blocks.rows == 200
+    assert blocks.problem == "metrics.csv: NUL bytes on line 102 (a write cut short by a power loss?): skipped"
+
+
+def test_all_columns_of_a_very_wide_header_read_in_linear_time_the_first_thousand_kept(tmp_path):
+    n = 60_000  # took 46 s when each column was looked up in the header tuple
+    (tmp_path / "metrics.csv").write_text(",".join(f"c{i}" for i in range(n)) + "\n"
+                                          + ",".join(str(i) for i in range(n)) + "\n")
+    blocks = MetricsBlocks(tmp_path)
+    start = time.monotonic()
+    (cols,) = _in_thread(lambda: list(blocks), timeout=20)
+    assert time.monotonic() - start < 5
+    assert len(cols) == MAX_COLUMNS == 1000 and list(cols)[-1] == "c999" and cols["c999"].tolist() == [999.0]
+    assert blocks.problem == "metrics.csv: has 60,000 columns: only the first 1,000 are read" and blocks.rows == 1
+    few = MetricsBlocks(tmp_path, ["c59999", "c3", "nope"])  # named columns: any of them, no problem
+    (cols,) = list(few)
+    assert list(cols) == ["c59999", "c3"] and cols["c59999"].tolist() == [59999.0] and few.problem == ""
 
 
 def test_a_truncated_last_line_and_a_cell_too_many_are_skipped_and_said(tmp_path):
@@ -252,28 +312,127 @@ def test_an_empty_or_headerless_file_is_said(tmp_path):
     assert list(blocks) == [] and blocks.problem.startswith("metrics.csv: not UTF-8") and "header" in blocks.problem
 
 
+def test_read_csv_rows_keeps_every_readable_row_and_says_each_damaged_line(tmp_path):
+    rows = _rows(6)
+    text = b"".join((",".join("" if v is None else str(v) for v in r) + "\r\n").encode() for r in rows)
+    lines = text.splitlines(keepends=True)
+    data = (HEADER.encode() + b"\r\n" + lines[0] + lines[1] + b"\0" * 40 + b"\r\n" + lines[2]
+            + lines[3].replace(b",", b",\xff", 1) + lines[4] + b"5,1,2\r\n" + lines[5])
+    (tmp_path / "metrics.csv").write_bytes(data)
+    got, problem = read_csv_rows(tmp_path)
+    assert [r["epoch"] for r in got] == ["0", "1", "2", "4", "5"]  # those after the damage too
+    assert problem == ("metrics.csv: NUL bytes (a write cut short by a power loss?) on line 4: left out "
+                       "(and 2 more damaged line(s))")
+    (tmp_path / "metrics.csv").write_bytes(b"\0" * 20 + b"\r\n" + lines[0] + lines[1])  # the header lost
+    assert read_csv_rows(tmp_path)[0] == []
+    got, problem = read_csv_rows(tmp_path, header=HEADER.split(","))
+    assert [r["step"] for r in got] == ["23", "46"] and "on its header line" in problem
+
+
+@needs_fifo
+def test_read_text_file_refuses_a_fifo_a_device_and_a_folder_promptly_and_names_the_file(tmp_path):
+    os.mkfifo(tmp_path / "fifo.toml")
+    (tmp_path / "zero.toml").symlink_to("/dev/zero")
+    (tmp_path / "dir.toml").mkdir()
+    for name, kind in (("fifo.toml", "a FIFO"), ("zero.toml", "a character device"), ("dir.toml", "a folder")):
+        with pytest.raises(NotATextFile, match=f"^{tmp_path / name}: {kind}, not a regular file$"):
+            _in_thread(lambda name=name: read_text_file(tmp_path / name))
+    (tmp_path / "bad.toml").write_bytes(b"epochs = 1\n# caf\xff\n")
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'bad.toml'}: not UTF-8 \\(byte 0xff at offset 16\\)$"):
+        read_text_file(tmp_path / "bad.toml")
+    with open(tmp_path / "big.toml", "wb") as f:
+        f.truncate(MAX_SMALL_BYTES + 1)
+    with pytest.raises(NotATextFile, match="larger than 4 MB"):
+        read_text_file(tmp_path / "big.toml")
+    with pytest.raises(FileNotFoundError):
+        read_text_file(tmp_path / "missing.toml")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-shared.toml"
+    elsewhere.write_text("epochs = 2\n")
+    (tmp_path / "linked.toml").symlink_to(elsewhere)  # a link the user made to a regular file anywhere: read
+    assert read_text_file(tmp_path / "linked.toml") == "epochs = 2\n"
+
+
 # ------------------------------------------------------------------------------------------ processes
 def test_pid_zero_minus_one_and_the_wrong_types_are_never_a_training_process():
     for pid in (0, -1, -os.getpid(), None, "1", True, 1.5):
         assert not is_training_process(pid)
 
 
+def _workbench_module_child():
+    """A live process whose command line is a Workbench module, as a data-parallel rank's is
+    (``python -m workbench.core.train.parent_watch timeit ...``: sleeps 60 s, ends with this process)."""
+    return subprocess.Popen([sys.executable, "-u", "-m", "workbench.core.train.parent_watch", "timeit", "-n", "1",
+                             "-r", "1", "import time; time.sleep(60)"])
+
+
+def _console_script_child(folder):
+    """A live process started as the ``workbench`` console script is (``python .../bin/workbench ARGS``)."""
+    script = folder / "bin" / "workbench"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text("import time\ntime.sleep(60)\n")
+    return subprocess.Popen([sys.executable, str(script), "train", "run.toml"])
+
+
+_SPAWN_GRANDCHILD = """
+import multiprocessing, sys, time
+if __name__ == "__main__":
+    p = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,), daemon=True)
+    p.start()
+    print(p.pid, flush=True)
+    sys.stdin.read()
+"""
+
+
+def _stop(*procs):
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
 @needs_proc
-def test_a_live_process_counts_only_if_it_is_python_and_started_when_recorded(tmp_path):
+def test_a_live_process_counts_only_if_it_is_workbench_and_started_when_recorded(tmp_path):
     me = os.getpid()
-    assert is_training_process(me, process_start_time(me)) and is_training_process(me)
+    assert is_training_process(me, process_start_time(me)) and is_training_process(me)  # this process runs Workbench
     assert not is_training_process(me, process_start_time(me) + 1)  # the pid was reused
     sleeper = subprocess.Popen(["sleep", "60"])
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    python = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    module, script = _workbench_module_child(), _console_script_child(tmp_path)
     try:
-        assert process_start_time(sleeper.pid) is not None
-        assert not is_training_process(sleeper.pid)  # alive, but not Python nor Workbench
-        assert is_training_process(child.pid, process_start_time(child.pid))
+        for p in (sleeper, python):  # alive, but not Workbench: with or without its start time
+            assert process_start_time(p.pid) is not None
+            assert not is_training_process(p.pid) and not is_training_process(p.pid, process_start_time(p.pid))
+        for p in (module, script):
+            assert is_training_process(p.pid) and is_training_process(p.pid, process_start_time(p.pid))
+            assert not is_training_process(p.pid, process_start_time(p.pid) + 1)
     finally:
-        for p in (sleeper, child):
-            p.kill()
-            p.wait()
-    assert not is_training_process(child.pid) and process_start_time(child.pid) is None
+        _stop(sleeper, python, module, script)
+    assert not is_training_process(module.pid) and process_start_time(module.pid) is None
+
+
+@needs_proc
+def test_a_multiprocessing_child_counts_only_when_its_parent_is_workbench(tmp_path):
+    import multiprocessing
+    import time as _time
+
+    mine = multiprocessing.get_context("spawn").Process(target=_time.sleep, args=(60,), daemon=True)
+    mine.start()  # the window's training process is such a child of the window
+    outer = subprocess.Popen([sys.executable, "-c", _SPAWN_GRANDCHILD], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        theirs = int(outer.stdout.readline())  # a spawn child of a plain python
+        assert process_start_time(theirs) is not None
+        assert is_training_process(mine.pid, process_start_time(mine.pid))
+        assert not is_training_process(theirs) and not is_training_process(theirs, process_start_time(theirs))
+    finally:
+        mine.kill()
+        mine.join()
+        outer.kill()
+        outer.wait()
+
+
+@pytest.mark.parametrize("pid", [2**31, 10**30])
+def test_a_pid_beyond_any_process_id_is_no_process(pid):
+    assert not is_training_process(pid)
 
 
 @needs_proc
@@ -285,6 +444,14 @@ def test_training_pid_trusts_running_only_for_a_live_workbench_process(tmp_path)
     me = os.getpid()
     assert status(pid=me, pid_start=process_start_time(me)) == me
     assert status(pid=0) is None and status(pid=-1) is None and status(pid=me, pid_start=1) is None
+    python = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    module = _workbench_module_child()
+    try:  # a plain python that took a dead run's pid is not trusted; a Workbench process is, with or without start
+        assert status(pid=python.pid) is None and status(pid=python.pid, pid_start=None) is None
+        assert status(pid=module.pid) == module.pid
+        assert status(pid=module.pid, pid_start=process_start_time(module.pid)) == module.pid
+    finally:
+        _stop(python, module)
     (tmp_path / "status.json").write_text(json.dumps({"state": "finished", "pid": me}))
     assert training_pid(tmp_path) is None
     (tmp_path / "status.json").write_text("{")

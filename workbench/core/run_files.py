@@ -12,12 +12,17 @@ the reason, promptly and in bounded memory:
   is opened with ``O_NONBLOCK`` and checked again with ``fstat``, so a FIFO put
   there between the two never blocks;
 - ``status.json`` and ``run.toml`` are read up to :data:`MAX_SMALL_BYTES`;
+  the times of ``status.json`` must be times a clock can show (:func:`is_time`);
 - ``metrics.csv`` is read in blocks of :data:`BLOCK_BYTES`
-  (:class:`MetricsBlocks`), parsed by ``numpy.loadtxt``, whatever its length.
+  (:class:`MetricsBlocks`), parsed by ``numpy.loadtxt``, whatever its length;
+  a damaged line is skipped and the lines after it are read.
 
-It also says whether a recorded process id is a live Workbench training process
-(:func:`is_training_process`) and escapes text for a terminal (:func:`printable`).
-Qt-free; imports nothing of ``workbench.core.train``.
+A run file the user names by path (``workbench train run.toml``) is read by
+:func:`read_text_file` with the same care (a link may point anywhere, but to a
+regular file). It also says whether a recorded process id is a live Workbench
+training process (:func:`is_training_process`: by its command line) and escapes
+text for a terminal (:func:`printable`). Qt-free; imports nothing of
+``workbench.core.train``.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ from typing import IO, Callable, Iterator
 import numpy as np
 import tomllib
 
-__all__ = ["RunFileError", "RunIsTraining", "RunInfo", "MetricsBlocks", "MAX_SMALL_BYTES", "BLOCK_BYTES",
-           "open_run_file", "read_csv_rows", "read_small", "read_status", "read_toml", "read_run_info", "printable",
-           "process_start_time", "is_training_process", "training_pid", "refuse_if_training"]
+__all__ = ["RunFileError", "RunIsTraining", "NotATextFile", "RunInfo", "MetricsBlocks", "MAX_SMALL_BYTES",
+           "BLOCK_BYTES", "MAX_COLUMNS", "MAX_TIME", "open_run_file", "read_csv_rows", "read_small", "read_status",
+           "read_text_file", "read_toml", "read_run_info", "is_time", "printable", "process_start_time",
+           "is_training_process", "training_pid", "refuse_if_training"]
 
 #: The most bytes read of ``status.json`` or ``run.toml`` (a larger one is unreadable).
 MAX_SMALL_BYTES = 4 * 2**20
@@ -47,6 +53,11 @@ MAX_SMALL_BYTES = 4 * 2**20
 BLOCK_BYTES = 2**20
 #: The longest ``metrics.csv`` line read (a longer one is skipped as damaged).
 MAX_LINE_BYTES = 2**20
+#: The most columns of ``metrics.csv`` read when all are asked for (the others are said in the problem).
+MAX_COLUMNS = 1000
+#: Times in ``status.json`` (seconds since 1970) are before this: 3000-01-01 UTC (``time.localtime`` of
+#: 1e20 raises, an infinity too; a later time is a damaged file).
+MAX_TIME = 32503680000.0
 
 STATUS_FILE, TOML_FILE, METRICS_FILE = "status.json", "run.toml", "metrics.csv"
 
@@ -69,6 +80,22 @@ class RunFileError(Exception):
 
 class RunIsTraining(OSError):
     """The run folder belongs to a live training process: it is not renamed or deleted."""
+
+
+class NotATextFile(ValueError):
+    """A file given by path is not a regular text file of a sane size (a FIFO, a device, not UTF-8, too large).
+
+    Its message names the file: ``"<path>: <reason>"``.
+
+    Attributes
+    ----------
+    path : str
+    reason : str
+    """
+
+    def __init__(self, path: str | Path, reason: str):
+        super().__init__(f"{printable(os.fspath(path))}: {reason}")
+        self.path, self.reason = os.fspath(path), reason
 
 
 # ---------------------------------------------------------------------------------------------- text
@@ -184,6 +211,41 @@ def read_small(folder: str | Path, name: str, limit: int = MAX_SMALL_BYTES) -> s
     return _decode(name, data)
 
 
+def read_text_file(path: str | Path, limit: int = MAX_SMALL_BYTES) -> str:
+    """The UTF-8 text of a file given by its path (a run file the user names), promptly and in bounded memory.
+
+    A link is followed wherever it points (the user named the file), but what it
+    reaches must be a regular file: a FIFO, a device (``/dev/zero``) or a folder
+    is refused without being read, and the file is opened with ``O_NONBLOCK`` and
+    checked again with ``fstat``. At most ``limit`` bytes are read.
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no such file (or a link to nothing).
+    OSError
+        It cannot be opened or read (permissions); the error's ``filename`` is the path.
+    NotATextFile
+        A ValueError naming the file: not a regular file, larger than ``limit``, NUL bytes, not UTF-8.
+    """
+    path = os.fspath(path)
+    st = os.stat(path)  # follows links; FileNotFoundError / PermissionError name the path
+    if not stat.S_ISREG(st.st_mode):
+        raise NotATextFile(path, f"{_kind(st.st_mode)}, not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    with open(fd, "rb", closefd=True) as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
+            raise NotATextFile(path, "not a regular file (replaced while opening)")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise NotATextFile(path, f"larger than {limit / 2**20:g} MB: not read")
+    try:
+        return _decode("", data)
+    except RunFileError as exc:
+        raise NotATextFile(path, exc.reason) from None
+
+
 # ---------------------------------------------------------------------------------------------- status.json
 _NUMBER, _INT, _STR = "a number", "an integer", "a string"
 #: The fields of status.json a reader uses, and their JSON types (null is allowed for each).
@@ -231,7 +293,39 @@ def read_status(folder: str | Path) -> dict | None:
             raise RunFileError(STATUS_FILE, f"{key!r} is {_json_type(status[key])}, not {want}")
     if isinstance(status.get("epochs"), int) and status["epochs"] < 0:
         raise RunFileError(STATUS_FILE, f"'epochs' is {status['epochs']}, not a count")
+    for key in _TIME_FIELDS:
+        value = status.get(key)
+        if value is not None and not is_time(value):
+            raise RunFileError(STATUS_FILE, f"{key!r} is {_number_text(value)}, not a time (seconds since 1970, "
+                                            "before the year 3000)")
     return status
+
+
+#: The fields of status.json that are times (``time.time()``).
+_TIME_FIELDS = ("started", "ended")
+
+
+def is_time(value: object) -> bool:
+    """Whether ``value`` is a number of seconds since 1970 that a clock could show: finite, in (0, :data:`MAX_TIME`).
+
+    ``time.localtime`` raises on 1e20, -1e18 or an infinity ("Value too large for defined data type",
+    OverflowError); a time that passes here is safe to give it.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        t = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+    return math.isfinite(t) and 0 < t < MAX_TIME
+
+
+def _number_text(value: object) -> str:
+    """A number, short (``1e+20``, ``inf``, ``nan``; a huge integer as its digit count)."""
+    try:
+        return f"{float(value):.6g}"  # type: ignore[arg-type]
+    except OverflowError:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------------------------------- run.toml
@@ -248,7 +342,7 @@ def read_toml(folder: str | Path) -> dict | None:
         return None
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: an integer of more than 4,300 digits
         raise RunFileError(TOML_FILE, f"not TOML ({exc})") from None
     except RecursionError:
         raise RunFileError(TOML_FILE, "not TOML (nested too deeply)") from None
@@ -314,10 +408,12 @@ class MetricsBlocks:
     Each block holds the next rows of the file (about :data:`BLOCK_BYTES` of
     text), one float64 array per requested column that the header has (a blank
     cell or one that is not a number is NaN). Memory is bounded by the block,
-    whatever the file's length. A damaged line (not UTF-8, a cell too many or too
-    few, longer than :data:`MAX_LINE_BYTES`) is skipped; NUL bytes end the
-    reading (a power loss leaves them at the end). The first such problem is
-    kept in :attr:`problem`.
+    whatever the file's length. A damaged line (not UTF-8, NUL bytes left by a
+    power loss, a cell too many or too few, longer than :data:`MAX_LINE_BYTES`)
+    is skipped and the lines after it are read. The first such problem is kept
+    in :attr:`problem`. With ``columns`` None, the first :data:`MAX_COLUMNS`
+    columns are read (the count of the others is the problem); the work per row
+    is linear in the columns read.
 
     Parameters
     ----------
@@ -353,6 +449,8 @@ class MetricsBlocks:
         self.exists = False
         self._line = 1  # line number of the header; the next line read is _line + 1
         self._converters = False  # a blank cell was seen: parse with a converter from now on
+        self._wanted: list[str] = []  # the columns read, in order (set with the header)
+        self._use: list[int] = [0]  # their indices in the header (column 0 when none: rows are still counted)
 
     def _note(self, reason: str) -> None:
         if not self.problem:
@@ -400,11 +498,9 @@ class MetricsBlocks:
                 block = self._read_header(block)
                 if block is None:
                     return
-            out, stop = self._block(block)
+            out = self._block(block)
             if out is not None:
                 yield out
-            if stop:
-                return
             if self.progress is not None:
                 self.progress(min(1.0, done / size) if size else 1.0)
         if not self.header and not carry.strip():
@@ -416,7 +512,7 @@ class MetricsBlocks:
                 if block is None or not block:
                     return
                 carry = block[:-1]
-            out, _stop = self._block(carry + b"\n", last=True)
+            out = self._block(carry + b"\n", last=True)
             if out is not None:
                 yield out
         if self.progress is not None:
@@ -436,32 +532,41 @@ class MetricsBlocks:
         if not any(self.header):
             self._note("no header line")
             return None
+        index: dict[str, int] = {}  # name -> its first column (a dict: linear in the header, never quadratic)
+        for i, name in enumerate(self.header):
+            if name and name not in index:
+                index[name] = i
+        if self.columns is None:
+            wanted = list(index)
+            if len(wanted) > MAX_COLUMNS:
+                self._note(f"has {len(wanted):,} columns: only the first {MAX_COLUMNS:,} are read")
+                wanted = wanted[:MAX_COLUMNS]
+        else:
+            wanted = [c for c in dict.fromkeys(self.columns) if c and c in index]
+        self._wanted = wanted
+        self._use = [index[c] for c in wanted] or [0]
         return block[end + 1:]
 
-    def _block(self, block: bytes, last: bool = False) -> tuple[dict[str, np.ndarray] | None, bool]:
-        """Columns of the lines in ``block`` (each ending in a newline); ``(columns or None, stop reading)``."""
+    def _block(self, block: bytes, last: bool = False) -> dict[str, np.ndarray] | None:
+        """Columns of the lines in ``block`` (each ending in a newline); None when it holds no row."""
         first = self._line + 1
         lines = block.count(b"\n")
         self._line += lines
-        stop = False
         nul = block.find(b"\0")
-        if nul >= 0:  # keep the lines before the NUL bytes, then stop
-            cut = block.rfind(b"\n", 0, nul) + 1
-            where = first + block.count(b"\n", 0, cut)
-            self._note(f"holds NUL bytes from line {where} on (a write cut short by a power loss?)")
-            block, stop = block[:cut], True
-        if not block:
-            return None, stop
-        wanted = [c for c in (self.header if self.columns is None else self.columns) if c in self.header]
-        wanted = list(dict.fromkeys(c for c in wanted if c))
-        use = [self.header.index(c) for c in wanted] or [0]
+        if nul >= 0:  # a line holding NUL bytes is left out (blank: the numbering holds); the lines after are read
+            where = first + block.count(b"\n", 0, nul)
+            self._note(f"NUL bytes on line {where} (a write cut short by a power loss?): skipped")
+            block = _blank_nul_lines(block)
+        if not block.strip():  # blank lines only (numpy would warn "input contained no data")
+            return None
+        wanted, use = self._wanted, self._use
         values = self._fast(block, use)
         if values is None:
             values = self._slow(block, use, first, last)
         self.rows += len(values)
         if not wanted or not len(values):
-            return ({}, stop) if len(values) else (None, stop)
-        return {c: np.ascontiguousarray(values[:, i]) for i, c in enumerate(wanted)}, stop
+            return {} if len(values) else None
+        return {c: np.ascontiguousarray(values[:, i]) for i, c in enumerate(wanted)}
 
     def _fast(self, block: bytes, use: list[int]) -> np.ndarray | None:
         """numpy's C parser over the block; None when the block needs the line-by-line reading."""
@@ -514,18 +619,32 @@ def _float(text: str) -> float:
         return math.nan
 
 
+def _blank_nul_lines(block: bytes) -> bytes:
+    """``block`` with every line that holds a NUL byte made empty (its newline kept)."""
+    return b"\n".join(b"" if b"\0" in line else line for line in block.split(b"\n"))
+
+
 #: The most bytes of metrics.csv :func:`read_csv_rows` reads (its rows are all held, as strings).
 MAX_ROWS_BYTES = 256 * 2**20
 
 
-def read_csv_rows(folder: str | Path, name: str = METRICS_FILE,
-                  limit: int = MAX_ROWS_BYTES) -> tuple[list[dict[str, str]], str]:
+def read_csv_rows(folder: str | Path, name: str = METRICS_FILE, limit: int = MAX_ROWS_BYTES,
+                  header: tuple[str, ...] | list[str] | None = None) -> tuple[list[dict[str, str]], str]:
     """The rows of a CSV file of a run folder as ``{column: text}``: ``(rows, problem)``.
 
     For a file that is rewritten whole (the trainer's metrics.csv on resume).
-    Damaged lines (not UTF-8, a cell too many or too few) are left out and NUL
-    bytes end the reading; ``problem`` says the first (``""``: none). A missing
-    file, or one that is not a regular file in the folder, has no rows.
+    Every readable row is returned, those after a damaged line included: a line
+    that holds NUL bytes (a power loss), is not UTF-8 or has a cell too many or
+    too few is left out and said in ``problem`` (``""``: the file was read whole;
+    else its first problem and how many more). A missing file has no rows and
+    no problem; one that is not a regular file in the folder has no rows and a
+    problem.
+
+    Parameters
+    ----------
+    header : sequence of str, optional
+        The columns to read the rows by when the file's header line itself is
+        damaged (without it, such a file gives no rows).
 
     Raises
     ------
@@ -539,41 +658,65 @@ def read_csv_rows(folder: str | Path, name: str = METRICS_FILE,
     if f is None:
         return [], ""
     with f:
-        data = f.read(limit + 1)
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            return [], f"{name}: {_os_reason(exc)}"
     if len(data) > limit:
         raise RunFileError(name, f"larger than {limit / 2**20:g} MB: not read")
-    problems = []
-    nul = data.find(b"\0")
-    if nul >= 0:
-        data = data[:data.rfind(b"\n", 0, nul) + 1]
-        problems.append(f"{name}: holds NUL bytes (a write cut short by a power loss?)")
-    lines = []
-    for number, raw in enumerate(data.splitlines(), start=1):
+    problems: list[str] = []
+    columns: list[str] | None = None
+    rows: list[dict[str, str]] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if b"\0" not in raw and not raw.strip():
+            continue  # a blank line (one of NUL bytes is damage: said)
         try:
-            lines.append(_decode(name, raw))
+            if b"\0" in raw:
+                raise RunFileError(name, "NUL bytes (a write cut short by a power loss?)")
+            text = _decode(name, raw)
         except RunFileError as exc:
-            problems.append(f"{exc} on line {number}")
-    table = list(csv.reader(lines))
-    header = table[0] if table else []
-    rows = [dict(zip(header, cells)) for cells in table[1:] if len(cells) == len(header)]
-    if len(rows) < len([c for c in table[1:] if c]):
-        problems.append(f"{name}: lines with a cell too many or too few left out")
-    return rows, (problems[0] if problems else "")
+            if columns is None:  # the header line
+                problems.append(f"{exc} on its header line" + ("" if header else ": no row can be read"))
+                columns = list(header or ())
+            else:
+                problems.append(f"{exc} on line {number}: left out")
+            continue
+        cells = next(csv.reader([text.rstrip("\r")]), [])
+        if columns is None:
+            columns = cells
+            if len(set(columns)) < len(columns):
+                problems.append(f"{name}: its header names a column twice")
+            continue
+        if not columns:  # the header could not be read: said once
+            continue
+        if len(cells) != len(columns):
+            problems.append(f"{name}: line {number} has {len(cells)} of {len(columns)} cells: left out")
+            continue
+        rows.append(dict(zip(columns, cells)))
+    if not problems:
+        return rows, ""
+    more = f" (and {len(problems) - 1} more damaged line(s))" if len(problems) > 1 else ""
+    return rows, problems[0] + more
 
 
 # ---------------------------------------------------------------------------------------------- processes
+def _proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` from field 3 (state) on; None where there is no such process."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            data = f.read(4096)
+    except (OSError, ValueError, OverflowError):
+        return None
+    return data[data.rfind(b")") + 2:].split()  # the name (field 2) may hold spaces and parentheses
+
+
 def process_start_time(pid: int) -> int | None:
     """When process ``pid`` started, in clock ticks since boot (Linux: field 22 of ``/proc/PID/stat``).
 
     None where there is no ``/proc``, or no such live process (a zombie counts as gone).
     """
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            data = f.read(4096)
-    except (OSError, ValueError):
-        return None
-    fields = data[data.rfind(b")") + 2:].split()  # the name (field 2) may hold spaces and parentheses
-    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+    fields = _proc_stat(pid)
+    if fields is None or len(fields) < 20 or fields[0] in (b"Z", b"X"):
         return None
     try:
         return int(fields[19])
@@ -581,15 +724,118 @@ def process_start_time(pid: int) -> int | None:
         return None
 
 
-def _is_python_or_workbench(pid: int) -> bool:
-    """Whether ``/proc/PID/cmdline`` is a Python interpreter or a Workbench executable."""
+def _parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid`` (field 4 of ``/proc/PID/stat``); None when unknown."""
+    fields = _proc_stat(pid)
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read(65536).split(b"\0")
-    except OSError:
-        return False
-    names = [os.path.basename(a).lower() for a in argv[:3] if a]
-    return bool(names) and (b"python" in names[0] or any(b"workbench" in n for n in names))
+        return int(fields[1]) if fields is not None and len(fields) > 1 else None
+    except ValueError:
+        return None
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    """``/proc/PID/cmdline`` as a list of arguments; None when it cannot be read (or is empty: a kernel thread)."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            data = f.read(65536)
+    except (OSError, ValueError, OverflowError):
+        return None
+    argv = [os.fsdecode(a) for a in data.split(b"\0")]
+    while argv and not argv[-1]:
+        argv.pop()
+    return argv or None
+
+
+def _stem(arg: str) -> str:
+    """The lower-case base name of a program or script, without ``.exe`` / ``.py`` / ``-script.py``."""
+    name = os.path.basename(arg).lower()
+    for suffix in ("-script.py", "-script.pyw", ".exe", ".py", ".pyw"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _python_target(argv: list[str]) -> tuple[str, str] | None:
+    """What a Python command line runs: ``("m", module)``, ``("c", code)`` or ``("script", path)``; None: nothing.
+
+    Python's own options before it are skipped as the interpreter reads them
+    (``-u``, ``-X dev``, ``-W error``, ``-uBm mod``); an argument after the target is
+    the program's own, never taken for ``-m``.
+    """
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return ("script", argv[i + 1]) if i + 1 < len(argv) else None
+        if not arg.startswith("-") or arg == "-":
+            return "script", arg
+        if arg.startswith("--"):
+            i += 1
+            continue
+        for j in range(1, len(arg)):
+            flag = arg[j]
+            if flag in "mcWX":  # the rest of the argument, or the next one, is the option's value
+                value = arg[j + 1:]
+                if not value:
+                    i += 1
+                    value = argv[i] if i < len(argv) else ""
+                if flag in "mc":
+                    return flag, value
+                break
+        i += 1
+    return None
+
+
+def _is_python(program: str) -> bool:
+    name = _stem(program)
+    return "python" in name or "pypy" in name or name == _stem(sys.executable)
+
+
+#: Python code of a ``multiprocessing`` child (spawn and forkserver start methods): who it is depends on its parent.
+_MP_CHILD_CODE = ("from multiprocessing.spawn import spawn_main", "from multiprocessing.forkserver import main")
+
+
+def _command_kind(argv: list[str]) -> str | None:
+    """``"workbench"`` for a command line of a Workbench process, ``"child"`` for a multiprocessing child, else None.
+
+    A Workbench process: the ``workbench`` program (a frozen executable, or the
+    console script Python runs: ``python .../bin/workbench``), or ``python -m
+    workbench`` / ``-m workbench.<module>`` (the window, the CLI, the ranks of a
+    data-parallel run, ``workbench.core.train.parent_watch``).
+    """
+    if _stem(argv[0]) == "workbench":
+        return "workbench"
+    if not _is_python(argv[0]):
+        return None
+    target = _python_target(argv)
+    if target is None:
+        return None
+    kind, value = target
+    if kind == "m" and (value == "workbench" or value.startswith("workbench.")):
+        return "workbench"
+    if kind == "script" and (_stem(value) == "workbench"
+                             or value.replace(os.sep, "/").endswith("/workbench/__main__.py")):
+        return "workbench"
+    if (kind == "c" and value.startswith(_MP_CHILD_CODE)) or "--multiprocessing-fork" in argv:
+        return "child"
+    return None
+
+
+def _is_workbench_process(pid: int, depth: int = 0) -> bool:
+    """Whether the live process ``pid`` runs Workbench (Linux: from ``/proc/PID/cmdline``).
+
+    This very process is one (it is running this code: the tests' in-process
+    trainers, the window's own thread). A ``multiprocessing`` child (the
+    window's training process) is one when its parent is.
+    """
+    if pid == os.getpid():
+        return True
+    argv = _cmdline(pid)
+    kind = _command_kind(argv) if argv else None
+    if kind == "child" and depth < 4:
+        parent = _parent_pid(pid)
+        return parent is not None and parent > 1 and _is_workbench_process(parent, depth + 1)
+    return kind == "workbench"
 
 
 def _alive_elsewhere(pid: int) -> bool:
@@ -615,22 +861,31 @@ def _alive_elsewhere(pid: int) -> bool:
     return True
 
 
+#: Above any process id of Linux (2**22), macOS or Windows; a larger "pid" is no process (os.kill would overflow).
+_MAX_PID = 2**31 - 1
+
+
 def is_training_process(pid: object, start: object = None) -> bool:
     """Whether a ``status.json``'s ``pid`` (and ``pid_start``) name a live Workbench training process.
 
-    Only a positive integer counts (``os.kill(0, 0)`` would signal this process's
-    group, ``-1`` every process). Where ``/proc`` exists, the process must be
-    alive and not a zombie, start at ``start`` (when recorded: a reused pid
-    fails) and be a Python interpreter or a Workbench executable; elsewhere
-    being alive is all that can be checked.
+    A recorded pid is trusted only if it is a positive pid (``os.kill(0, 0)``
+    would signal this process's group, ``-1`` every process) of a live process
+    whose command line is a Workbench process. Where ``/proc`` exists: alive and
+    not a zombie, started at ``start`` (when recorded: a reused pid fails), and
+    its ``/proc/PID/cmdline`` the ``workbench`` program or console script,
+    ``python -m workbench[.<module>]``, or a ``multiprocessing`` child of such a
+    process (the window's training process); this very process counts too (it
+    runs Workbench: a trainer on one of its threads, as in the tests). Any other
+    process (a plain ``python``, ``sleep``) that took the pid of a dead run is
+    not. Elsewhere being alive is all that can be checked.
     """
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= _MAX_PID:
         return False
     if os.path.exists("/proc/self/stat"):
         began = process_start_time(pid)
         if began is None or (isinstance(start, int) and not isinstance(start, bool) and began != start):
             return False
-        return _is_python_or_workbench(pid)
+        return _is_workbench_process(pid)
     return _alive_elsewhere(pid)
 
 

@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 import tracemalloc
 
 import numpy as np
@@ -42,6 +43,12 @@ from workbench.core.train.run_index import (
 )
 from workbench.core.train.run_trash import trash_run
 from workbench.core.train.runs import write_status
+
+
+def workbench_child():
+    """A live process whose command line is a Workbench module's, as a data-parallel rank's is (it sleeps 60 s)."""
+    return subprocess.Popen([sys.executable, "-m", "workbench.core.train.parent_watch", "timeit", "-n", "1", "-r",
+                             "1", "import time; time.sleep(60)"])
 
 
 class StopAt(Callback):
@@ -135,6 +142,74 @@ def test_the_cli_lists_every_run_of_a_root_full_of_damaged_ones(tmp_path):
     assert {r["name"]: r["problem"] is None for r in json.loads(js.stdout)}["good"]
 
 
+BAD_STARTED = {"huge": b'{"state":"finished","started":1e20}', "negative": b'{"state":"finished","started":-1e18}',
+               "infinity": b'{"state":"finished","started":Infinity}', "nan": b'{"state":"finished","started":NaN}',
+               "ended-huge": b'{"state":"finished","started":1e9,"ended":1e300}'}
+
+
+def _bad_started_root(tmp_path):
+    root = tmp_path / "runs"
+    good_run(root, "good", 1e9)
+    for name, text in BAD_STARTED.items():
+        (good_run(root, name, 1e9) / "status.json").write_bytes(text)
+    return root
+
+
+def _strict_json(text):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_time_out_of_range_marks_only_its_run_and_never_breaks_the_list(tmp_path, capsys):
+    from workbench.cli import main
+
+    root = _bad_started_root(tmp_path)
+    runs = {r.name: r for r in list_runs(root)}
+    assert runs["good"].problem == "" and runs["good"].state == "finished"
+    for name in BAD_STARTED:
+        key = "ended" if name.startswith("ended") else "started"
+        assert runs[name].state == "unreadable" and math.isnan(runs[name].started)
+        assert runs[name].problem.startswith(f"status.json: '{key}' is ") and "not a time" in runs[name].problem
+    table = runs_table(list(runs.values()))
+    assert len(table.splitlines()) == 1 + len(runs)
+    assert main(["runs", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "Value too large" not in out and all(name in out for name in runs)
+    assert main(["runs", str(root), "--json"]) == 0
+    listed = _strict_json(capsys.readouterr().out)
+    assert {r["name"] for r in listed} == set(runs) and all(r["started"] is None for r in listed if r["name"] != "good")
+
+
+def test_formatters_never_raise_and_json_never_holds_nan_or_infinity(tmp_path, capsys):
+    from workbench.cli import main
+    from workbench.core.train.run_index import RunSummary, format_time, run_cell
+
+    for t in (1e20, -1e18, math.inf, -math.inf, math.nan, 0.0, 10**400):
+        assert format_time(t) == "-"
+    assert format_time(1e9) == time.strftime("%Y-%m-%d %H:%M", time.localtime(1e9))
+    odd = RunSummary("odd", "/x", started=1e20, best_val_loss=-math.inf, best_val_acc=math.inf)
+    assert [run_cell(odd, c) for c in ("started", "best val loss")] == ["-", "-inf"]
+    assert runs_table([odd]).splitlines()[1].split()[1] == "-"
+    assert _strict_json(json.dumps(odd.to_dict()))["best_val_loss"] is None
+    d = good_run(tmp_path / "runs", "inf-loss", 1e9)  # a cell "-inf" in metrics.csv: a best loss of -inf
+    (d / "metrics.csv").write_text((d / "metrics.csv").read_text().replace(",0.55,", ",-inf,", 1))
+    assert list_runs(d.parent)[0].best_val_loss == -math.inf
+    assert main(["runs", str(d.parent), "--json"]) == 0
+    assert _strict_json(capsys.readouterr().out)[0]["best_val_loss"] is None
+
+
+def test_read_metrics_of_a_very_wide_header_is_linear_and_says_the_columns_left_out(tmp_path):
+    (tmp_path / "metrics.csv").write_text(",".join(f"c{i}" for i in range(60_000)) + "\n"
+                                          + ",".join(map(str, range(60_000))) + "\n")
+    problems = []
+    start = time.monotonic()
+    cols = within(lambda: read_metrics(tmp_path, problems), timeout=30)  # took 46 s
+    assert time.monotonic() - start < 5
+    assert len(cols) == 1000 and cols["c0"].tolist() == [0.0] and cols["c999"].tolist() == [999.0]
+    assert problems == ["metrics.csv: has 60,000 columns: only the first 1,000 are read"]
+
+
 def test_names_and_text_from_a_run_folder_are_printed_escaped(tmp_path):
     root = tmp_path / "runs"
     d = good_run(root, "evil\x1b]0;pwned\x07", 1e9)
@@ -155,16 +230,27 @@ def test_running_is_trusted_only_for_a_live_workbench_process(tmp_path):
     reused = good_run(root, "reused", 1e9)
     set_status(reused, state="running", reason=None, pid=os.getpid(), pid_start=process_start_time(os.getpid()) - 1)
     sleeper = subprocess.Popen(["sleep", "60"])
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    python = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(40)"])
+    child = workbench_child()
     try:
         set_status(good_run(root, "sleep", 1e9), state="running", reason=None, pid=sleeper.pid, pid_start=None)
+        # any python that took a dead run's pid, recorded without pid_start (an older status.json): not trusted
+        set_status(good_run(root, "python", 1e9), state="running", reason=None, pid=python.pid, pid_start=None)
+        set_status(good_run(root, "python-start", 1e9), state="running", reason=None, pid=python.pid,
+                   pid_start=process_start_time(python.pid))
         set_status(good_run(root, "child", 1e9), state="running", reason=None, pid=child.pid,
                    pid_start=process_start_time(child.pid))
+        set_status(good_run(root, "child-no-start", 1e9), state="running", reason=None, pid=child.pid,
+                   pid_start=None)
         states = {r.name: r.state for r in list_runs(root)}
         assert states == {"me": "running", "pid-0": "crashed", "pid-minus-1": "crashed", "reused": "crashed",
-                          "sleep": "crashed", "child": "running"}
+                          "sleep": "crashed", "python": "crashed", "python-start": "crashed", "child": "running",
+                          "child-no-start": "running"}
+        assert rename_run(root / "python", "python-renamed").is_dir()  # not refused: no Workbench process there
+        with pytest.raises(RunIsTraining):
+            rename_run(root / "child-no-start", "other")
     finally:
-        for p in (sleeper, child):
+        for p in (sleeper, python, child):
             p.kill()
             p.wait()
     assert {r.name: r.state for r in list_runs(root)}["child"] == "crashed"  # it died: reconciled when read
@@ -181,7 +267,7 @@ def test_rename_and_delete_refuse_a_run_that_is_training(tmp_path, monkeypatch):
     with pytest.raises(RunIsTraining, match=r"stop the run before you delete it"):
         trash_run(live)
     assert live.is_dir() and not (root / "other").exists()
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child = workbench_child()
     try:
         set_status(live, pid=child.pid, pid_start=process_start_time(child.pid))
         with pytest.raises(RunIsTraining, match=f"process {child.pid}"):
@@ -262,17 +348,78 @@ def test_export_and_config_diff_read_damaged_runs_without_raising(tmp_path):
     assert diff["model"][2] == 3 and diff["model"][1] is None and "when" in diff
 
 
+def _epochs(path):
+    return [line.split(",")[0] for line in path.read_text().splitlines()[1:]]
+
+
 def test_a_resumed_runs_damaged_metrics_csv_keeps_its_readable_rows_and_a_fifo_never_blocks(tmp_path):
     from workbench.core.train.runs import MetricsCSV
 
     d = good_run(tmp_path / "runs", "resumed", 1e9)
     DAMAGES["metrics_0xff_byte"][0](d)  # epoch 1's line
+    damaged = (d / "metrics.csv").read_bytes()
     rows = MetricsCSV(d / "metrics.csv")
     assert [r["epoch"] for r in rows.rows] == ["0", "2"] and "not UTF-8" in rows.problem
+    (aside,) = d.glob("metrics.csv.damaged-*")  # the damaged file, byte for byte: its 0xFF line is not lost
+    assert aside.read_bytes() == damaged and rows.damaged == aside and f"kept as {aside.name}" in rows.problem
     rows.append({"epoch": 3, "step": 40, "val_loss": 0.2})
-    assert [r.split(",")[0] for r in (d / "metrics.csv").read_text().splitlines()[1:]] == ["0", "2", "3"]
+    assert _epochs(d / "metrics.csv") == ["0", "2", "3"]
     DAMAGES["metrics_fifo"][0](d)
     rows = within(lambda: MetricsCSV(d / "metrics.csv"))
     assert rows.rows == [] and "a FIFO" in rows.problem
-    rows.append({"epoch": 0, "step": 10})  # the FIFO is replaced by a regular file, atomically
+    rows.append({"epoch": 0, "step": 10})  # the FIFO is set aside, and a regular file written atomically
     assert (d / "metrics.csv").is_file() and len((d / "metrics.csv").read_text().splitlines()) == 2
+    assert len(list(d.glob("metrics.csv.damaged-*"))) == 2
+
+
+def test_resuming_over_a_line_of_nul_bytes_loses_no_row(tmp_path):
+    """The reviewer's file: rows 0 and 1, a line of NUL bytes, rows 2 and 3; a resumed run appends epoch 4."""
+    from workbench.core.train.runs import MetricsCSV
+
+    d = good_run(tmp_path / "runs", "resumed", 1e9, epochs=2)
+    with open(d / "metrics.csv", "ab") as f:
+        f.write(b"\0" * 4096 + b"\r\n2,30,0.8,0.7,0.7,0.1,3,1,,\r\n3,40,0.7,0.6,0.8,0.1,4,1,,1\r\n")
+    damaged = (d / "metrics.csv").read_bytes()
+    (before,) = list_runs(d.parent)
+    assert before.epochs_done == 4 and "NUL bytes on line 4" in before.problem  # the list reads past them too
+    rows = MetricsCSV(d / "metrics.csv")
+    assert "NUL bytes" in rows.problem and "its 4 readable row(s) carried over" in rows.problem
+    assert _epochs(d / "metrics.csv") == ["0", "1", "2", "3"]  # rewritten at once: every readable row
+    rows.append({"epoch": 4, "step": 50})
+    assert _epochs(d / "metrics.csv") == ["0", "1", "2", "3", "4"]
+    (aside,) = d.glob("metrics.csv.damaged-*")
+    assert aside.read_bytes() == damaged
+    (after,) = list_runs(d.parent)  # the list says a damaged file was set aside in this run
+    assert after.epochs_done == 5 and after.problem.startswith(f"{aside.name}: a damaged metrics.csv set aside")
+    assert aside.name in runs_table([after])
+
+
+def test_a_resumed_metrics_csv_keeps_columns_it_does_not_know(tmp_path):
+    from workbench.core.train.runs import METRICS_COLUMNS, MetricsCSV
+
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "metrics.csv").write_text(",".join([*METRICS_COLUMNS, "grad_norm"]) + "\n0,10,1,,,,,,,,0.5\n")
+    rows = MetricsCSV(d / "metrics.csv")
+    rows.append({"epoch": 1, "step": 20})
+    assert (d / "metrics.csv").read_text().splitlines() == [
+        ",".join([*METRICS_COLUMNS, "grad_norm"]), "0,10,1,,,,,,,,0.5", "1,20,,,,,,,,,"]
+    assert rows.problem == "" and not list(d.glob("metrics.csv.damaged-*"))
+
+
+def test_a_damaged_metrics_csv_that_cannot_be_set_aside_is_not_overwritten(tmp_path, monkeypatch):
+    from workbench.core.train import runs
+    from workbench.core.train.runs import MetricsCSV
+
+    d = good_run(tmp_path / "runs", "resumed", 1e9)
+    DAMAGES["metrics_0xff_byte"][0](d)
+    damaged = (d / "metrics.csv").read_bytes()
+
+    def refused(src, dst):  # as a folder the user may not write in (tests may run as root: chmod would not do)
+        raise PermissionError(13, "Permission denied", str(src))
+
+    monkeypatch.setattr(runs.os, "rename", refused)
+    with pytest.raises(OSError, match="could not be set aside \\(Permission denied\\): not overwritten"):
+        MetricsCSV(d / "metrics.csv")
+    monkeypatch.undo()
+    assert (d / "metrics.csv").read_bytes() == damaged and not list(d.glob("metrics.csv.damaged-*"))

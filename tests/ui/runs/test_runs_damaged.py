@@ -141,3 +141,36 @@ def test_a_long_metrics_csv_is_read_on_a_worker_thread_behind_a_progress_bar(qtb
     calls.clear()
     panel.show_selected()  # nothing changed: the curves shown are kept, not read again
     assert calls == []
+
+
+def test_the_dock_lists_runs_whose_times_a_clock_cannot_show(qtbot, tmp_path):
+    """``started`` of 1e20, -1e18, Infinity or NaN: time.localtime raised from resizeColumnsToContents()."""
+    root = tmp_path / "runs"
+    good_run(root, "good", 1e9)
+    texts = {"huge": b'{"state":"finished","started":1e20}', "negative": b'{"state":"finished","started":-1e18}',
+             "infinity": b'{"state":"finished","started":Infinity}', "nan": b'{"state":"finished","started":NaN}'}
+    for name, text in texts.items():
+        (good_run(root, name, 1e9) / "status.json").write_bytes(text)
+    panel = _panel(qtbot, root)
+    panel.refresh()
+    rows, model = _rows(panel), panel.table_model
+    assert sorted(rows) == ["good", "huge", "infinity", "nan", "negative"]
+    started = COLUMNS.index("started")
+    assert model.index(rows["good"], started).data() == time.strftime("%Y-%m-%d %H:%M", time.localtime(1e9))
+    for name in texts:
+        assert model.index(rows[name], started).data() == "-"
+        assert "not a time" in model.index(rows[name], STATE).data()
+        assert model.index(rows[name], 0).data(Qt.ItemDataRole.DecorationRole) is not None
+    assert panel.status.text() == "5 run(s), 4 with files that cannot be read"
+
+
+def test_the_table_model_shows_a_summary_of_any_time_without_raising(qtbot):
+    from workbench.core.train.run_index import RunSummary
+    from workbench.ui.runs.runs_panel import RunsTableModel
+
+    model = RunsTableModel()
+    model.set_runs([RunSummary("far", "/x", started=1e20, best_val_loss=float("-inf")),
+                    RunSummary("inf", "/y", started=float("inf"))])
+    cells = [[model.index(r, c).data() for c in range(len(COLUMNS))] for r in range(2)]
+    assert [row[COLUMNS.index("started")] for row in cells] == ["-", "-"]
+    assert cells[0][COLUMNS.index("best val loss")] == "-inf"

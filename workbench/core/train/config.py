@@ -306,20 +306,35 @@ class TrainConfig:
     def from_toml(cls, path_or_text: str | Path) -> TrainConfig:
         """Read a config from a TOML file path or TOML text.
 
+        A ``Path`` is a file; a ``str`` is TOML text when it holds a newline, or an
+        ``=`` and no file of that name exists (``runs/lr=0.1/run.toml`` is a path).
+        The file is read by :func:`workbench.core.run_files.read_text_file`: a FIFO,
+        a device (a link to ``/dev/zero``) or a folder is refused without being
+        read, at most 4 MB are read, and bytes that are not UTF-8 are said.
+
         Raises
         ------
         ValueError
-            Bad TOML, an unknown key or an unknown choice (the message names it).
+            Not a regular file, too large, not UTF-8 (:class:`~workbench.core.run_files.NotATextFile`), bad
+            TOML, an unknown key or an unknown choice; the message names the file.
         OSError
-            The file cannot be read.
+            The file is missing or cannot be opened (permissions).
         """
-        is_text = isinstance(path_or_text, str) and ("=" in path_or_text or "\n" in path_or_text)
+        import os
+
+        from workbench.core.run_files import read_text_file
+
+        # a link counts as on disk (a broken one is then said as missing); lexists is False for an invalid name
+        is_text = isinstance(path_or_text, str) and (
+            "\n" in path_or_text or ("=" in path_or_text and not os.path.lexists(path_or_text)))
         p = None if is_text else Path(path_or_text)
-        text = p.read_text(encoding="utf-8") if p is not None else str(path_or_text)
+        text = read_text_file(p) if p is not None else str(path_or_text)
         try:
             return cls.from_dict(tomllib.loads(text))
         except (tomllib.TOMLDecodeError, ValueError) as e:
             raise ValueError(f"{p or 'TOML'}: {e}") from e
+        except RecursionError:
+            raise ValueError(f"{p or 'TOML'}: not TOML (nested too deeply)") from None
 
     def validate(self) -> None:
         """Check the choice fields.

@@ -6,7 +6,10 @@ A summary comes from the folder's own files (``run.toml``, ``metrics.csv``,
 list in well under a second. A file that cannot be read (wrong types, not UTF-8,
 NUL bytes, truncated, a FIFO, a device, a link out of the folder, too large)
 marks its run ``unreadable: <file>: <reason>`` (:attr:`RunSummary.problem`);
-the other runs are listed as usual. A folder whose ``status.json`` says
+the other runs are listed as usual (a ``started`` time no clock can show, such
+as 1e20 or Infinity, is such a reason; the formatters never raise and the JSON
+holds no NaN or Infinity). A damaged ``metrics.csv`` that a resumed run set
+aside (``metrics.csv.damaged-<time>``) is said too. A folder whose ``status.json`` says
 ``running`` is listed ``running`` only while the recorded process is a live
 Workbench process (:func:`~workbench.core.run_files.is_training_process`), else
 ``crashed``; status.json is not rewritten (a run on another machine sharing the
@@ -40,6 +43,7 @@ from workbench.core.run_files import (
     RunFileError,
     RunInfo,
     RunIsTraining,
+    is_time,
     is_training_process,
     printable,
     read_run_info,
@@ -48,9 +52,10 @@ from workbench.core.run_files import (
     refuse_if_training,
 )
 
-__all__ = ["METRICS", "X_AXES", "CURVE_POINTS", "RunSummary", "RunIsTraining", "MetricsSummary", "config_diff",
-           "export_metrics", "forget_cached", "list_runs", "metrics_bytes", "metrics_signature", "metrics_summary",
-           "read_curve", "read_metrics", "runs_table", "rename_run", "run_checkpoint", "summarize", "unread_bytes"]
+__all__ = ["METRICS", "X_AXES", "CURVE_POINTS", "TABLE_COLUMNS", "RunSummary", "RunIsTraining", "MetricsSummary",
+           "config_diff", "export_metrics", "forget_cached", "format_time", "list_runs", "metrics_bytes",
+           "metrics_signature", "metrics_summary", "read_curve", "read_metrics", "run_cell", "runs_table",
+           "rename_run", "run_checkpoint", "summarize", "unread_bytes"]
 
 #: The metrics.csv columns a comparison overlays, and the x axes it offers.
 METRICS = ("train_loss", "val_loss", "val_acc", "lr")
@@ -113,8 +118,9 @@ class RunSummary:
         return f"{self.state}; unreadable: {self.problem}"
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (NaN as None, no problem as None)."""
-        out = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+        """JSON-ready dict: NaN and infinities as None (``json.dumps`` would write ``NaN``/``Infinity``, which is
+        not JSON), no problem as None."""
+        out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
         out["problem"] = self.problem or None
         return out
 
@@ -232,6 +238,21 @@ def _is_run_folder(folder: Path) -> bool:
     return False
 
 
+#: The prefix of a damaged metrics.csv that a resumed run set aside (:class:`~workbench.core.train.runs.MetricsCSV`).
+_SET_ASIDE = METRICS_FILE + ".damaged-"
+
+
+def _set_aside_files(folder: Path) -> list[str]:
+    """A problem for each damaged metrics.csv a resumed run set aside in ``folder`` (its rows may be missing)."""
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if e.name.startswith(_SET_ASIDE))
+    except OSError:
+        return []
+    return [f"{name}: a damaged {METRICS_FILE} set aside when the run was resumed (its readable rows were "
+            f"carried over; the lines it could not read are only there)" for name in names]
+
+
 def summarize(folder: Path, progress: Progress | None = None) -> RunSummary | None:
     """The summary of one run folder, or None when it holds neither ``run.toml`` nor ``status.json``.
 
@@ -256,9 +277,10 @@ def summarize(folder: Path, progress: Progress | None = None) -> RunSummary | No
     s.epochs_done, s.best_val_loss, s.best_val_acc = m.rows, m.best_val_loss, m.best_val_acc
     if m.problem:
         problems.append(m.problem)
+    problems += _set_aside_files(folder)
     if status is not None:
         started = status.get("started")
-        s.started = math.nan if started is None else float(started)
+        s.started = float(started) if is_time(started) else math.nan  # read_status let only a time through
         s.state = _state(status)
     elif status_bad:
         s.state = "unreadable"
@@ -355,35 +377,81 @@ def list_runs(root: str | Path, progress: Progress | None = None) -> list[RunSum
     return sorted(out, key=lambda s: (math.isnan(s.started), s.started if not math.isnan(s.started) else 0, s.name))
 
 
+#: The columns of a runs table (``workbench runs``, the Runs dock).
+TABLE_COLUMNS = ("name", "started", "model", "dataset", "epochs", "best val loss", "best val acc", "state")
+
+
+def format_time(t: object) -> str:
+    """``YYYY-mm-dd HH:MM`` local time of ``time.time()`` seconds; ``"-"`` for anything a clock cannot show.
+
+    Never raises: NaN, infinities, 1e20 or -1e18 (``time.localtime`` raises "Value too large for defined data
+    type" or OverflowError on those) are ``"-"``.
+    """
+    if not is_time(t):
+        return "-"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(t)))  # type: ignore[arg-type]
+    except (OverflowError, OSError, ValueError):
+        return "-"
+
+
+def _number(v: float, spec: str) -> str:
+    if not isinstance(v, (int, float)) or math.isnan(v):
+        return "-"
+    try:
+        return format(v, spec)
+    except (ValueError, OverflowError):
+        return "-"
+
+
+def run_cell(s: RunSummary, column: str) -> str:
+    """The text of one cell of a runs table (:data:`TABLE_COLUMNS`), unescaped; never raises."""
+    if column == "name":
+        return s.name
+    if column == "started":
+        return format_time(s.started)
+    if column == "model":
+        return s.model or "-"
+    if column == "dataset":
+        return s.dataset or "-"
+    if column == "epochs":
+        return f"{s.epochs_done}/{s.epochs}"
+    if column == "best val loss":
+        return _number(s.best_val_loss, ".4f")
+    if column == "best val acc":
+        return _number(s.best_val_acc, ".1%")
+    return s.state_text()
+
+
 def runs_table(runs: list[RunSummary]) -> str:
     """The aligned table ``workbench runs`` prints: a header and one run per line.
 
     Every cell is escaped (:func:`~workbench.core.run_files.printable`): a folder
     name holding a terminal escape sequence shows it as ``\\x1b...``, never sends it.
     """
-    def fmt_time(t: float) -> str:
-        return "-" if math.isnan(t) else time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
-
-    rows = [("name", "started", "model", "dataset", "epochs", "best val loss", "best val acc", "state")]
+    rows = [TABLE_COLUMNS]
     for s in runs:
-        rows.append(tuple(printable(c) for c in (
-            s.name, fmt_time(s.started), s.model or "-", s.dataset or "-", f"{s.epochs_done}/{s.epochs}",
-            "-" if math.isnan(s.best_val_loss) else f"{s.best_val_loss:.4f}",
-            "-" if math.isnan(s.best_val_acc) else f"{s.best_val_acc:.1%}", s.state_text())))
+        rows.append(tuple(printable(run_cell(s, c)) for c in TABLE_COLUMNS))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def read_metrics(folder: str | Path) -> dict[str, np.ndarray]:
+def read_metrics(folder: str | Path, problems: list[str] | None = None) -> dict[str, np.ndarray]:
     """``metrics.csv`` of a run as float64 columns (one value per epoch; blanks are NaN; no file: no columns).
 
     Read in blocks, but the columns are whole: for a long file, :func:`read_curve`
-    keeps memory bounded. Damaged lines are skipped (never raises).
+    keeps memory bounded. At most :data:`~workbench.core.run_files.MAX_COLUMNS`
+    columns are read (in time linear in the columns). Damaged lines are skipped
+    (never raises); the first problem (damaged lines, columns left unread) is
+    appended to ``problems`` when given.
     """
     parts: dict[str, list[np.ndarray]] = {}
-    for cols in MetricsBlocks(folder):
+    blocks = MetricsBlocks(folder)
+    for cols in blocks:
         for k, v in cols.items():
             parts.setdefault(k, []).append(v)
+    if problems is not None and blocks.problem:
+        problems.append(blocks.problem)
     return {k: np.concatenate(v) for k, v in parts.items()}
 
 

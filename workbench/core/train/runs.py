@@ -100,26 +100,78 @@ def new_run_dir(root: str | Path | None = None, name: str | None = None) -> Path
     raise OSError(f"{root}: cannot create a new run folder named {base}")
 
 
+#: How a damaged metrics.csv set aside is named: ``metrics.csv.damaged-YYYYmmdd-HHMMSS`` (``-2``... if taken).
+DAMAGED_INFIX = ".damaged-"
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename ``path`` (a file, a FIFO, a link: never followed) to a free ``NAME.damaged-<local time>``; the new path.
+
+    Raises
+    ------
+    OSError
+        It could not be renamed (the caller must then not overwrite it).
+    """
+    base = f"{path.name}{DAMAGED_INFIX}{time.strftime('%Y%m%d-%H%M%S')}"
+    for i in range(1, 1000):
+        dst = path.with_name(base if i == 1 else f"{base}-{i}")
+        if not os.path.lexists(dst):
+            os.rename(path, dst)
+            return dst
+    raise FileExistsError(f"{path}: no free name to set it aside as {base}")
+
+
 class MetricsCSV:
     """The epoch-level ``metrics.csv`` of a run, rewritten atomically at each append.
+
+    An existing file's rows are kept (a resumed run appends to them). No data is
+    ever dropped: when the existing file is damaged (NUL bytes from a power
+    loss, a line that is not UTF-8 or has a cell too many or too few, not a
+    regular file), it is renamed ``metrics.csv.damaged-<time>`` before anything
+    is written, and every row that could be read (those after the damage
+    included) is written at once to a new ``metrics.csv``; :attr:`problem` says
+    what was damaged and where the old file is. Columns of the file that are
+    not :data:`METRICS_COLUMNS` (an older or newer version's) are kept.
 
     Parameters
     ----------
     path : Path
-        The CSV file. Existing rows are kept (a resumed run appends to them).
+        The CSV file.
 
     Attributes
     ----------
+    rows : list of dict
+        The rows so far (text values for the rows read back).
     problem : str
-        Why some of the existing file could not be read (``""``: all was).
+        Why some of the existing file could not be read and where it was kept
+        (``""``: all was). The trainer should show it to the user (the run's log or status).
+    damaged : Path or None
+        Where the damaged file was set aside (None: it was not damaged).
+
+    Raises
+    ------
+    RunFileError
+        The existing file is too large to hold (:func:`~workbench.core.run_files.read_csv_rows`).
+    OSError
+        The existing file is damaged and could not be set aside (nothing was written).
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        #: the rows of an existing file that could be read (damaged lines, a FIFO or a link out of the folder:
-        #: left out, and gone at the first rewrite; a file too large to hold raises RunFileError)
         self.rows: list[dict]
-        self.rows, self.problem = read_csv_rows(self.path.parent, self.path.name)
+        self.rows, self.problem = read_csv_rows(self.path.parent, self.path.name, header=METRICS_COLUMNS)
+        extra = {k: None for r in self.rows for k in r if k not in METRICS_COLUMNS}
+        self.columns: list[str] = [*METRICS_COLUMNS, *extra]
+        self.damaged: Path | None = None
+        if self.problem and os.path.lexists(self.path):
+            try:
+                self.damaged = _set_aside(self.path)
+            except OSError as exc:
+                raise OSError(f"{self.path}: damaged ({self.problem}) and it could not be set aside "
+                              f"({exc.strerror or exc}): not overwritten") from exc
+            self.problem += (f"; the file was kept as {self.damaged.name} and its {len(self.rows)} readable "
+                             f"row(s) carried over to a new {self.path.name}")
+            self._write()
 
     def append(self, metrics: dict) -> None:
         """Add one epoch row (keys of :data:`METRICS_COLUMNS`; missing ones left blank)."""
@@ -132,8 +184,11 @@ class MetricsCSV:
         # A resumed run replaces the rows of epochs it is redoing.
         self.rows = [r for r in self.rows if str(r.get("epoch")) != str(row["epoch"])]
         self.rows.append(row)
+        self._write()
+
+    def _write(self) -> None:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(METRICS_COLUMNS), extrasaction="ignore")
+        w = csv.DictWriter(buf, fieldnames=self.columns, extrasaction="ignore")
         w.writeheader()
         w.writerows(self.rows)
         atomic_write_text(self.path, buf.getvalue())

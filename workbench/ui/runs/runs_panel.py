@@ -31,8 +31,6 @@ objectNames: ``runsPanel``, ``runsRootEdit``, ``runsRefreshButton``, ``runsTable
 
 from __future__ import annotations
 
-import math
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,6 +60,7 @@ from workbench.core.plot_lod import MinMaxPyramid
 from workbench.core.run_files import printable
 from workbench.core.train.run_index import (
     METRICS,
+    TABLE_COLUMNS,
     X_AXES,
     RunSummary,
     config_diff,
@@ -71,13 +70,14 @@ from workbench.core.train.run_index import (
     metrics_signature,
     read_curve,
     rename_run,
+    run_cell,
     run_checkpoint,
     unread_bytes,
 )
 from workbench.core.train.run_trash import TrashedRun, restore_run, trash_run
 from workbench.ui.threading import run_in_background
 
-COLUMNS = ("name", "started", "model", "dataset", "epochs", "best val loss", "best val acc", "state")
+COLUMNS = TABLE_COLUMNS
 _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
 _METRIC_TITLES = {"train_loss": "train loss", "val_loss": "val loss", "val_acc": "val accuracy", "lr": "learning rate"}
@@ -148,21 +148,9 @@ class RunsTableModel(QAbstractTableModel):
 
     @staticmethod
     def _text(r: RunSummary, col: str) -> str:
-        if col == "name":
-            return r.name
-        if col == "started":
-            return "-" if math.isnan(r.started) else time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started))
-        if col == "model":
-            return r.model or "-"
-        if col == "dataset":
-            return r.dataset or "-"
-        if col == "epochs":
-            return f"{r.epochs_done}/{r.epochs}"
-        if col == "best val loss":
-            return "-" if math.isnan(r.best_val_loss) else f"{r.best_val_loss:.4f}"
-        if col == "best val acc":
-            return "-" if math.isnan(r.best_val_acc) else f"{r.best_val_acc:.1%}"
-        return r.state_text()
+        """The cell's text (:func:`~workbench.core.train.run_index.run_cell`: never raises, a time a clock
+        cannot show is ``-``)."""
+        return run_cell(r, col)
 
 
 class _RenameRun(QUndoCommand):
