@@ -62,3 +62,75 @@ def test_freeze_train_save_reopen_resume(main_window, qtbot, tmp_path):
     assert extras["step"] > step_after_first_run
     for n, p in win.model.features.named_parameters():
         assert torch.equal(p.detach(), frozen_before[n]), n
+
+
+def _type(qtbot, widget, text: str) -> None:
+    """Select the field's text and type ``text`` + Enter."""
+    widget.setFocus()
+    qtbot.keyClick(widget, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(widget, text)
+    qtbot.keyClick(widget, Qt.Key.Key_Return)
+
+
+def test_scripted_first_session_of_the_issue(main_window, qtbot, tmp_path):
+    """Open a ``module.``-prefixed resnet18, freeze all but fc, replace the head, train 3 epochs, type a
+    new LR mid-run, Stop, Resume, finish: no dialog but the ones a user must answer, and the run folder
+    shows the LR change at the step it was typed and a resume at the stop step."""
+    import json
+    from pathlib import Path
+
+    import torchvision
+
+    from workbench.ui.model.tree_model import CHECK, COL_TRAIN
+
+    win, panel = main_window
+    path = tmp_path / "resnet18_dp.pt"
+    torch.save({f"module.{k}": v for k, v in torchvision.models.resnet18().state_dict().items()}, path)
+    assert win.open_path(path)  # resnet18 is the one full match: no Architecture dialog
+    assert win.arch_spec.name == "resnet18" and "resnet18" in win.statusBar().currentMessage()
+
+    tree = win.tree_model  # freeze all but fc with the Train checkboxes
+    tree.setData(tree.index(0, COL_TRAIN), Qt.CheckState.Unchecked, CHECK)
+    tree.setData(tree.index_for_name("fc", COL_TRAIN), Qt.CheckState.Checked.value, CHECK)
+    win.prompts.answers["integer"] = 3  # Replace head… asks the number of outputs
+    assert win.replace_head("fc")
+    assert win.model.fc.out_features == 3 and win.model.fc.weight.requires_grad
+    assert not win.model.conv1.weight.requires_grad
+
+    s = panel.settings
+    s.dataset_combo.setCurrentIndex(s.dataset_combo.findData("fake"))
+    _type(qtbot, s.fake_shape_edit, "3, 32, 32")
+    s.fake_size_spin.setValue(400)
+    s.classes_spin.setValue(3)
+    s.batch_spin.setValue(16)
+    s.epochs_spin.setValue(3)
+    steps_per_epoch = 20  # 320 training images / 16
+    with qtbot.waitSignal(panel.runningChanged, timeout=5000):
+        qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(panel.plots.steps) >= 3, timeout=RUN_TIMEOUT_MS)
+    _type(qtbot, s.lr_spin, "1e-4")
+    qtbot.waitUntil(lambda: any("lr 0.0001" in m[3] for m in panel.plots._markers), timeout=RUN_TIMEOUT_MS)
+    lr_step = next(m[0] for m in panel.plots._markers if "lr 0.0001" in m[3])
+    qtbot.waitUntil(lambda: len(panel.plots.steps) >= steps_per_epoch + 2, timeout=RUN_TIMEOUT_MS)
+    qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+    assert panel.last_reason() == "stopped"
+    stopped_at = int(panel.plots.steps["step"][-1])
+    run_dir = Path(panel.run_dir())
+    assert torch.load(run_dir / "last.pt", weights_only=True)["step"] == stopped_at
+
+    assert win.resume_run(str(run_dir / "last.pt"), str(run_dir))  # Runs > Resume
+    with qtbot.waitSignal(panel.runningChanged, timeout=5000):
+        qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
+    assert panel.last_reason() == "completed"
+    assert int(panel.plots.steps["step"][0]) == stopped_at + 1
+    assert int(panel.plots.steps["step"][-1]) == 3 * steps_per_epoch
+    assert float(panel.plots.steps["lr"][0]) == pytest.approx(1e-4)  # the typed LR goes on after the resume
+
+    edits = [json.loads(line) for line in (run_dir / "edits.jsonl").read_text().splitlines()]
+    assert [(e["step"], e["lr"]) for e in edits if e["op"] == "set_lr"] == [(lr_step, pytest.approx(1e-4))]
+    assert "resume = true" in (run_dir / "run.toml").read_text()
+    assert len((run_dir / "metrics.csv").read_text().strip().splitlines()) == 1 + 3
+    assert win.prompts.errors == []
+    assert [a[0] for a in win.prompts.asked] == ["integer"]  # the one question a user must answer
