@@ -142,3 +142,40 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError):
         atomic_write(tmp_path / "last.pt", boom)
     assert temps(tmp_path) == [] and (tmp_path / "last.pt").read_bytes() == b"previous"
+
+
+def test_other_programs_temp_files_survive_however_old(tmp_path):
+    """The bare ``.NAME.<8 chars>.tmp`` form is also other programs' mkstemp idiom: only Workbench's
+    own targets (checkpoints, run files) count; a document's temp file is never removed."""
+    t = time.time() - ORPHAN_AFTER_S - 5
+    foreign = [".thesis.docx.q1w2e3r4.tmp", ".data.csv.q1w2e3r4.tmp", ".notes.md.abcdefgh.tmp",
+               ".config.json.abcd_123.tmp", ".pyproject.toml.abcdefgh.tmp", ".model.pt.txt.abcdefgh.tmp"]
+    legacy = [".last.pt.q1w2e3r4.tmp", ".best.pt.abcdefgh.tmp", ".init.pt.a1b2c3d4.tmp", ".epoch_3.pt.abcdefgh.tmp",
+              ".model.safetensors.abcdefgh.tmp", ".weights.PTH.abcdefgh.tmp", ".run.ckpt.abcdefgh.tmp",
+              ".status.json.abcdefgh.tmp", ".run.toml.abcdefgh.tmp", ".metrics.csv.abcdefgh.tmp",
+              ".lr_find.csv.abcdefgh.tmp"]
+    for n in foreign + legacy:
+        (tmp_path / n).write_bytes(b"x")
+        os.utime(tmp_path / n, (t, t))
+    removed = remove_stale_temps(tmp_path)
+    assert sorted(p.name for p in removed) == sorted(legacy)
+    assert temps(tmp_path) == sorted(foreign)
+    for n in foreign:
+        assert not is_stale_temp(n, t)
+    # Workbench's own tagged form, of any target (File > Export summary writes notes.md): still removed
+    other_host = "00000000" if temp_prefix("x").split("-")[1] != "00000000" else "11111111"
+    tagged = tmp_path / f".notes.md.999999999-{other_host}-abcdefgh.tmp"
+    tagged.write_bytes(b"x")
+    os.utime(tagged, (t, t))
+    assert remove_stale_temps(tmp_path) == [tagged]
+
+
+def test_opening_a_checkpoint_keeps_a_documents_temp_file(tmp_path):
+    path = atomic_save({"model_state_dict": {"w": torch.ones(3)}, "epoch": 1}, tmp_path / "best.pt")
+    doc = tmp_path / ".thesis.docx.q1w2e3r4.tmp"
+    doc.write_bytes(b"half a thesis")
+    t = time.time() - STALE_AFTER_S - 60
+    os.utime(doc, (t, t))
+    read_checkpoint(path)
+    atomic_save({"model_state_dict": {"w": torch.ones(3)}, "epoch": 2}, tmp_path / "best.pt")
+    assert doc.read_bytes() == b"half a thesis"

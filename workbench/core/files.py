@@ -11,7 +11,10 @@ target's name, the writer's process id, 8 hex digits of its host name and
 folder, or the next checkpoint opened from it, removes it once its writer is
 gone (:func:`remove_stale_temps`). Writes by older Workbench versions
 (``.NAME.<random>.tmp``, no pid) are removed once untouched for
-:data:`STALE_AFTER_S`.
+:data:`STALE_AFTER_S`, but only for the names those versions wrote into run and
+checkpoint folders (:func:`is_legacy_target`: checkpoints and the run files):
+that bare form is also the usual ``tempfile.mkstemp`` idiom of other programs,
+whose ``.thesis.docx.q1w2e3r4.tmp`` is never touched.
 """
 
 from __future__ import annotations
@@ -34,6 +37,20 @@ ORPHAN_AFTER_S = 24 * 3600.0
 
 # mkstemp's random part: 8 of "abcdefghijklmnopqrstuvwxyz0123456789_" (CPython's tempfile._RandomNameSequence)
 _TEMP_NAME = re.compile(r"^\.(?P<name>.+?)\.(?:(?P<pid>\d+)-(?P<host>[0-9a-f]{8})-)?[a-z0-9_]{8}\.tmp$")
+#: Suffixes of the checkpoints older Workbench versions saved (run checkpoints, File > Save).
+LEGACY_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
+#: The other files older Workbench versions wrote atomically into a run folder.
+LEGACY_NAMES = frozenset({"status.json", "run.toml", "metrics.csv", "lr_find.csv"})
+
+
+def is_legacy_target(name: str) -> bool:
+    """Whether older Workbench versions wrote ``name`` atomically (so ``.NAME.<random>.tmp`` may be theirs).
+
+    Checkpoints (:data:`LEGACY_SUFFIXES`: ``last.pt``, ``best.pt``, ``init.pt``,
+    ``epoch_3.pt``, a saved ``model.safetensors``) and the run folder's own files
+    (:data:`LEGACY_NAMES`). A document's name (``thesis.docx``, ``data.csv``) is not.
+    """
+    return name.lower().endswith(LEGACY_SUFFIXES) or name in LEGACY_NAMES
 
 
 def _host_tag() -> str:
@@ -82,10 +99,11 @@ def is_stale_temp(name: str, mtime: float, now: float | None = None) -> bool:
     bool
         True for Workbench's own temporary names only (see the module docstring):
         of this host with a dead writer pid; or untouched for :data:`STALE_AFTER_S`
-        (no pid, or another host's); or older than :data:`ORPHAN_AFTER_S`.
+        (no pid, or another host's); or older than :data:`ORPHAN_AFTER_S`. A name
+        without a pid counts only for a target :func:`is_legacy_target` accepts.
     """
     match = _TEMP_NAME.match(name)
-    if match is None:
+    if match is None or (match["pid"] is None and not is_legacy_target(match["name"])):
         return False
     age = (time.time() if now is None else now) - mtime
     if age >= ORPHAN_AFTER_S:

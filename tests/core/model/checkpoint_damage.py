@@ -49,3 +49,37 @@ def flip_tensor_byte(path: str | Path, record: str | None = None, bit: int = 4) 
         f.seek(offset)
         f.write(bytes([byte ^ (1 << bit)]))
     return offset
+
+
+def nest_deep(path: str | Path, payload: dict, key: str, depth: int) -> Path:
+    """``torch.save(payload)`` to ``path``, then make ``payload[key]`` a list nested ``depth`` levels deep.
+
+    Python's pickler cannot write such a list (it recurses); the pickle is edited
+    instead: the placeholder string stored under ``key`` becomes ``depth``
+    EMPTY_LIST opcodes followed by ``depth - 1`` APPENDs, and the archive is
+    written again record by record. torch's unpickler reads it without a limit.
+    """
+    import io
+
+    import torch
+
+    marker = "NEST_DEEP_PLACEHOLDER"
+    buf = io.BytesIO()
+    torch.save({**payload, key: marker}, buf)
+    zf = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    names = zf.namelist()
+    pkl_name = next(n for n in names if n.endswith("/data.pkl"))
+    pkl = zf.read(pkl_name)
+    at = pkl.index(marker.encode())
+    assert pkl[at - 5:at - 4] == b"X", "expected a BINUNICODE opcode before the placeholder"
+    pkl = pkl[:at - 5] + b"]" * depth + b"a" * (depth - 1) + pkl[at + len(marker):]
+    writer = torch._C.PyTorchFileWriter(str(path))
+    prefix = names[0].split("/")[0] + "/"
+    for name in names:
+        record = name[len(prefix):]
+        if record == ".data/serialization_id":  # the writer adds its own
+            continue
+        data = pkl if name == pkl_name else zf.read(name)
+        writer.write_record(record, data, len(data))
+    writer.write_end_of_file()
+    return Path(path)

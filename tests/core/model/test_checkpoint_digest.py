@@ -189,3 +189,57 @@ def test_corrupt_error_is_a_checkpoint_error(tmp_path):
     flip_tensor_byte(path, largest_tensor_record(path))
     with pytest.raises(CheckpointError):
         read_checkpoint(path, mmap=False)
+
+
+def test_only_a_checkpoint_of_the_same_model_is_named_intact(tmp_path):
+    """A mixed folder (Downloads): newer digested checkpoints of other models are never offered."""
+    from torch import nn
+
+    from workbench.core.model.checkpoint import model_signature
+
+    now = time.time()
+    best = save_at(tmp_path / "best.pt", payload(epoch=2), now - 400)
+    last = save_at(tmp_path / "last.pt", payload(epoch=3), now - 300)
+    other = nn.Linear(4, 2)  # another model, with its own valid digest, saved later
+    save_at(tmp_path / "linear.pt", checkpoint_payload(other, arch={"name": "linear", "kwargs": {}}), now - 200)
+    same_arch_other_keys = payload(epoch=4)  # the same arch entry over another model's tensors
+    same_arch_other_keys["model_state_dict"] = {"fc.weight": torch.zeros(2, 4)}
+    save_at(tmp_path / "odd.pt", same_arch_other_keys, now - 150)
+    other_kwargs = payload(epoch=5)  # the same tensors under another arch entry
+    other_kwargs["arch"] = {"name": "digits_cnn", "kwargs": {"width": 2}}
+    save_at(tmp_path / "kw.pt", other_kwargs, now - 120)
+    reshaped = payload(epoch=6)  # the same keys, one of another shape
+    reshaped["model_state_dict"]["classifier.bias"] = torch.zeros(11)
+    save_at(tmp_path / "shape.pt", reshaped, now - 100)
+    flip_tensor_byte(last)
+
+    with pytest.raises(CheckpointCorrupt) as info:  # formerly shape.pt, the newest digested file of the folder
+        read_checkpoint(last)
+    assert info.value.intact == best
+    assert newest_intact(last) == best
+    flip_tensor_byte(best)
+    with pytest.raises(CheckpointCorrupt) as info:
+        read_checkpoint(last)
+    assert info.value.intact is None and "no intact checkpoint" in str(info.value)
+    sig = model_signature(torch.load(tmp_path / "kw.pt", weights_only=True))
+    assert sig is not None and ("classifier.bias", (10,)) in sig[1]
+
+
+def test_a_search_never_fails_on_a_neighbour(tmp_path, monkeypatch):
+    """Whatever a candidate's check raises, the search passes over it."""
+    from workbench.core.model import checkpoint
+
+    now = time.time()
+    best = save_at(tmp_path / "best.pt", payload(epoch=2), now - 300)
+    newer = save_at(tmp_path / "epoch_3.pt", payload(epoch=3), now - 200)
+    last = save_at(tmp_path / "last.pt", payload(epoch=4), now - 100)
+    flip_tensor_byte(last)
+    real = checkpoint.check_digest
+
+    def flaky(obj):
+        if obj.get("epoch") == 3:
+            raise RuntimeError("a bug in a check")
+        return real(obj)
+
+    monkeypatch.setattr(checkpoint, "check_digest", flaky)
+    assert newest_intact(last) == best != newer

@@ -128,3 +128,93 @@ def test_diff_memory_does_not_grow_with_tensor_size():
     rel, grown = map(float, out.stdout.split())
     assert rel == pytest.approx(0.5, rel=1e-6)
     assert grown < 64 * 2**20, grown / 2**20
+
+
+def _expanded_files(tmp_path):
+    """Two 1.3 KB files each holding a 10**6 x 10**6 tensor over a one-element storage (stride 0)."""
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    torch.save({"w": torch.zeros(1).expand(10**6, 10**6)}, a)
+    torch.save({"w": torch.full((1,), 2.0).expand(10**6, 10**6)}, b)
+    assert a.stat().st_size < 4096
+    return a, b
+
+
+def test_broadcast_tensors_are_reduced_once_not_walked_for_hours(tmp_path):
+    """The chunked reduction walked all 10**12 elements (hours); common stride-0 dimensions count once, exactly."""
+    import time
+
+    from workbench.core.model.opening import open_model
+
+    a, b = _expanded_files(tmp_path)
+    start = time.perf_counter()
+    ma = open_model(a, weights_only=True).model
+    mb = open_model(b, weights_only=True).model
+    assert module_diff(ma, mb)[0].params == math.inf  # a is zeros
+    assert module_diff(mb, ma)[0].params == pytest.approx(1.0)
+    assert module_diff(ma, ma) == []
+    assert time.perf_counter() - start < 5
+    out = subprocess.run([sys.executable, "-m", "workbench", "diff", str(b), str(a)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "(root)  params 1.000e+00"
+
+
+def test_partly_broadcast_pairs_equal_the_whole_tensor_reduction():
+    from workbench.core.model import diff
+
+    g = torch.Generator().manual_seed(0)
+    col_a, col_b = torch.randn(7, 1, generator=g), torch.randn(7, 1, generator=g)
+    row = torch.randn(1, 5, generator=g)
+    pairs = [(col_a.expand(7, 300), col_b.expand(7, 300)),               # stride 0 in both: reduced once
+             (col_a.expand(7, 300), (col_b + 0 * row[:, :1]).expand(7, 300).contiguous()),  # one side only
+             (row.expand(4, 5), row.expand(4, 5) * 1.5)]
+    for pa, pb in pairs:
+        assert diff._rel([(pa, pb)]) == pytest.approx(_rel_whole([(pa, pb)]), rel=1e-9)
+    assert diff._rel(pairs) == pytest.approx(_rel_whole(pairs), rel=1e-9)
+
+
+def test_a_view_reading_its_storage_over_and_over_is_refused_naming_tensor_and_file(tmp_path):
+    """Different strides (nothing to reduce once): refused before any element is read, as a CheckpointError."""
+    import time
+
+    from workbench.core.errors import CheckpointError
+    from workbench.core.model.opening import open_model
+
+    n = 10**6
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    torch.save({"w": torch.zeros(1).expand(n, n)}, a)
+    torch.save({"w": torch.zeros(2 * n, dtype=torch.float16).as_strided((n, n), (1, 1))}, b)  # overlapping rows
+    start = time.perf_counter()
+    ma, mb = open_model(a, weights_only=True).model, open_model(b, weights_only=True).model
+    with pytest.raises(CheckpointError) as info:
+        module_diff(ma, mb, names=(str(a), str(b)))
+    assert str(info.value).startswith(f"{a}: tensor 'w' of shape (1000000, 1000000) is a view")
+    assert time.perf_counter() - start < 5
+    out = subprocess.run([sys.executable, "-m", "workbench", "diff", str(a), str(b)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "tensor 'w'" in lines[0] and "unexpected" not in lines[0], out.stderr
+
+
+def test_many_views_of_one_storage_are_refused_but_tied_weights_count_once():
+    from torch import nn
+
+    from workbench.core.errors import CheckpointError
+    from workbench.core.model import diff
+
+    big = torch.randn(2 * diff.CHUNK)
+    big_b = big * 1.5
+    a, b = nn.Module(), nn.Module()
+    for i in range(40):  # 40 distinct overlapping views of one storage on each side: 40x its elements to read
+        a.register_buffer(f"v{i}", big[i:])
+        b.register_buffer(f"v{i}", big_b[i:])
+    with pytest.raises(CheckpointError, match="many different views of the same storages"):
+        module_diff(a, b)
+    tied_a, tied_b = nn.Module(), nn.Module()
+    other = big * 2
+    for i in range(40):  # the same view under 40 keys (a weight tied across layers): reduced once, exact
+        tied_a.register_buffer(f"t{i}", big)
+        tied_b.register_buffer(f"t{i}", other)
+    changes = module_diff(tied_a, tied_b)
+    assert len(changes) == 1 and changes[0].buffers == pytest.approx(1.0)

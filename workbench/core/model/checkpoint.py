@@ -10,10 +10,13 @@ The format is found from the file's content, never from its suffix:
 * ``0x80`` (the pickle PROTO opcode): the legacy, pre-1.6 ``torch.save`` format.
 
 Integrity: a checkpoint Workbench wrote carries a digest of its tensors
-(:mod:`workbench.core.digest`); every read checks it and a mismatch raises
-:class:`~workbench.core.errors.CheckpointCorrupt` naming the newest checkpoint of
-the same folder that verifies (:func:`newest_intact`). Files without a digest
-(older Workbench files, foreign checkpoints) open as before. A safetensors header
+(:mod:`workbench.core.digest`); every read checks it and a mismatch, or a
+malformed digest entry, raises :class:`~workbench.core.errors.CheckpointCorrupt`
+naming the newest checkpoint of the same model in the same folder that verifies
+(:func:`newest_intact`). Files without a digest (older Workbench files, foreign
+checkpoints) open as before. Whatever a file holds, reading it raises nothing but
+:class:`~workbench.core.errors.CheckpointError` subclasses; metadata that cannot
+be read (an optimizer entry of the wrong type) is left empty. A safetensors header
 is validated in time linear in its length before the library maps the file
 (:func:`safetensors_header`). Opening a checkpoint also removes the temporary
 files that interrupted saves left in its folder
@@ -108,6 +111,8 @@ class CheckpointMetadata:
         Size of the file in bytes.
     arch : dict or None
         The ``"arch"`` entry written by Workbench (``{"name": ..., "kwargs": {...}}``).
+        ``kwargs`` is what the file holds: not always a dict (``[1, 2]`` in a
+        damaged file), which :meth:`ArchSpec.from_file` refuses.
     frozen : list of str
         The ``"frozen"`` entry written by Workbench (qualified parameter names).
     extra : dict
@@ -661,17 +666,48 @@ def _classify(path: Path, obj: Any) -> tuple[str, str | None, dict, nn.Module | 
 # --------------------------------------------------------------------------- metadata
 
 
+#: How deep, and how many values in all, :func:`_plain` converts; the rest reads ``"..."``.
+PLAIN_MAX_DEPTH = 32
+PLAIN_MAX_VALUES = 100_000
+#: Tensors up to this many elements are shown as lists; larger ones as a summary.
+PLAIN_MAX_TENSOR = 1000
+
+
 def _plain(value: Any) -> Any:
-    """Tensors, tuples and nested containers as plain JSON-able Python values."""
-    if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value.tolist()
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return repr(value)
+    """Tensors, tuples and nested containers as plain JSON-able Python values.
+
+    Bounded, whatever a file holds: containers deeper than :data:`PLAIN_MAX_DEPTH`,
+    values past the first :data:`PLAIN_MAX_VALUES` (a container shared many times
+    counts each time) and ``"..."`` stand for the rest; a tensor of more than
+    :data:`PLAIN_MAX_TENSOR` elements becomes ``"tensor(shape, dtype)"``. Never raises.
+    """
+    budget = [PLAIN_MAX_VALUES]
+
+    def conv(v: Any, depth: int) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0 or depth > PLAIN_MAX_DEPTH:
+            return "..."
+        if isinstance(v, torch.Tensor):
+            try:
+                if v.numel() == 1:
+                    return v.item()
+                if v.numel() <= PLAIN_MAX_TENSOR:
+                    return v.tolist()
+            except Exception:  # noqa: BLE001 - meta and other storage-less tensors
+                pass
+            return f"tensor({tuple(v.shape)}, {str(v.dtype).removeprefix('torch.')})"
+        if isinstance(v, Mapping):
+            return {str(k): conv(x, depth + 1) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [conv(x, depth + 1) for x in v]
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            return v
+        try:
+            return repr(v)[:200]
+        except Exception:  # noqa: BLE001
+            return type(v).__name__
+
+    return conv(value, 0)
 
 
 def _as_int(value: Any) -> int | None:
@@ -737,21 +773,23 @@ def guess_optimizer_class(group_keys: Iterable[str], group: Mapping | None = Non
         score = len(keys & args) / len(keys | args) if args else 0.0
         if score > best_score or (score == best_score and best is not None and name < best):
             best, best_score = name, score
-    if best in ("Adam", "AdamW") and group is not None and "decoupled_weight_decay" in group:
-        best = "AdamW" if group["decoupled_weight_decay"] else "Adam"
+    decoupled = group.get("decoupled_weight_decay") if isinstance(group, Mapping) else None
+    if best in ("Adam", "AdamW") and isinstance(decoupled, (bool, int)):
+        best = "AdamW" if decoupled else "Adam"
     return best
 
 
 def _optimizer_info(raw: Mapping) -> tuple[str | None, dict]:
+    """The optimizer's class and ``param_groups[0]`` hyper-parameters; ``(None, {})`` when they cannot be read."""
     state = _optimizer_state(raw)
     if state is None:
         return None, {}
-    groups = state.get("param_groups") or [{}]
-    group = groups[0] if isinstance(groups[0], Mapping) else {}
-    hparams = {str(k): _plain(v) for k, v in group.items() if k not in ("params", "param_names")}
+    groups = state.get("param_groups")
+    group = groups[0] if isinstance(groups, (list, tuple)) and groups and isinstance(groups[0], Mapping) else {}
+    hparams = {k: _plain(v) for k, v in group.items() if isinstance(k, str) and k not in ("params", "param_names")}
     name = raw.get("optimizer_class")
     if not isinstance(name, str):
-        name = guess_optimizer_class(group.keys(), group)
+        name = guess_optimizer_class([k for k in group if isinstance(k, str)], group) if group else None
     return name, hparams
 
 
@@ -791,6 +829,20 @@ def _scalar_extras(raw: Mapping, used: set[str]) -> dict:
     return out
 
 
+def _arch_entry(arch: Any) -> dict | None:
+    """A file's ``arch`` entry as ``{"name": str, "kwargs": ...}``; None when it names no architecture.
+
+    ``kwargs`` is kept as the file gives it (a dict copied, anything else as it
+    is, None as ``{}``): :meth:`ArchSpec.from_file` then refuses kwargs that are
+    not a table of plain values with an ArchitectureError naming the file.
+    """
+    if not (isinstance(arch, Mapping) and isinstance(arch.get("name"), str)):
+        return None
+    kwargs = arch.get("kwargs")
+    return {"name": arch["name"], "kwargs": {} if kwargs is None else dict(kwargs) if isinstance(kwargs, Mapping)
+            else kwargs}
+
+
 def _metadata_from_raw(fmt: str, container: str, key: str | None, raw: Mapping | None) -> CheckpointMetadata:
     meta = CheckpointMetadata(format=fmt, container=container, state_dict_key=key)
     if raw is None:
@@ -799,9 +851,7 @@ def _metadata_from_raw(fmt: str, container: str, key: str | None, raw: Mapping |
     meta.global_step = _as_int(raw.get("global_step", raw.get("step")))
     meta.loss = _as_float(raw.get("loss"))
     meta.optimizer_class, meta.optimizer_hparams = _optimizer_info(raw)
-    arch = raw.get("arch")
-    if isinstance(arch, Mapping) and isinstance(arch.get("name"), str):
-        meta.arch = {"name": arch["name"], "kwargs": dict(arch.get("kwargs") or {})}
+    meta.arch = _arch_entry(raw.get("arch"))
     frozen = raw.get("frozen")
     if isinstance(frozen, (list, tuple)):
         meta.frozen = [str(n) for n in frozen]
@@ -819,10 +869,10 @@ def _safetensors_metadata(meta: CheckpointMetadata, header: dict) -> None:
         if field_name in header:
             try:
                 value = json.loads(header[field_name])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):
                 continue
-            if field_name == "arch" and isinstance(value, dict) and isinstance(value.get("name"), str):
-                meta.arch = {"name": value["name"], "kwargs": dict(value.get("kwargs") or {})}
+            if field_name == "arch":
+                meta.arch = _arch_entry(value)
             elif field_name == "frozen" and isinstance(value, list):
                 meta.frozen = [str(v) for v in value]
     for field_name, conv in (("epoch", _as_int), ("global_step", _as_int), ("loss", _as_float)):
@@ -835,6 +885,23 @@ def _safetensors_metadata(meta: CheckpointMetadata, header: dict) -> None:
 
 
 # --------------------------------------------------------------------------- integrity
+
+
+def _load_weights(path: Path) -> Any:
+    """``torch.load(weights_only=True)`` of a pickle-based checkpoint, memory-mapped; None for other containers.
+
+    Raises
+    ------
+    CheckpointError
+        The file cannot be read at all (missing, damaged, or it needs trust).
+    """
+    container = detect_container(path)
+    if container not in ("zip", "legacy_pickle"):
+        return None
+    try:
+        return _torch_load(path, container, weights_only=True, mmap=True)
+    except Exception as exc:  # torch raises many types for damaged or refused files
+        raise CheckpointError(f"cannot be read ({type(exc).__name__}: {_short(exc)})", path) from exc
 
 
 def verify_checkpoint(path: str | Path) -> DigestCheck:
@@ -850,7 +917,8 @@ def verify_checkpoint(path: str | Path) -> DigestCheck:
     -------
     DigestCheck
         ``status`` ``"ok"``, ``"mismatch"`` (with the tensors that differ),
-        ``"absent"`` (no digest, or not a ``torch.save`` dict) or ``"unknown"``.
+        ``"malformed"`` (an unreadable digest entry), ``"absent"`` (no digest, or
+        not a ``torch.save`` dict) or ``"unknown"``.
 
     Raises
     ------
@@ -858,14 +926,8 @@ def verify_checkpoint(path: str | Path) -> DigestCheck:
         The file cannot be read at all (missing, damaged, or it needs trust).
     """
     path = Path(path)
-    container = detect_container(path)
-    if container not in ("zip", "legacy_pickle"):
-        return DigestCheck("absent")
-    try:
-        obj = _torch_load(path, container, weights_only=True, mmap=True)
-    except Exception as exc:  # torch raises many types for damaged or refused files
-        raise CheckpointError(f"cannot be read ({type(exc).__name__}: {_short(exc)})", path) from exc
-    return check_digest(obj)
+    obj = _load_weights(path)
+    return DigestCheck("absent") if obj is None else check_digest(obj)
 
 
 def _candidates(path: Path) -> list[Path]:
@@ -888,28 +950,70 @@ def _candidates(path: Path) -> list[Path]:
     return [p for _, _, p in sorted(found, key=lambda t: (-t[0], t[1]))]
 
 
-def newest_intact(path: str | Path) -> Path | None:
-    """The newest other checkpoint in ``path``'s folder whose digest verifies.
+def model_signature(obj: Any) -> tuple[str, frozenset] | None:
+    """What makes two loaded checkpoints checkpoints of one model: its ``arch`` entry, its tensors' names and shapes.
+
+    Parameters
+    ----------
+    obj : Any
+        What ``torch.load`` returned (a digest entry in it is ignored).
+
+    Returns
+    -------
+    (str, frozenset) or None
+        The ``arch`` entry as canonical JSON (``"null"`` when there is none) and
+        the set of ``(key, shape)`` of the state_dict; None when ``obj`` holds no
+        state_dict. Never raises.
+    """
+    try:
+        if isinstance(obj, Mapping):
+            obj = {k: v for k, v in obj.items() if not (isinstance(k, str) and k == DIGEST_KEY)}
+        _, _, state_dict, _ = _classify(Path("checkpoint"), obj)
+        arch = obj.get("arch") if isinstance(obj, Mapping) else None
+        arch_text = json.dumps(_plain(arch), sort_keys=True, default=str)
+        return arch_text, frozenset((str(k), tuple(v.shape)) for k, v in state_dict.items())
+    except Exception:  # noqa: BLE001 - content of a file: anything unexpected means "no model signature"
+        return None
+
+
+def newest_intact(path: str | Path, like: Any = None) -> Path | None:
+    """The newest other checkpoint of the same model in ``path``'s folder whose digest verifies.
 
     Candidates are the folder's regular files ending in :data:`CHECKPOINT_SUFFIXES`,
     newest modification time first (``best.pt``, an earlier epoch's file,
-    ``init.pt``); at most :data:`MAX_INTACT_CANDIDATES` are read. A file without
-    a digest is never named: it cannot be shown intact.
+    ``init.pt``); at most :data:`MAX_INTACT_CANDIDATES` are read. Only a
+    checkpoint of the same model is named: its ``arch`` entry, state_dict keys and
+    shapes equal the corrupt file's (:func:`model_signature`), so a folder of
+    downloads never offers another model. A file without a digest is never named:
+    it cannot be shown intact. A candidate that cannot be read or checked, for
+    whatever reason, is passed over.
 
     Parameters
     ----------
     path : str or Path
         The corrupt checkpoint.
+    like : Any, optional
+        What ``torch.load`` returned for ``path`` (read again when not given).
 
     Returns
     -------
     Path or None
+        None also when ``path`` itself cannot be read, or holds no state_dict
+        (then no other file can be shown to be the same model).
     """
-    for candidate in _candidates(Path(path))[:MAX_INTACT_CANDIDATES]:
+    path = Path(path)
+    try:
+        signature = model_signature(_load_weights(path) if like is None else like)
+    except Exception:  # noqa: BLE001 - a search: an unreadable file names nothing
+        return None
+    if signature is None:
+        return None
+    for candidate in _candidates(path)[:MAX_INTACT_CANDIDATES]:
         try:
-            if verify_checkpoint(candidate).ok:
+            obj = _load_weights(candidate)
+            if obj is not None and model_signature(obj) == signature and check_digest(obj).ok:
                 return candidate
-        except CheckpointError:
+        except Exception:  # noqa: BLE001 - a search: one bad file never stops it
             continue
     return None
 
@@ -920,17 +1024,21 @@ def _verified(path: Path, obj: Any) -> tuple[Any, bool | None]:
     Raises
     ------
     CheckpointCorrupt
-        A tensor's bytes differ from the digest; ``.intact`` names :func:`newest_intact`
-        and ``.tensors`` lists the tensors that differ.
+        A tensor's bytes differ from the digest, or the digest entry is malformed
+        (``detail`` ``"malformed digest: ..."``); ``.intact`` names
+        :func:`newest_intact` and ``.tensors`` lists the tensors that differ
+        (``["<digest entry>"]`` for a malformed one).
     """
     check = check_digest(obj)
     if check.status == "absent":
         return obj, None
-    if check.status == "mismatch":
-        err = CheckpointCorrupt(path, newest_intact(path))
+    if check.status in ("mismatch", "malformed"):
+        detail = "digest mismatch" if check.status == "mismatch" else f"malformed digest: {check.reason}"
+        err = CheckpointCorrupt(path, newest_intact(path, like=obj), detail=detail)
         err.tensors = check.bad
         raise err
-    return {k: v for k, v in obj.items() if k != DIGEST_KEY}, (True if check.ok else None)
+    return {k: v for k, v in obj.items() if not (isinstance(k, str) and k == DIGEST_KEY)}, \
+        (True if check.ok else None)
 
 
 # --------------------------------------------------------------------------- read_checkpoint
@@ -987,9 +1095,15 @@ def read_checkpoint(path: str | Path, *, trust: bool = False, mmap: bool = True)
         meta = CheckpointMetadata(format="torchscript", container=container)
     else:
         obj, verified = _verified(path, _load_pickled(path, container, trust=trust, mmap=mmap))
-        fmt, key, state_dict, module = _classify(path, obj)
-        raw = dict(obj) if isinstance(obj, Mapping) and fmt != "state_dict" else None
-        meta = _metadata_from_raw(fmt, container, key, raw)
+        try:
+            fmt, key, state_dict, module = _classify(path, obj)
+            raw = dict(obj) if isinstance(obj, Mapping) and fmt != "state_dict" else None
+            meta = _metadata_from_raw(fmt, container, key, raw)
+        except CheckpointError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the readers above are total; this keeps the promise if one is not
+            raise CheckpointError(f"holds data Workbench cannot interpret ({type(exc).__name__}: {_short(exc)}). "
+                                  f"{FIX_HINT}", path) from exc
     if not state_dict:
         raise CheckpointError("holds no tensors. Save a model's state_dict into it.", path)
     meta.num_tensors, meta.total_params, meta.dtypes = tensor_stats(state_dict)
