@@ -4,10 +4,11 @@ A file whose parameters or buffers hold NaN or Inf (a diverged run saved as it
 was) should say so the moment it is opened, not after a probe batch. The check
 is one cheap pass over every floating-point tensor: ``tensor.sum()`` is finite
 exactly when every element is finite, unless the sum itself overflows, and only
-a tensor whose sum is not finite is then counted element by element. On the
-2-core reference machine that is ~20-45 ms for resnet50's 25.6 M values, where
-``isfinite(t).all()`` on each tensor took ~0.7 s (it materializes a bool tensor
-the size of the weights). Qt-free.
+a tensor whose sum is not finite is then counted element by element. On one
+thread of the 2-core reference machine (median of 7): 7.4 ms for resnet50's
+25.6 M parameters and 18.5 ms for vit_b_16's 86.6 M, against 79 ms and 185 ms
+for ``isfinite(t).all()`` on each tensor (it materializes a bool tensor the size
+of the weights). Qt-free.
 """
 
 from __future__ import annotations
