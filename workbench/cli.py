@@ -590,7 +590,7 @@ def _diff_main(argv: Sequence[str]) -> int:
 
         a = open_model(args.a, args.arch, trust=args.trust, weights_only=True).model
         b = open_model(args.b, args.arch, trust=args.trust, weights_only=True).model
-        changes = module_diff(a, b)
+        changes = module_diff(a, b, names=(args.a, args.b))
         from workbench.core.run_files import printable
 
         for change in changes:

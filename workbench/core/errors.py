@@ -80,6 +80,7 @@ class CheckpointCorrupt(CheckpointError):
 
     def __init__(self, path: str | Path, intact: str | Path | None = None, detail: str = "digest mismatch"):
         self.intact = Path(intact) if intact is not None else None
+        self.detail = detail
         alt = (f"{self.intact.name} is intact: open or resume from it instead" if self.intact is not None
                else "no intact checkpoint of this run was found")
         super().__init__(f"is corrupt ({detail}); {alt}.", path)

@@ -248,7 +248,11 @@ class FileActions(QObject):
         if other is None:
             return []
         other = other[0]
-        changes = module_diff(model, other.model)
+        try:
+            changes = module_diff(model, other.model, names=("the shown model", str(path)))
+        except WorkbenchError as exc:  # e.g. a broadcast tensor that would take hours to reduce
+            self.prompts.error(str(exc))
+            return []
         missing = [c for c in changes if c.note]
         if missing and len(missing) == len(changes) and not any(c.params > 0 for c in changes):
             self.prompts.error(f"{path.name} does not fit this model: {missing[0].note}")

@@ -257,6 +257,6 @@ def _read(path: Path) -> dict | None:
     except CheckpointCorrupt as e:
         intact = (f"{e.intact.name} ({e.intact}) is intact: resume from it instead" if e.intact is not None
                   else "no intact checkpoint of this run was found")
-        raise TrainingError(f"{path} is corrupt (digest mismatch); {intact}") from e
+        raise TrainingError(f"{path} is corrupt ({getattr(e, 'detail', 'digest mismatch')}); {intact}") from e
     except WorkbenchError as e:
         raise TrainingError(f"{path}: cannot read the checkpoint ({e})") from e

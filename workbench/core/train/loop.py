@@ -584,6 +584,8 @@ class Trainer:
             self._started_at = time.time()
             write_status(self.run_dir, None, self._started_at, self._status_info())
             self._csv = MetricsCSV(self.run_dir / "metrics.csv")
+            if self._csv.problem:  # a damaged metrics.csv was set aside: say so where the run is watched
+                self.call("on_progress", self, f"metrics.csv: {self._csv.problem}")
             if self.history and not self._csv.rows:  # a resumed run's folder starts with the epochs it continues
                 for h in self.history:
                     self._csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
