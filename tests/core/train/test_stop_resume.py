@@ -31,6 +31,7 @@ class StopAtStep(Callback):
 
 @pytest.mark.parametrize("kw, stop_at", [
     ({}, 9),  # digits, 7 steps per epoch: in the 2nd epoch
+    ({}, 14),  # the last step of the 2nd epoch: the stop comes with the epoch's end
     ({"fake": True, "batch_size": 16, "optimizer": "sgd", "momentum": 0.9, "scheduler": "cosine",
       "random_flip": True, "random_crop": 1}, 5),
     ({"fake": True, "batch_size": 16, "optimizer": "adamw", "scheduler": "onecycle", "weight_decay": 0.01}, 17),
@@ -46,7 +47,7 @@ def test_a_stop_mid_epoch_writes_last_pt_at_that_step_and_resumes_bit_identical(
     assert t1.step == stop_at  # the step under way finished; no further step
     last = tmp_path / "stopped" / "last.pt"
     ck = torch.load(last, weights_only=True)
-    assert ck["step"] == stop_at and ck["batch_in_epoch"] == stop_at - ck["epoch"] * t.steps_per_epoch > 0
+    assert ck["step"] == stop_at and ck["batch_in_epoch"] == stop_at - ck["epoch"] * t.steps_per_epoch >= 0
     for k, v in stopped.state_dict().items():
         assert torch.equal(ck["model_state_dict"][k], v), k
     assert save_last(t1) == last and torch.load(last, weights_only=True)["step"] == stop_at  # not written twice

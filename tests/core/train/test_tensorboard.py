@@ -37,4 +37,6 @@ def test_event_files_match_metrics_csv_and_hold_probe_histograms(tmp_path):
     assert {"weights/features.3.weight", "grads/features.3.weight", "weights/features.3.bias"} <= set(
         tags["histograms"])
     # measured every 5 steps; a budget of the whole fit's time lets each measured step write them
-    assert [e.step for e in acc.Histograms("weights/features.3.weight")] == list(range(1, trainer.step + 1, 5))
+    # (step 1's may be refused by that budget: the writer's first histogram can cost more than the fit's first step)
+    measured = list(range(1, trainer.step + 1, 5))
+    assert [e.step for e in acc.Histograms("weights/features.3.weight")] in (measured, measured[1:])

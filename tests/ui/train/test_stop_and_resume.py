@@ -74,7 +74,11 @@ def test_stop_saves_the_step_it_stopped_at_and_resume_continues_from_there(windo
     resumed = _steps(panel)
     assert resumed[0] == stopped_at + 1 and resumed[-1] == 3 * STEPS_PER_EPOCH
 
-    # the same run never stopped, from the same first weights (init.pt), ends with the same weights
+    # the same run never stopped, from the same first weights (init.pt), ends with the same weights. Here the
+    # straight run trains in the test's own thread, with another intra-op thread count than the window's run,
+    # so float sums may differ in their last bits from the first step on (CI saw 2.193064057 vs ...078 as the
+    # first epoch's loss): close, not equal. Bit-identity of a stopped and resumed run is tested in core
+    # (tests/core/train/test_stop_resume.py), where both runs share one thread setting.
     straight = DigitsCNN()
     straight.load_state_dict(torch.load(run_dir / "init.pt", weights_only=True)["model_state_dict"])
     config = TrainConfig.from_toml((run_dir / "run.toml").read_text())
@@ -82,4 +86,4 @@ def test_stop_saves_the_step_it_stopped_at_and_resume_continues_from_there(windo
     config.model.resume, config.model.checkpoint = False, ""
     assert Trainer(straight, config).fit() == "completed"
     for name, value in straight.state_dict().items():
-        assert torch.equal(window.model.state_dict()[name], value), name
+        assert torch.allclose(window.model.state_dict()[name].float(), value.float(), rtol=1e-3, atol=1e-4), name

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from workbench.core.probe.cadence import sparse
 from workbench.core.probe.gradients import GradNorms, layer_norms
 from workbench.ui.plot_buffer import PlotBuffer
+from workbench.ui.plot_legend import legend_above
 
 _PENS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 _FROZEN_BRUSH = pg.mkBrush(180, 180, 180, 110)
@@ -67,7 +68,7 @@ class GradNormsView(QWidget):
         self.curve_plot.getAxis("left").enableAutoSIPrefix(False)  # "(x0.001)" over log ticks misleads
         self.curve_plot.setLabel("bottom", "step")
         self.curve_plot.setLabel("left", "grad norm (L2)")
-        self.legend = _legend_in_title_row(self.curve_plot)  # never over the latest points
+        self.legend = legend_above(self.curve_plot, columns=4, row_height=20)  # never over the latest points
         self.curve_plot.showGrid(y=True, alpha=0.3)
         self.bars_plot = self.plots.addPlot(row=1, col=0, title="Latest step, per layer (grey: frozen)")
         self.bars_plot.setLabel("left", "log10 grad norm")
@@ -168,14 +169,3 @@ def _style(color: str, wide: bool, markers: bool) -> dict:
         return {"pen": None, "symbol": "o", "symbolSize": 7 if wide else 5, "symbolBrush": pg.mkBrush(color),
                 "symbolPen": None}
     return {"pen": pg.mkPen(color, width=2 if wide else 1), "symbol": None}
-
-
-def _legend_in_title_row(item: pg.PlotItem) -> pg.LegendItem:
-    """A legend where ``item``'s title would be (4 entries a row), above the data; ``item.plot(name=...)`` adds to it."""
-    legend = pg.LegendItem(colCount=4, labelTextSize="8pt", verSpacing=-8)
-    item.layout.removeItem(item.titleLabel)
-    item.titleLabel.setVisible(False)
-    item.layout.addItem(legend, 0, 1)
-    item.layout.setRowFixedHeight(0, 20)
-    item.legend = legend
-    return legend

@@ -41,6 +41,7 @@ from scipy.signal import lfilter
 
 from workbench.core.files import atomic_write_bytes, atomic_write_text
 from workbench.ui.plot_buffer import PlotBuffer
+from workbench.ui.plot_legend import legend_above
 from workbench.ui.train.follow_range import FollowRange
 from workbench.ui.train.grad_norm_overlay import GradNormOverlay
 
@@ -166,7 +167,7 @@ class TrainingPlots(QWidget):
     def _build_plots(self) -> None:
         self.loss_plot = _plot("lossPlot", "loss", "step")
         item = self.loss_plot.getPlotItem()
-        _legend_above(item)  # in the plot's title row: it never covers a curve
+        legend_above(item)  # in the plot's title row: it never covers a curve
         self.loss_curve = item.plot(name="train loss", pen=pg.mkPen((120, 160, 220), width=1))
         # 1-px pens: Qt's raster engine strokes wide polylines far slower, and the
         # step curves repaint during the run (wide EMA pen: 0.80-0.90x train
@@ -545,17 +546,6 @@ class TrainingPlots(QWidget):
 
     def _on_export_png(self) -> None:
         self._export("Export plots as PNG", "PNG images (*.png)", "plots.png", self.export_png)
-
-
-def _legend_above(item: pg.PlotItem) -> pg.LegendItem:
-    """A legend in ``item``'s title row (3 entries a row), above the data (``item.plot(name=...)`` adds to it)."""
-    legend = pg.LegendItem(colCount=3, labelTextSize="8pt", verSpacing=-8)
-    item.layout.removeItem(item.titleLabel)
-    item.titleLabel.setVisible(False)
-    item.layout.addItem(legend, 0, 1)
-    item.layout.setRowFixedHeight(0, 34)
-    item.legend = legend
-    return legend
 
 
 def _fmt(v: float) -> str:
