@@ -838,6 +838,9 @@ class TrainingPanel(QWidget):
 
         t_now, seen = last("time"), last("samples")
         if math.isfinite(t_now) and math.isfinite(seen):
+            times, samples = m.get("time"), m.get("samples")
+            if not self._rate_window and times is not None and len(times) > 1:  # a batch of steps spans time too
+                self._rate_window.append((float(times[0]), float(samples[0])))
             self._rate_window.append((t_now, seen))
             while len(self._rate_window) > 2 and t_now - self._rate_window[1][0] >= 2.0:
                 self._rate_window.popleft()  # keep ~2 s of history
@@ -1051,6 +1054,9 @@ class TrainingPanel(QWidget):
             self.progress.setValue(self.progress.maximum())
             epochs = self._config.epochs if self._config is not None else 0
             fmt = f"epoch {epochs}/{epochs} · step {int(self.plots.steps.last('step', 0.0))}"
+            if not math.isfinite(self._samples_per_s) and len(self._rate_window) > 1:  # a run shorter than the
+                (t_a, s_a), (t_b, s_b) = self._rate_window[0], self._rate_window[-1]  # rate's 0.2 s warm-up
+                self._samples_per_s = (s_b - s_a) / (t_b - t_a) if t_b > t_a else math.nan
             if math.isfinite(self._samples_per_s):
                 fmt += f" · {self._samples_per_s:,.0f} samples/s"
         self.progress.setFormat(f"{reason} · {fmt}" if fmt else reason)
