@@ -150,16 +150,13 @@ def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool 
     """
     origin = Path(origin) if origin is not None else (base or Path.cwd()) / "run.toml"
     spec = ArchSpec.from_file({"name": mc.arch, "kwargs": mc.kwargs}, origin, trust=trust) if mc.arch else None
-    start = mc.checkpoint if mc.resume else (mc.init or mc.checkpoint)
-    if not start:
+    path = start_file(mc, base)
+    if path is None:
         if spec is None:
             raise TrainingError("the run file names no architecture: set [model] arch (e.g. \"digits_cnn\")")
         model = build_module(spec)
         apply_edits(model, list(mc.edits))
     else:
-        path = Path(start).expanduser()
-        if not path.is_absolute() and base is not None:
-            path = base / path
         if not path.exists():
             raise TrainingError(f"{path}: file not found; fix [model] {'init' if mc.init else 'checkpoint'} "
                                 "in the run file")
@@ -173,6 +170,16 @@ def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool 
     except UnknownPathError as e:
         raise TrainingError(f"[model] frozen: {e}") from e
     return model, spec
+
+
+def start_file(mc: ModelConfig, base: Path | None) -> Path | None:
+    """The checkpoint a ``[model]`` section starts from: ``checkpoint`` when resuming, else ``init``, else
+    ``checkpoint``; relative paths start at ``base`` (the run file's folder). None: built fresh from ``arch``."""
+    start = mc.checkpoint if mc.resume else (mc.init or mc.checkpoint)
+    if not start:
+        return None
+    path = Path(start).expanduser()
+    return base / path if not path.is_absolute() and base is not None else path
 
 
 def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
@@ -200,10 +207,7 @@ def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
         return
     if mc.arch:
         ArchSpec.from_file({"name": mc.arch, "kwargs": mc.kwargs}, path, trust=trust)
-    start = mc.checkpoint if mc.resume else (mc.init or mc.checkpoint)
-    start_path = Path(start).expanduser() if start else None
-    if start_path is not None and not start_path.is_absolute():
-        start_path = path.parent / start_path
+    start_path = start_file(mc, path.parent)
     if start_path is None or not start_path.is_file():
         return
     ckpt = read_checkpoint(start_path, trust=trust)  # a pickle needing trust is refused here too
