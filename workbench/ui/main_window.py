@@ -253,8 +253,8 @@ class MainWindow(QMainWindow):
         self.status_trainable = QLabel(objectName="statusTrainable")
         self.status_size = QLabel(objectName="statusSize")
         self.status_device = QLabel(objectName="statusDevice")
-        bar.addWidget(self.status_file)
-        for label in (self.status_trainable, self.status_size, self.status_device):
+        # every label permanent (right side): a temporary message takes the left and never paints over them
+        for label in (self.status_file, self.status_trainable, self.status_size, self.status_device):
             bar.addPermanentWidget(label)
 
     def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
