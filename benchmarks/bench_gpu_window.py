@@ -53,7 +53,7 @@ def plain_loop() -> float:
     import torch
     import torchvision
 
-    from workbench.core.train.data import build_datasets
+    from workbench.core.train.data.datasets import build_datasets
 
     train_ds, val_ds, _ = build_datasets(_config(tempfile.mkdtemp()).data)
     (xt, yt), (xv, yv) = [t.cuda() for t in train_ds.tensors], [t.cuda() for t in val_ds.tensors]
@@ -118,7 +118,7 @@ def run() -> dict[str, float]:
         return {}
     from PySide6.QtWidgets import QApplication, QMainWindow
 
-    from workbench.core.train.threads import reserve_cores_for_workers
+    from workbench.core.train.launch.threads import reserve_cores_for_workers
     from workbench.ui.prompts import Prompts
     from workbench.ui.session import Session
     from workbench.core.gc_freeze import freeze_startup_objects

@@ -121,7 +121,7 @@ def side_plain(root: str, kind: str, device: str, workers: int) -> dict:
 def side_workbench(root: str, kind: str, device: str, decode: str = "auto", channels_last: str = "auto") -> dict:
     """The core Trainer with default data settings; samples/s of epochs 2..EPOCHS."""
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     size, crop = (64, 64) if kind == "small" else (256, 224)
     data = DataConfig(dataset="imagefolder", root=root, image_size=size, center_crop=crop, random_flip=True,
@@ -180,7 +180,7 @@ def run() -> dict[str, float]:
     import torch
 
     from workbench.core.train.config import DataConfig
-    from workbench.core.train.loaders import loader_settings
+    from workbench.core.train.data.loaders import loader_settings
 
     workers = loader_settings(DataConfig(dataset="imagefolder"), "cpu").num_workers
     root = make_folder(Path(tempfile.mkdtemp(prefix="bench-photos-")))

@@ -19,7 +19,7 @@ Figures:
 ``heatmap_history_mb``
     Memory of that history (its ``nbytes``), MB.
 ``nan_trace_s``
-    :func:`~workbench.core.train.nan_trace.trace_nonfinite` on resnet18, batch
+    :func:`~workbench.core.train.trainer.nan_trace.trace_nonfinite` on resnet18, batch
     64 of 3x224x224, CPU, with ``layer3.1.bn2``'s weight set to Inf; median of
     3, s (it runs once per failure).
 """
@@ -43,7 +43,7 @@ def _run(probed: bool) -> tuple[float, int]:
 
     from workbench.core.probe.callback import ProbeCallback
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     torch.manual_seed(0)
     reports: list = []
@@ -116,7 +116,7 @@ def nan_trace() -> dict[str, float]:
     import torch
     import torchvision
 
-    from workbench.core.train.nan_trace import trace_nonfinite
+    from workbench.core.train.trainer.nan_trace import trace_nonfinite
 
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10)

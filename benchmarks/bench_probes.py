@@ -48,7 +48,7 @@ BATCH = 64
 
 def _run(callbacks_factory, run_dir: str, seed: int) -> tuple[float, float]:
     """One ``fit()``; returns samples per CPU second and per wall-clock second over the whole fit."""
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     torch.manual_seed(seed)
     model = DigitsCNN()

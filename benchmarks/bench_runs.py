@@ -3,7 +3,7 @@
 Figures:
 
 ``runs_table_1000_s``
-    :func:`~workbench.core.train.run_index.list_runs` + ``runs_table`` over 1,000
+    :func:`~workbench.core.train.runs.index.list_runs` + ``runs_table`` over 1,000
     run folders, each with a real ``run.toml``, a 20-epoch ``metrics.csv`` and a
     ``status.json`` as the trainer writes them; median of 3, s (page cache warm after the first; what the list
     keeps of the files it read is dropped before each, as ``workbench runs`` starts afresh). Target <= 1 s.
@@ -41,7 +41,7 @@ from pathlib import Path
 def make_runs(root: Path, n: int = 1000, epochs: int = 20) -> Path:
     """``n`` run folders under ``root`` (written with the product's own config writer)."""
     from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
-    from workbench.core.train.runs import METRICS_COLUMNS
+    from workbench.core.train.runs.folder import METRICS_COLUMNS
 
     toml = TrainConfig(data=DataConfig(dataset="digits"), epochs=epochs, model=ModelConfig(arch="digits_cnn")).to_toml()
     header = ",".join(METRICS_COLUMNS)
@@ -60,7 +60,7 @@ def make_runs(root: Path, n: int = 1000, epochs: int = 20) -> Path:
 
 def run() -> dict[str, float]:
     """The figure (see the module docstring)."""
-    from workbench.core.train.run_index import forget_cached, list_runs, runs_table
+    from workbench.core.train.runs.index import forget_cached, list_runs, runs_table
 
     root = make_runs(Path(tempfile.mkdtemp(prefix="bench-runs-")))
     times = []
@@ -89,7 +89,7 @@ def write_long_metrics(path: Path, rows: int = 10_000_000, block: int = 500_000)
     it on most epochs."""
     import numpy as np
 
-    from workbench.core.train.runs import METRICS_COLUMNS
+    from workbench.core.train.runs.folder import METRICS_COLUMNS
 
     def fixed(v, decimals=6):  # "d.dddddd"
         q = np.round(v * 10**decimals).astype(np.int64)

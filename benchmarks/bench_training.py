@@ -5,7 +5,7 @@ Figures (see issues 4 and 9):
 ``train_throughput_ratio``
     Training samples per second of a run started with the real
     :class:`~workbench.ui.train.panel.TrainingPanel`'s Start (by default in a
-    training process started ahead, :mod:`workbench.core.train.process`), with the
+    training process started ahead, :mod:`workbench.core.train.launch.process`), with the
     live loss plot of the shown panel drawing, divided by the same for a plain loop written the
     way the PyTorch tutorial writes it (``DataLoader`` over a ``TensorDataset``,
     ``loss.item()`` each step, a ``torch.no_grad()`` validation loop each epoch).
@@ -59,7 +59,7 @@ BATCH = 64
 
 def _digits_tensors():
     """The same train / val tensors the workbench data module builds for ``digits``."""
-    from workbench.core.train.data import build_datasets
+    from workbench.core.train.data.datasets import build_datasets
 
     train_ds, val_ds, _ = build_datasets(DataConfig(dataset="digits", batch_size=BATCH))
     return train_ds.tensors, val_ds.tensors
@@ -229,7 +229,7 @@ def run() -> dict[str, float]:
 
     from workbench.core.probe.activations import leaf_modules
     from workbench.core.probe.callback import ProbeCallback
-    from workbench.core.train.threads import reserve_cores_for_workers
+    from workbench.core.train.launch.threads import reserve_cores_for_workers
 
     reserve_cores_for_workers()  # as ui.app.main does, before any computation on this thread
     # the panel remembers the settings of each run started: keep the user's own settings untouched

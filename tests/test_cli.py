@@ -180,14 +180,14 @@ def test_version(capsys):
 
 def test_dispatch_train_and_gui(monkeypatch):
     calls = []
-    training = types.ModuleType("workbench.core.train.headless")
+    training = types.ModuleType("workbench.core.train.launch.headless")
     training.train_from_toml = lambda path, out=print, trust=False, debug=False: calls.append(("train", path)) or 0
     from workbench.ui.app import build_parser
 
     app = types.ModuleType("workbench.ui.app")
     app.main = lambda argv: calls.append(("gui", argv)) or 0
     app.build_parser = build_parser
-    monkeypatch.setitem(sys.modules, "workbench.core.train.headless", training)
+    monkeypatch.setitem(sys.modules, "workbench.core.train.launch.headless", training)
     monkeypatch.setitem(sys.modules, "workbench.ui.app", app)
     assert cli.main(["train", "run.toml"]) == 0
     assert cli.main(["model.pt", "--arch", "resnet18"]) == 0

@@ -7,10 +7,10 @@
     output shapes, parameters and FLOPs (or the same as JSON).
 ``workbench train RUN.toml``
     Train from a run configuration, without the GUI
-    (:func:`workbench.core.train.headless.train_from_toml`).
+    (:func:`workbench.core.train.launch.headless.train_from_toml`).
 ``workbench lr-find RUN.toml``
     The learning-rate range test; ``lr_find.csv`` goes beside RUN.toml
-    (:func:`workbench.core.train.headless.lr_find_from_toml`).
+    (:func:`workbench.core.train.launch.headless.lr_find_from_toml`).
 ``workbench diff A B`` / ``workbench runs [ROOT]``
     Per-module change between two checkpoints; the list of run folders.
 
@@ -516,11 +516,11 @@ def _train_main(argv: Sequence[str]) -> int:
         return args
 
     def run() -> int:
-        from workbench.core.train.headless import train_from_toml
+        from workbench.core.train.launch.headless import train_from_toml
 
         if args.nproc_per_node > 0:
-            from workbench.core.train.headless import check_run_trust
-            from workbench.core.train.launch import launch
+            from workbench.core.train.launch.headless import check_run_trust
+            from workbench.core.train.launch.torchrun import launch
 
             check_run_trust(args.config, trust=args.trust)  # before any rank starts
 
@@ -563,7 +563,7 @@ def _lr_find_main(argv: Sequence[str]) -> int:
         return args
 
     def run() -> int:
-        from workbench.core.train.headless import lr_find_from_toml
+        from workbench.core.train.launch.headless import lr_find_from_toml
 
         return int(lr_find_from_toml(args.config, out=print, min_lr=args.min_lr, max_lr=args.max_lr,
                                      steps=args.steps, trust=args.trust))
@@ -612,8 +612,8 @@ def _runs_main(argv: Sequence[str]) -> int:
         return args
 
     def run() -> int:
-        from workbench.core.train.run_index import list_runs, runs_table
-        from workbench.core.train.runs import default_runs_root
+        from workbench.core.train.runs.index import list_runs, runs_table
+        from workbench.core.train.runs.folder import default_runs_root
 
         try:
             runs = list_runs(args.root or default_runs_root())

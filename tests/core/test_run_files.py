@@ -360,8 +360,8 @@ def test_pid_zero_minus_one_and_the_wrong_types_are_never_a_training_process():
 
 def _workbench_module_child():
     """A live process whose command line is a Workbench module, as a data-parallel rank's is
-    (``python -m workbench.core.train.parent_watch timeit ...``: sleeps 60 s, ends with this process)."""
-    return subprocess.Popen([sys.executable, "-u", "-m", "workbench.core.train.parent_watch", "timeit", "-n", "1",
+    (``python -m workbench.core.train.launch.parent_watch timeit ...``: sleeps 60 s, ends with this process)."""
+    return subprocess.Popen([sys.executable, "-u", "-m", "workbench.core.train.launch.parent_watch", "timeit", "-n", "1",
                              "-r", "1", "import time; time.sleep(60)"])
 
 

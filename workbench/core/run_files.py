@@ -1,6 +1,6 @@
 """Total readers of the files of a run folder: whatever is on disk, an answer or a :class:`RunFileError`.
 
-A run folder (:mod:`workbench.core.train.runs`) is written by the trainer, but
+A run folder (:mod:`workbench.core.train.runs.folder`) is written by the trainer, but
 anything may be found there later: a file of the wrong type, bytes that are not
 UTF-8, NUL bytes left by a power loss, a truncated line, a FIFO or a device, a
 symbolic link to ``/dev/zero``, a file of gigabytes. Every reader here either
@@ -801,7 +801,7 @@ def _command_kind(argv: list[str]) -> str | None:
     A Workbench process: the ``workbench`` program (a frozen executable, or the
     console script Python runs: ``python .../bin/workbench``), or ``python -m
     workbench`` / ``-m workbench.<module>`` (the window, the CLI, the ranks of a
-    data-parallel run, ``workbench.core.train.parent_watch``).
+    data-parallel run, ``workbench.core.train.launch.parent_watch``).
     """
     if _stem(argv[0]) == "workbench":
         return "workbench"

@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["WORKBENCH_SETTINGS_DIR"] = tempfile.mkdtemp(prefix="workbench-settings-")
     from PySide6.QtWidgets import QApplication
 
-    from workbench.core.train.threads import reserve_cores_for_workers
+    from workbench.core.train.launch.threads import reserve_cores_for_workers
     from workbench.ui.qsettings import set_application_names
 
     reserve_cores_for_workers()  # the GUI thread computes single-threaded; training threads get the cores

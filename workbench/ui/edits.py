@@ -2,7 +2,7 @@
 
 Every edit while idle is an undoable command (:mod:`workbench.ui.undo`) pushed
 on the window's ``QUndoStack``. While a run owns the model, freezes become
-:class:`~workbench.core.train.commands.SetTrainable` commands sent through the
+:class:`~workbench.core.train.trainer.commands.SetTrainable` commands sent through the
 session to the run (applied at the next step boundary) and structural edits
 are refused with a status-bar message. Implements the tree view's
 ``TreeController`` protocol.
@@ -15,7 +15,7 @@ from PySide6.QtGui import QUndoStack
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.model import freezing
-from workbench.core.train.commands import SetTrainable
+from workbench.core.train.trainer.commands import SetTrainable
 from workbench.ui import undo
 from workbench.ui.session import Session
 

@@ -28,9 +28,9 @@ from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
 from workbench.core.model.diff import module_diff
 from workbench.core.model.health_check import NonFiniteTensor, find_nonfinite, nonfinite_summary
 from workbench.core.model.opening import NeedsArchitecture, Opened, PartialFit, open_model
-from workbench.core.train.commands import SaveNow
+from workbench.core.train.trainer.commands import SaveNow
 from workbench.core.probe.health import Badge
-from workbench.core.train.faults import nonfinite_tensors
+from workbench.core.train.trainer.faults import nonfinite_tensors
 from workbench.ui.dialogs import WEIGHTS_ONLY
 from workbench.ui.prompts import CHECKPOINT_FILTER
 from workbench.ui.session import Session
@@ -292,7 +292,7 @@ class FileActions(QObject):
         The payload holds ``model_state_dict``, ``arch``, ``frozen``,
         ``workbench_version`` and, after a run, the optimizer / scheduler state,
         epoch, step and loss (``session.run_extras``). While a run is active the
-        save is sent to the run (:class:`~workbench.core.train.commands.SaveNow`)
+        save is sent to the run (:class:`~workbench.core.train.trainer.commands.SaveNow`)
         and happens at the next step boundary.
 
         Returns

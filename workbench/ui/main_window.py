@@ -22,7 +22,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
 from workbench.core.model import tree as core_tree
 from workbench.core.model.edits import last_layer
-from workbench.core.train.runs import default_runs_root
+from workbench.core.train.runs.folder import default_runs_root
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
 from workbench.ui.model.details_panel import DetailsPanel

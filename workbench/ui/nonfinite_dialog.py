@@ -27,7 +27,7 @@ class NonFiniteDialog(QMessageBox):
         Whether a checkpoint exists to roll back to (the button is disabled otherwise).
     trace : str
         Where the first non-finite value appeared (:meth:`NonFiniteTrace.text
-        <workbench.core.train.nan_trace.NonFiniteTrace.text>`); empty: unknown.
+        <workbench.core.train.trainer.nan_trace.NonFiniteTrace.text>`); empty: unknown.
     parent : QWidget, optional
         Owner window.
 

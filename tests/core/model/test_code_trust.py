@@ -23,7 +23,7 @@ from workbench.core.model.checkpoint import read_checkpoint
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.opening import open_model
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
-from workbench.core.train.headless import model_from_config, train_from_toml
+from workbench.core.train.launch.headless import model_from_config, train_from_toml
 
 FACTORY_SOURCE = """\
 from pathlib import Path

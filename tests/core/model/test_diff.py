@@ -13,7 +13,7 @@ import torchvision
 from workbench.core.model.diff import module_diff
 from workbench.core.model.freezing import apply_frozen
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.loop import Trainer
+from workbench.core.train.trainer.loop import Trainer
 
 
 def test_a_head_only_fine_tune_lists_only_the_head(tmp_path):

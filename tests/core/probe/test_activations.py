@@ -337,7 +337,7 @@ def test_adaptive_callback_spaces_measurements_by_its_current_cadence(tmp_path):
     from workbench.core.model.demo import DigitsCNN
     from workbench.core.probe.callback import ProbeCallback
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     got = []
     after: dict[int, int] = {}  # step index -> the cadence in force after it ended
@@ -391,7 +391,7 @@ def test_probe_callback_sends_the_chosen_weight_histograms_on_measured_steps(tmp
     from workbench.core.model.demo import DigitsCNN
     from workbench.core.probe.callback import ProbeCallback
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     got = []
     cb = ProbeCallback(got.extend, every=5, weight_hist=["classifier.weight"])
@@ -449,7 +449,7 @@ def test_a_probed_demo_epoch_measures_once_at_the_default_budget(tmp_path):
     from workbench.core.model.demo import DigitsCNN
     from workbench.core.probe.callback import ProbeCallback
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     got = []
     model = DigitsCNN()

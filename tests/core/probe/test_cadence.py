@@ -11,8 +11,8 @@ from workbench.core.probe.activations import leaf_modules
 from workbench.core.probe.cadence import CadencePlan, describe_plan, describe_setting, sparse
 from workbench.core.probe.callback import ProbeCallback, ProbeReport, _StepCost
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.hooks import Callback
-from workbench.core.train.loop import Trainer
+from workbench.core.train.trainer.hooks import Callback
+from workbench.core.train.trainer.loop import Trainer
 
 
 def _digits(tmp_path, epochs=3, batch_size=64, **kw):
@@ -142,8 +142,8 @@ def test_a_plan_only_report_is_plain_data():
 
 def test_the_cadence_reaches_a_training_process_before_and_during_the_run(tmp_path):
     """The window's copy is built again in the process from settings(); set_cadence crosses as a callback call."""
-    from tests.core.train.test_process import _run
-    from workbench.core.train.process import RemoteControl, make_job
+    from tests.core.train.launch.test_process import _run
+    from workbench.core.train.launch.process import RemoteControl, make_job
 
     window_copy = ProbeCallback(lambda r: None, probed=["classifier"])
     window_copy.set_cadence(4)  # chosen before Start

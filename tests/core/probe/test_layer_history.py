@@ -14,8 +14,8 @@ from workbench.core.probe.callback import ProbeCallback
 from workbench.core.probe.layer_history import LayerHistory
 from workbench.core.probe.layer_stats import QUANTITIES, LayerSnapshot, LayerStatsProbe
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.hooks import Callback
-from workbench.core.train.loop import Trainer
+from workbench.core.train.trainer.hooks import Callback
+from workbench.core.train.trainer.loop import Trainer
 
 DIES_AT = 6  # the step after which resnet18's stem ReLU outputs only zeros
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
-from workbench.core.train.runs import METRICS_COLUMNS, MetricsCSV, write_status
+from workbench.core.train.runs.folder import METRICS_COLUMNS, MetricsCSV, write_status
 
 INFO = {"model": "digits_cnn", "dataset": "digits", "epochs": 3}
 

@@ -10,7 +10,7 @@ import pytest
 from tests.core.train.damaged_runs import within
 from workbench.core.run_files import NotATextFile
 from workbench.core.train.config import TrainConfig
-from workbench.core.train.headless import train_from_toml
+from workbench.core.train.launch.headless import train_from_toml
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 GOOD = 'epochs = 0\n[model]\narch = "digits_cnn"\n[data]\ndataset = "digits"\n'

@@ -12,7 +12,7 @@ import torch
 import torchvision
 
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
-from workbench.core.train.loop import Trainer
+from workbench.core.train.trainer.loop import Trainer
 from workbench.core.train.lr_finder import lr_find, valley
 
 
@@ -98,7 +98,7 @@ def test_workbench_lr_find_prints_the_suggestion_last_and_writes_the_csv(tmp_pat
 def _window_run_folder(tmp_path):
     """A run folder as a window run leaves it: run.toml (run_dir empty), init.pt, metrics.csv."""
     from workbench.core.model.demo import DigitsCNN
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=256), epochs=1, optimizer="sgd",
                       run_dir=str(tmp_path / "my-run"), tensorboard=False, model=ModelConfig(arch="digits_cnn"))
@@ -110,8 +110,8 @@ def _window_run_folder(tmp_path):
 def test_lr_find_writes_into_the_run_folder_of_a_window_run(tmp_path):
     """A run folder's run.toml names no run_dir: the sweep's trainer made a new folder under the runs root and
     wrote lr_find.csv there, not into the run's folder as the README says."""
-    from workbench.core.train.headless import lr_find_from_toml
-    from workbench.core.train.runs import default_runs_root
+    from workbench.core.train.launch.headless import lr_find_from_toml
+    from workbench.core.train.runs.folder import default_runs_root
 
     run = _window_run_folder(tmp_path)
     assert TrainConfig.from_toml(run / "run.toml").run_dir in (None, "")
@@ -127,7 +127,7 @@ def test_lr_find_writes_into_the_run_folder_of_a_window_run(tmp_path):
 
 
 def test_lr_find_of_a_hand_written_run_file_writes_beside_it(tmp_path):
-    from workbench.core.train.headless import lr_find_dir, lr_find_from_toml
+    from workbench.core.train.launch.headless import lr_find_dir, lr_find_from_toml
 
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=256), epochs=1, optimizer="sgd",
                       run_dir=str(tmp_path / "elsewhere"), tensorboard=False, model=ModelConfig(arch="digits_cnn"))

@@ -88,7 +88,7 @@ def test_dead_layer_badge_reaches_the_tree(panel, qtbot):
 def test_live_reports_from_the_real_trainer(panel, qtbot, tmp_path):
     """The Trainer runs with the panel's callback; reports cross threads as queued signals."""
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     panel.toggle_probe("features.2")
     cb = panel.training_callback()
@@ -110,7 +110,7 @@ def test_live_reports_from_the_real_trainer(panel, qtbot, tmp_path):
 
 def test_frozen_layers_show_as_frozen_in_the_bar_chart(panel, qtbot, tmp_path):
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     model = panel.session.model
     for p in model.features.parameters():
@@ -125,7 +125,7 @@ def test_frozen_layers_show_as_frozen_in_the_bar_chart(panel, qtbot, tmp_path):
 
 def _fit(model, callbacks, tmp_path, batch_size=64):
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=batch_size), epochs=1, run_dir=str(tmp_path / "r"))
     return Trainer(model, cfg, callbacks).fit()

@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 from tests.core.train.damaged_runs import isolated_trash
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.hooks import Callback
-from workbench.core.train.loop import Trainer
+from workbench.core.train.trainer.hooks import Callback
+from workbench.core.train.trainer.loop import Trainer
 from workbench.ui.runs.runs_panel import RunsPanel
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")

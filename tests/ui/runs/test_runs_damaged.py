@@ -18,7 +18,7 @@ from tests.core.train.damaged_runs import (
     set_status,
     write_long_metrics,
 )
-from workbench.core.train.runs import write_status
+from workbench.core.train.runs.folder import write_status
 from workbench.ui.runs import runs_panel
 from workbench.ui.runs.runs_panel import COLUMNS, RunsPanel
 
@@ -165,7 +165,7 @@ def test_the_dock_lists_runs_whose_times_a_clock_cannot_show(qtbot, tmp_path):
 
 
 def test_the_table_model_shows_a_summary_of_any_time_without_raising(qtbot):
-    from workbench.core.train.run_index import RunSummary
+    from workbench.core.train.runs.index import RunSummary
     from workbench.ui.runs.runs_panel import RunsTableModel
 
     model = RunsTableModel()

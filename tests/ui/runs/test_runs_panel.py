@@ -6,7 +6,7 @@ import csv
 
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.loop import Trainer
+from workbench.core.train.trainer.loop import Trainer
 from workbench.ui.runs.runs_panel import RunsPanel
 
 

@@ -13,10 +13,10 @@ import multiprocessing
 import pytest
 import torch
 
-from tests.core.train.test_ddp import _running
+from tests.core.train.launch.test_ddp import _running
 from tests.ui.helpers import pause_and_sync
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.edit_log import read_edits
+from workbench.core.train.trainer.edit_log import read_edits
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 

@@ -294,7 +294,7 @@ def test_a_head_that_does_not_fit_the_data_is_named_before_any_step(qtbot, tmp_p
 def test_dataset_exception_on_the_thread_shows_error_and_app_stays_usable(qtbot, tmp_path, monkeypatch):
     """A mid-run dataset error, injected by patching this process's loader (so: a run on a thread here;
     the same in a training process is tests/ui/train/test_process_faults.py)."""
-    from workbench.core.train import data
+    from workbench.core.train.data import datasets as data
 
     host = panel_host(DigitsCNN(), input_shape=(1, 1, 8, 8))
     qtbot.addWidget(host)
@@ -581,7 +581,7 @@ def test_tensorboard_command_names_the_runs_event_folder(host, qtbot, tmp_path):
 
 def test_completed_is_shown_only_once_metrics_csv_and_the_checkpoints_are_on_disk(host, qtbot):
     """ "completed" appeared seconds before metrics.csv held its rows."""
-    from workbench.core.train.runs import MetricsCSV
+    from workbench.core.train.runs.folder import MetricsCSV
 
     panel = host.panel
     seen = []

@@ -138,7 +138,7 @@ def test_mid_run_unfreeze_and_lr_change_are_recorded_and_replay_bit_identical(ma
     """Issue "Experiments": edits made while a run trains go to edits.jsonl with their step, and
     ``workbench train run.toml`` applies them at the same steps."""
     from tests.ui.helpers import pause_and_sync
-    from workbench.core.train.edit_log import read_edits
+    from workbench.core.train.trainer.edit_log import read_edits
 
     window, panel = main_window
     window.open_demo()

@@ -59,7 +59,7 @@ def test_transform_and_loader_widgets_reach_the_config(settings):
 
 
 def test_loader_settings_start_on_auto_and_can_be_set_by_hand(settings):
-    from workbench.core.train.loaders import usable_cores
+    from workbench.core.train.data.loaders import usable_cores
 
     d = settings.config()
     assert (d.data.num_workers, d.data.pin_memory, d.data.persistent_workers, d.data.decode_on_gpu,

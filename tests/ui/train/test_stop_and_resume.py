@@ -72,7 +72,7 @@ def test_stop_saves_the_step_it_stopped_at_and_resume_continues_from_there(windo
     assert resumed[0] == stopped_at + 1 and resumed[-1] == 3 * STEPS_PER_EPOCH
 
     # every epoch once in the run's metrics.csv: nothing redone, nothing lost. (Bit-identity with a run never
-    # stopped is tested in core, tests/core/train/test_stop_resume.py: here a straight run in the test's own
+    # stopped is tested in core, tests/core/train/trainer/test_stop_resume.py: here a straight run in the test's own
     # thread would train with whatever intra-op thread count earlier tests left, and differ in the last bits.)
     rows = (run_dir / "metrics.csv").read_text().splitlines()[1:]
     assert [(r.split(",")[0], r.split(",")[1]) for r in rows] == [(str(e), str((e + 1) * STEPS_PER_EPOCH))

@@ -74,7 +74,7 @@ def _config(tmp_path, epochs=2):
 
 
 def _factory(data):
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
     def make(model, config, callbacks, arch, control=None):
         return Trainer(model, config, callbacks, arch, data=data, control=control)

@@ -692,9 +692,9 @@ def dataset_batch(config, batch_size: int = 16, split: str = "val") -> torch.Ten
     Raises
     ------
     workbench.core.errors.DataError
-        The dataset is missing or broken (from :func:`workbench.core.train.data.build_datasets`).
+        The dataset is missing or broken (from :func:`workbench.core.train.data.datasets.build_datasets`).
     """
-    from workbench.core.train.data import build_datasets
+    from workbench.core.train.data.datasets import build_datasets
 
     train_ds, val_ds, _ = build_datasets(config)
     ds = val_ds if split == "val" and len(val_ds) else train_ds

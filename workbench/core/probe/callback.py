@@ -1,4 +1,4 @@
-"""Live probes during training: a :class:`~workbench.core.train.hooks.Callback`.
+"""Live probes during training: a :class:`~workbench.core.train.trainer.hooks.Callback`.
 
 :class:`ProbeCallback` measures at the first step, then as often as a time budget
 allows (or every ``every``-th step when the user sets a number):
@@ -63,7 +63,7 @@ from workbench.core.probe.health import (
     with_onsets,
 )
 from workbench.core.probe.layer_stats import LayerSnapshot, LayerStatsProbe, layer_snapshot
-from workbench.core.train.hooks import Callback
+from workbench.core.train.trainer.hooks import Callback
 
 __all__ = ["ProbeCallback", "ProbeReport"]
 

@@ -216,7 +216,7 @@ class TrainConfig:
     seed : int
         Seeds torch, numpy and random at the start of a fresh run, and the data order.
     run_dir : str or None
-        Run folder; None = a new folder under :func:`workbench.core.train.runs.default_runs_root`.
+        Run folder; None = a new folder under :func:`workbench.core.train.runs.folder.default_runs_root`.
     emit_every_ms : float
         Minimum interval between two ``on_metrics`` calls, milliseconds.
     checkpoint_every_epoch : bool

@@ -1,9 +1,9 @@
 """The one way a run is started: :func:`make_trainer` (window thread, training process, ``workbench train``).
 
 The window's in-process worker, the training process
-(:mod:`workbench.core.train.child`) and the headless ``workbench train RUN.toml``
-(:mod:`workbench.core.train.headless`) all build their
-:class:`~workbench.core.train.loop.Trainer` here and then call ``fit()``, so a
+(:mod:`workbench.core.train.launch.child`) and the headless ``workbench train RUN.toml``
+(:mod:`workbench.core.train.launch.headless`) all build their
+:class:`~workbench.core.train.trainer.loop.Trainer` here and then call ``fit()``, so a
 run from the window and its headless replay run the same code. Qt-free.
 """
 
@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterable
 from torch import nn
 
 from workbench.core.train.config import TrainConfig
-from workbench.core.train.control import RunControl
-from workbench.core.train.hooks import Callback
-from workbench.core.train.loop import Trainer
+from workbench.core.train.trainer.control import RunControl
+from workbench.core.train.trainer.hooks import Callback
+from workbench.core.train.trainer.loop import Trainer
 
 __all__ = ["make_trainer", "save_last"]
 
@@ -58,7 +58,7 @@ def save_last(trainer: Trainer) -> Path | None:
     """After a stop: have the final state (weights, optimizer, RNG...) in ``run_dir/last.pt``.
 
     A stopped ``fit()`` has written it already at the step it stopped
-    (:meth:`~workbench.core.train.checkpoints.CheckpointConnector.save_last`); it is
+    (:meth:`~workbench.core.train.trainer.checkpoints.CheckpointConnector.save_last`); it is
     not written twice. A run without checkpoints (``checkpoint_every_epoch = false``)
     gets it here, when the window asks (it closes).
 

@@ -1,17 +1,17 @@
 """The events of a run, as plain data: one protocol for a run on a thread and in a process.
 
-:class:`EventBridge` is the one :class:`~workbench.core.train.hooks.Callback`
+:class:`EventBridge` is the one :class:`~workbench.core.train.trainer.hooks.Callback`
 that turns trainer hooks into named events carrying only floats, strings, lists,
 numpy arrays and bytes. It hands each to ``emit(name, *args)``: the window's
 in-process worker emits the Qt signal of that name, the training process sends
-it over its connection (:mod:`workbench.core.train.child`). The names are
+it over its connection (:mod:`workbench.core.train.launch.child`). The names are
 :data:`EVENTS`:
 
 * ``fitStarted(dict)``: epoch, step, epochs, steps_per_epoch, total_steps,
   run_dir, data_note, history (the epochs a resumed run continues);
 * ``metrics(dict)`` once per ``on_metrics`` batch (~25 Hz): ``{"step": array, "loss": array, ...}``;
 * ``progressText(str)``, ``epochEnded(dict)``, ``commandApplied(dict)``,
-  ``nonFinite(int, float, dict)`` (step, loss, :meth:`NonFiniteTrace.to_dict <workbench.core.train.nan_trace.NonFiniteTrace.to_dict>` or ``{}``), ``classCountMismatch(int, int, str)``, ``error(str)``
+  ``nonFinite(int, float, dict)`` (step, loss, :meth:`NonFiniteTrace.to_dict <workbench.core.train.trainer.nan_trace.NonFiniteTrace.to_dict>` or ``{}``), ``classCountMismatch(int, int, str)``, ``error(str)``
   (the traceback text, once per run);
 * ``extrasReady(dict)``: optimizer / scheduler state (CPU copies), epoch, step, loss;
 * ``stateSynced(bytes)``: the model's state_dict and trainable names (:func:`state_blob`),
@@ -35,10 +35,10 @@ import torch
 from torch import nn
 
 from workbench.core.model.checkpoint import tensors_from_bytes, to_bytes
-from workbench.core.train.commands import SaveNow, SetTrainable
+from workbench.core.train.trainer.commands import SaveNow, SetTrainable
 from workbench.core.train.devices import cuda_memory
-from workbench.core.train.hooks import Callback
-from workbench.core.train.preflight import ClassCountMismatch
+from workbench.core.train.trainer.hooks import Callback
+from workbench.core.train.data.preflight import ClassCountMismatch
 
 __all__ = ["EventBridge", "EVENTS", "pack_metrics", "to_cpu_copy", "describe_command", "run_extras",
            "state_blob", "read_state_blob", "apply_state", "extras_from_bytes"]

@@ -2,7 +2,7 @@
 
 :func:`lr_find` sweeps the learning rate exponentially from ``min_lr`` to
 ``max_lr`` over at most ``steps`` training steps of a prepared
-:class:`~workbench.core.train.loop.Trainer` (its data, model, optimizer and
+:class:`~workbench.core.train.trainer.loop.Trainer` (its data, model, optimizer and
 frozen set), records the loss, and puts everything back afterwards, bit for
 bit: parameters, BatchNorm statistics, ``requires_grad``, optimizer and
 scheduler state, and the RNG states (torch CPU and CUDA, numpy, ``random``).
@@ -29,10 +29,10 @@ import numpy as np
 import torch
 
 from workbench.core.files import atomic_write_text
-from workbench.core.train.loaders import to_device
+from workbench.core.train.data.loaders import to_device
 
 if TYPE_CHECKING:  # pragma: no cover
-    from workbench.core.train.loop import Trainer
+    from workbench.core.train.trainer.loop import Trainer
 
 __all__ = ["LRFindResult", "lr_find", "steepest", "valley"]
 

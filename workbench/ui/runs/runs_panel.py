@@ -1,11 +1,11 @@
 """The Runs dock: the run folders under the runs root, their curves overlaid, their settings compared.
 
-:class:`RunsPanel` lists :func:`workbench.core.train.run_index.list_runs` in a
+:class:`RunsPanel` lists :func:`workbench.core.train.runs.index.list_runs` in a
 ``QTableView`` (:class:`RunsTableModel`, a ``QAbstractTableModel``); selecting
 several rows overlays one metric of each (train loss, val loss, val accuracy,
 LR; from each folder's ``metrics.csv``) on shared axes (step, epoch or wall
 time), one colour per run with a legend by run name, and shows only the
-settings that differ (:func:`~workbench.core.train.run_index.config_diff`).
+settings that differ (:func:`~workbench.core.train.runs.index.config_diff`).
 "Export CSV…" writes the selected runs' metrics as one tidy CSV. "Open" and
 "Resume" ask the window (signals) to open the run's checkpoint, and to resume
 it into its own folder; "Rename…" and "Delete" (to the system trash) are
@@ -18,7 +18,7 @@ tooltip, and the other runs as usual; names and text from the folders are shown
 with control characters escaped. A long ``metrics.csv`` (more than
 :data:`SYNC_BYTES` to read) is read on a worker thread
 (:func:`~workbench.ui.threading.run_in_background`) into a bounded min/max
-pyramid (:func:`~workbench.core.train.run_index.read_curve`) while a progress
+pyramid (:func:`~workbench.core.train.runs.index.read_curve`) while a progress
 bar fills (``runsProgress``), so the window keeps repainting and memory stays
 bounded whatever the file's length. Rename and Delete refuse a run that is
 training, and say so.
@@ -58,7 +58,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.plot_lod import MinMaxPyramid
 from workbench.core.run_files import printable
-from workbench.core.train.run_index import (
+from workbench.core.train.runs.index import (
     METRICS,
     TABLE_COLUMNS,
     X_AXES,
@@ -74,7 +74,7 @@ from workbench.core.train.run_index import (
     run_checkpoint,
     unread_bytes,
 )
-from workbench.core.train.run_trash import TrashedRun, restore_run, trash_run
+from workbench.core.train.runs.trash import TrashedRun, restore_run, trash_run
 from workbench.ui.threading import run_in_background
 
 COLUMNS = TABLE_COLUMNS
@@ -148,7 +148,7 @@ class RunsTableModel(QAbstractTableModel):
 
     @staticmethod
     def _text(r: RunSummary, col: str) -> str:
-        """The cell's text (:func:`~workbench.core.train.run_index.run_cell`: never raises, a time a clock
+        """The cell's text (:func:`~workbench.core.train.runs.index.run_cell`: never raises, a time a clock
         cannot show is ``-``)."""
         return run_cell(r, col)
 

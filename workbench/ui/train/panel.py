@@ -2,7 +2,7 @@
 
 ``TrainingPanel(session, prompts)`` trains ``session.model`` with the settings of
 its form. By default the run trains in a training process
-(:mod:`workbench.core.train.process`, one started ahead when the window opens
+(:mod:`workbench.core.train.launch.process`, one started ahead when the window opens
 and again after each run) owned by a QThread
 (:class:`~workbench.ui.train.process_worker.ProcessTrainingWorker`); the window
 stays a client. A model that cannot cross into a process, or the setting
@@ -44,15 +44,15 @@ from PySide6.QtWidgets import (
 
 from workbench.core.model.architectures import WeightsOnlyModule
 from workbench.core.probe.health import Badge
-from workbench.core.train.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
-from workbench.core.train.control import NONFINITE_ACTIONS
+from workbench.core.train.trainer.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
+from workbench.core.train.trainer.control import NONFINITE_ACTIONS
 from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
 from workbench.core.train.devices import cuda_memory
 from workbench.core.train.events import apply_state
-from workbench.core.train.loaders import INPUT_BOUND_SHARE, input_wait_text
-from workbench.core.train.nan_trace import NonFiniteTrace
-from workbench.core.train.ddp_process import DistributedTrainingProcess
-from workbench.core.train.process import ModelNotPortable, TrainingProcess, make_job, make_warm_up
+from workbench.core.train.data.loaders import INPUT_BOUND_SHARE, input_wait_text
+from workbench.core.train.trainer.nan_trace import NonFiniteTrace
+from workbench.core.train.launch.ddp_process import DistributedTrainingProcess
+from workbench.core.train.launch.process import ModelNotPortable, TrainingProcess, make_job, make_warm_up
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
 from workbench.ui.threading import start_in_thread, wait_for
@@ -426,7 +426,7 @@ class TrainingPanel(QWidget):
         """Have the process started ahead take a few throwaway steps of the opened model at the form's batch size.
 
         Its first run then does not pay oneDNN's kernel creation at the run's shapes
-        (:func:`workbench.core.train.child.warm_model`). Skipped for settings the
+        (:func:`workbench.core.train.launch.child.warm_model`). Skipped for settings the
         form cannot build yet, a model without an input shape, CUDA and large models.
         """
         model = self.session.model

@@ -1,10 +1,10 @@
 """The QThread that owns a run in a training process: :class:`ProcessTrainingWorker`.
 
-It hands the job to a :class:`~workbench.core.train.process.TrainingProcess`
+It hands the job to a :class:`~workbench.core.train.launch.process.TrainingProcess`
 (started ahead, or now), then reads the process's events and emits the
 :class:`~workbench.ui.train.worker.RunWorker` signal of each; bytes are decoded
 here, off the GUI thread (``stateSynced``, ``extrasReady``). Steering goes
-through ``worker.control`` (a :class:`~workbench.core.train.process.RemoteControl`).
+through ``worker.control`` (a :class:`~workbench.core.train.launch.process.RemoteControl`).
 
 When the process dies (``abort()``, a segfault, ``os._exit``, a kill) the
 worker emits ``error("training process ended unexpectedly (signal 6, SIGABRT)"``
@@ -30,7 +30,7 @@ import time
 from PySide6.QtCore import Slot
 
 from workbench.core.train.events import extras_from_bytes, read_state_blob
-from workbench.core.train.process import READY_TIMEOUT_S, RemoteControl, TrainingProcess, describe_exit
+from workbench.core.train.launch.process import READY_TIMEOUT_S, RemoteControl, TrainingProcess, describe_exit
 from workbench.ui.train.worker import RunWorker
 
 #: Seconds between two checks that the process still lives while no event arrives.
@@ -99,7 +99,7 @@ class ProcessTrainingWorker(RunWorker):
     process : TrainingProcess
         Idle (ready or still starting); it trains this one job and ends.
     job : dict
-        :func:`workbench.core.train.process.make_job`.
+        :func:`workbench.core.train.launch.process.make_job`.
     callbacks : sequence of Callback
         The window's callbacks whose copies the job builds in the process (the
         live probes), in the job's order: what a copy hands its sink comes back

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.train.config import DataConfig, TrainConfig, format_unfreeze, parse_unfreeze
-from workbench.core.train.loaders import loader_settings
+from workbench.core.train.data.loaders import loader_settings
 
 #: (label, DataConfig.channels).
 CHANNELS = [("Keep", "keep"), ("Grayscale (1)", "grayscale"), ("RGB (3)", "rgb")]
@@ -660,7 +660,7 @@ class TrainingSettings(QWidget):
     # ------------------------------------------------------------------ preview
     def update_preview(self) -> None:
         """Recompute the planned LR curve (x = epoch) from the current settings."""
-        from workbench.core.train.optim import lr_schedule_preview
+        from workbench.core.train.trainer.optim import lr_schedule_preview
 
         try:
             cfg = self.config()

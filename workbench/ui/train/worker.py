@@ -24,10 +24,10 @@ import traceback
 import torch
 from PySide6.QtCore import QObject, Signal, Slot
 
-from workbench.core.train.control import RunControl
+from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.entry import make_trainer, save_last
 from workbench.core.train.events import EventBridge
-from workbench.core.train.threads import lower_current_thread_priority, worker_thread_count
+from workbench.core.train.launch.threads import lower_current_thread_priority, worker_thread_count
 
 
 class RunWorker(QObject):
@@ -81,7 +81,7 @@ class TrainingWorker(RunWorker):
         Extra core callbacks (probes, tests).
     trainer_factory : callable, optional
         ``factory(model, config, callbacks, arch, control=control) -> Trainer``;
-        default :class:`workbench.core.train.loop.Trainer` (tests inject faults here).
+        default :class:`workbench.core.train.trainer.loop.Trainer` (tests inject faults here).
 
     Attributes
     ----------

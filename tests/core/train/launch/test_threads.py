@@ -1,0 +1,37 @@
+"""core.train.threads: the GUI thread computes single-threaded, worker threads get the cores."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+CODE = r"""
+import json, os, threading, torch
+default = torch.get_num_threads()
+from workbench.core.train.launch.threads import reserve_cores_for_workers, worker_thread_count, lower_current_thread_priority
+saved = reserve_cores_for_workers()
+out = {"default": default, "saved": saved, "main_after": torch.get_num_threads(), "worker_count": worker_thread_count()}
+def work():
+    torch.set_num_threads(worker_thread_count())
+    out["thread_set"] = torch.get_num_threads()
+    out["lowered"] = lower_current_thread_priority(5)
+    out["thread_nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+t = threading.Thread(target=work); t.start(); t.join()
+out["main_after_worker"] = torch.get_num_threads()
+out["main_nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+print(json.dumps(out))
+"""
+
+
+def test_reserve_sets_only_the_calling_thread_and_priority_is_per_thread():
+    res = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, check=True)
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["main_after"] == 1
+    assert out["saved"] == out["default"] == out["worker_count"]
+    # a worker gets every core back, and that does not undo the GUI thread's setting
+    assert out["thread_set"] == out["default"]
+    assert out["main_after_worker"] == 1
+    if sys.platform.startswith("linux"):
+        assert out["lowered"] is True
+        assert out["thread_nice"] == out["main_nice"] + 5

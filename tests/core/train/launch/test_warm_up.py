@@ -1,0 +1,50 @@
+"""Warming an idle training process on the opened model (in this process: :func:`warm_model` is plain torch)."""
+
+from __future__ import annotations
+
+import torch
+import torchvision
+from torch import nn
+
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.train.launch import process
+from workbench.core.train.launch.child import WARM_STEPS, warm_model
+from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.launch.process import make_warm_up
+
+
+def _config(**kw):
+    return TrainConfig(data=DataConfig(dataset="digits", batch_size=4), **kw)
+
+
+def test_a_torchvision_model_takes_its_training_steps_and_the_global_rng_is_left_alone():
+    model = torchvision.models.resnet18(num_classes=10)
+    model.fc.requires_grad_(False)  # a frozen head: its parameters get no optimizer state
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    spec = make_warm_up(model, _config(optimizer="sgd"), (1, 3, 32, 32))
+    rng = torch.get_rng_state()
+    assert warm_model(spec) == WARM_STEPS
+    assert torch.equal(torch.get_rng_state(), rng)
+    # the warm-up trained the process's own copy: the model handed in is untouched
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_a_job_waiting_ends_the_warm_up_after_the_step_under_way():
+    spec = make_warm_up(DigitsCNN(), _config(), (1, 1, 8, 8))
+    calls = []
+    assert warm_model(spec, interrupted=lambda: calls.append(1) or len(calls) > 1) == 1
+
+
+def test_a_model_whose_forward_fails_is_simply_not_warmed():
+    spec = make_warm_up(nn.Sequential(nn.Linear(5, 2)), _config(), (1, 8))  # the input shape does not fit
+    assert spec is not None
+    assert warm_model(spec) == 0
+
+
+def test_nothing_is_sent_for_cuda_no_input_shape_or_a_large_model(monkeypatch):
+    model = DigitsCNN()
+    assert make_warm_up(model, _config(device="cuda"), (1, 1, 8, 8)) is None
+    assert make_warm_up(model, _config(), None) is None
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    monkeypatch.setattr(process, "WARM_MAX_BYTES", size - 1)
+    assert make_warm_up(model, _config(), (1, 1, 8, 8)) is None

@@ -1,0 +1,1 @@
+"""What a run trains on: datasets, transforms, seeded resumable loaders, GPU image decoding and the preflight checks."""

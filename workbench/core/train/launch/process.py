@@ -1,0 +1,435 @@
+"""The window's side of the training process boundary (Qt-free).
+
+A run from the window trains in a separate process by default (one GIL and one
+set of OpenMP pools per process: a repaint never competes with a step, and a
+segfault, ``abort()`` or a hung step in training cannot take the window down).
+The process is started with the standard library's ``multiprocessing`` (spawn
+context) and talks over a ``multiprocessing`` duplex ``Pipe``; only small
+picklable data and bytes cross (:mod:`workbench.core.train.events`). This is how
+SLEAP's GUI runs ``sleap-train`` and how TensorBoard / W&B stay out of the
+training script's process, minus their loss of live control.
+
+* :class:`TrainingProcess`: start (ahead, idle), send, receive, end; the exit
+  described in words and the last lines of its output;
+* :class:`RemoteControl`: the run's steering with :class:`RunControl`'s method
+  names, sent as messages;
+* :func:`encode_model` / :func:`make_job`: what a job carries; a model that
+  cannot cross raises :class:`ModelNotPortable` (the window then trains on a thread).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.model.checkpoint import to_bytes
+from workbench.core.train.launch.child import serve
+
+__all__ = ["TrainingProcess", "RemoteControl", "ModelNotPortable", "encode_model", "callback_spec", "make_job",
+           "make_warm_up", "end_all", "WARM_MAX_BYTES"]
+
+#: Seconds a cold process may take to import torch and say it is ready.
+READY_TIMEOUT_S = 120.0
+#: Lines of the process's output shown when it dies.
+LOG_TAIL_LINES = 15
+#: Largest model (parameters and buffers, bytes) sent to an idle process to warm it up: pickling it
+#: costs the window's thread ~1 ms per MB, and a large model's step is long enough that its warm-up matters little.
+WARM_MAX_BYTES = 64 * 2**20
+
+_live: weakref.WeakSet = weakref.WeakSet()
+
+
+class ModelNotPortable(WorkbenchError):
+    """The model cannot be sent to a training process (the message says why, in one line)."""
+
+
+def encode_model(model: nn.Module) -> tuple[bytes, dict[str, str]]:
+    """The model as bytes for the training process, and the files its classes come from.
+
+    Pickled whole (weights, ``requires_grad`` flags, tied parameters, edits such
+    as a replaced head travel as they are); a TorchScript module as its archive.
+    Classes defined in a ``file.py:callable`` architecture are named with the
+    file, which the training process imports under the same module name first.
+
+    Returns
+    -------
+    (bytes, dict)
+        The model and ``{module name: file path}``.
+
+    Raises
+    ------
+    ModelNotPortable
+        Something in the model cannot be pickled (a lambda, a class defined in a
+        function or typed in a console).
+    """
+    factories: dict[str, str] = {}
+    for module in model.modules():
+        name = type(module).__module__
+        if name.startswith("_workbench_factory_"):
+            path = getattr(sys.modules.get(name), "__file__", None)
+            if path:
+                factories[name] = str(path)
+        elif name == "__main__":
+            raise ModelNotPortable(f"{type(module).__name__} is defined in the main script, "
+                                   "which a training process cannot import")
+    try:
+        data = to_bytes(model)
+    except Exception as exc:  # pickle raises PicklingError, AttributeError, TypeError...
+        raise ModelNotPortable(f"the model cannot be pickled ({type(exc).__name__}: {exc})") from exc
+    return data, factories
+
+
+def callback_spec(callback) -> dict:
+    """How a training process builds ``callback`` again: ``{"factory": "pkg.mod:Class", "kwargs": settings()}``.
+
+    A callback crosses when it has ``settings()`` (the keyword arguments of
+    ``Class(sink, **settings)``) and a ``sink``.
+
+    Raises
+    ------
+    ModelNotPortable
+        ``callback`` has no ``settings()``.
+    """
+    if not callable(getattr(callback, "settings", None)) or not hasattr(callback, "sink"):
+        raise ModelNotPortable(f"the training callback {type(callback).__name__} cannot be sent to a training process")
+    cls = type(callback)
+    return {"factory": f"{cls.__module__}:{cls.__qualname__}", "kwargs": callback.settings()}
+
+
+def make_job(model: nn.Module, config, arch=None, resume=None, callbacks=(), threads: int | None = None) -> dict:
+    """The job dict :func:`workbench.core.train.launch.child.run_job` trains.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The window's model (its current weights and frozen set).
+    config : TrainConfig
+    arch : ArchSpec or dict, optional
+    resume : str, Path or Checkpoint, optional
+        A checkpoint file to continue (its path crosses).
+    callbacks : sequence of Callback
+        Built again in the process (:func:`callback_spec`), e.g. the live probes.
+    threads : int, optional
+        Intra-op threads of the training process (None: every core).
+
+    Raises
+    ------
+    ModelNotPortable
+        The model, a callback, or a resume source without a file, cannot cross.
+    """
+    specs = [callback_spec(cb) for cb in callbacks]
+    data, factories = encode_model(model)
+    if resume is not None and not isinstance(resume, (str, Path)):
+        path = getattr(resume, "path", None)
+        if path is None or not Path(path).is_file():
+            raise ModelNotPortable("the checkpoint to resume from is not a file")
+        resume = path
+    arch_dict = arch.to_dict() if hasattr(arch, "to_dict") else arch
+    return {"model": data, "factories": factories, "config": config.to_dict(), "arch": arch_dict,
+            "resume": None if resume is None else str(resume), "callbacks": specs, "threads": threads}
+
+
+def make_warm_up(model: nn.Module, config, input_shape) -> dict | None:
+    """What an idle training process needs to warm up on ``model`` (:func:`workbench.core.train.launch.child.warm_model`).
+
+    Parameters
+    ----------
+    model : nn.Module
+        The window's model.
+    config : TrainConfig
+        The settings the next run will likely use (device, optimizer, AMP, batch size).
+    input_shape : tuple of int
+        The model's input shape with a batch dimension, ``(N, C, H, W)``; N is replaced by the batch size.
+
+    Returns
+    -------
+    dict or None
+        None when there is nothing to warm: no input shape, a device other than
+        the CPU, a model larger than :data:`WARM_MAX_BYTES`, or one that cannot cross.
+    """
+    if not input_shape or len(input_shape) < 2 or not str(config.device).startswith("cpu"):
+        return None
+    size = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    if size > WARM_MAX_BYTES:
+        return None
+    try:
+        data, factories = encode_model(model)
+    except ModelNotPortable:
+        return None
+    return {"model": data, "factories": factories, "config": config.to_dict(),
+            "input_shape": [int(d) for d in input_shape[1:]]}
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """``"signal 6"`` for a process killed by a signal (``SIGABRT``), ``"exit code 3"`` otherwise."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = ""
+        return f"signal {-exitcode}" + (f", {name}" if name else "")
+    return f"exit code {exitcode}"
+
+
+class TrainingProcess:
+    """One training process (spawn context), started at once and idle until it gets a job.
+
+    Attributes
+    ----------
+    process : multiprocessing.Process
+    log_path : Path
+        Its stdout and stderr.
+    pid : int or None
+        Set once the process said it is ready.
+    """
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe(duplex=True)
+        fd, log = tempfile.mkstemp(prefix="workbench-training-", suffix=".log")
+        os.close(fd)
+        self.log_path = Path(log)
+        # not daemonic: a daemonic process may not start DataLoader workers
+        # its parent watch ends it when this process ends (a SIGKILL included)
+        self.process = ctx.Process(target=serve, args=(child, str(self.log_path), os.getpid()),
+                                   name="workbench-training")
+        self.process.start()
+        child.close()
+        self.pid: int | None = None
+        self.job_sent = False
+        self._closed = False
+        self._exitcode: int | None = None
+        self._send_lock = threading.Lock()
+        self._pending: list = []
+        self._warm_sent = 0
+        self._warmed = 0
+        _live.add(self)
+
+    # ------------------------------------------------------------ state
+    @property
+    def ready(self) -> bool:
+        """True once the process has imported torch and waits for a job (polls, never blocks)."""
+        if self.pid is None:
+            try:
+                while self._conn.poll(0):
+                    msg = self._conn.recv()
+                    if msg and msg[0] == "ready":
+                        self.pid = int(msg[1])
+                    elif msg and msg[0] == "warmed":
+                        self._warmed += 1
+                    else:
+                        self._pending.append(msg)
+            except (EOFError, OSError):
+                return False
+        return self.pid is not None
+
+    def is_alive(self) -> bool:
+        """The process runs."""
+        return not self._closed and self.process.is_alive()
+
+    @property
+    def exitcode(self) -> int | None:
+        """Its exit code (negative: killed by that signal), None while it runs."""
+        return self._exitcode if self._closed else self.process.exitcode
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> bool:
+        """Block until :attr:`ready` (True), the process died or ``timeout`` seconds passed (False)."""
+        end = time.monotonic() + timeout
+        while not self.ready:
+            if not self.is_alive() or time.monotonic() > end:
+                return False
+            with contextlib.suppress(Exception):
+                self._conn.poll(0.05)
+        return True
+
+    def wait_warm(self, timeout: float = READY_TIMEOUT_S) -> bool:
+        """Block until the process answered every warm-up sent (:meth:`warm_up`); False if it died or timed out."""
+        end = time.monotonic() + timeout
+        while self._warmed < self._warm_sent:
+            if not self.is_alive() or time.monotonic() > end:
+                return False
+            with contextlib.suppress(EOFError):
+                msg = self._read(0.05)  # the connection itself: a message kept for recv() is not an answer
+                if msg is not None:
+                    self._pending.append(msg)
+        return True
+
+    # ------------------------------------------------------------ messages
+    def send(self, msg: tuple) -> bool:
+        """Send one message (thread-safe); False when the process is gone."""
+        with self._send_lock:
+            try:
+                self._conn.send(msg)
+            except (OSError, EOFError, BrokenPipeError, ValueError):
+                return False
+        return True
+
+    def warm_up(self, spec: dict | None) -> None:
+        """Have the idle process take a few throwaway steps of a model (:func:`make_warm_up`) before its job.
+
+        Sent from a short-lived thread: a large message would block the caller
+        until the process, maybe still importing torch, reads it. A job sent
+        meanwhile waits for it; a newer warm-up supersedes an unread one.
+        """
+        if spec is None or self.job_sent or not self.is_alive():
+            return
+        self._warm_sent += 1
+        threading.Thread(target=self.send, args=(("warm", spec),), name="warm-up", daemon=True).start()
+
+    def start_job(self, job: dict) -> bool:
+        """Hand the idle process its job; False when it is gone."""
+        self.job_sent = True
+        return self.send(("job", job))
+
+    def recv(self, timeout: float) -> Any:
+        """The next message, or None after ``timeout`` seconds.
+
+        Raises
+        ------
+        EOFError
+            The process closed its end (it ended or died).
+        """
+        if self._pending:
+            return self._pending.pop(0)
+        return self._read(timeout)
+
+    def _read(self, timeout: float) -> Any:
+        """The next message on the connection that is not a warm-up's answer (counted), or None after ``timeout``."""
+        end = time.monotonic() + timeout
+        try:
+            while self._conn.poll(max(0.0, end - time.monotonic())):
+                msg = self._conn.recv()
+                if not (msg and msg[0] == "warmed"):
+                    return msg
+                self._warmed += 1  # the answer to a warm-up, not an event of the job
+            return None
+        except OSError as exc:
+            raise EOFError(str(exc)) from exc
+
+    # ------------------------------------------------------------ ending
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines the process printed (stdout and stderr).
+
+        After a native crash, from faulthandler's ``Fatal Python error`` line on
+        (the crashing thread's Python stack), without its list of extension modules.
+        """
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        rows = [r for r in text.rstrip().splitlines() if not r.startswith("Extension modules:")]
+        fatal = [i for i, r in enumerate(rows) if r.startswith("Fatal Python error")]
+        if fatal:
+            return "\n".join(rows[fatal[-1]:fatal[-1] + 2 * lines])
+        return "\n".join(rows[-lines:])
+
+    def end(self, timeout: float = 5.0) -> None:
+        """End the process: ``quit`` when idle, else wait ``timeout`` s for it to end, then SIGTERM, SIGKILL; never raises."""
+        if self._closed:
+            return
+        if self.process.is_alive() and not self.job_sent:
+            self.send(("quit",))
+            self.process.join(min(timeout, 2.0))
+        elif self.process.is_alive():  # a job that sent "finished" ends by itself
+            self.process.join(timeout)
+        if self.process.is_alive():  # multiprocessing.Process.terminate: SIGTERM to the child (no QThread)
+            self.process.terminate()
+            self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout)
+        self.close()
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the process to end."""
+        if not self._closed:
+            self.process.join(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL at once (a step that never returns); joins the process."""
+        if self._closed:
+            return
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(10)
+
+    def close(self) -> None:
+        """Join an ended process and free its connection and log (call after it ended)."""
+        if self._closed or self.process.is_alive():
+            return
+        self._closed = True
+        self.process.join(0)
+        self._exitcode = self.process.exitcode
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        with contextlib.suppress(Exception):
+            self.process.close()
+        with contextlib.suppress(Exception):
+            self.log_path.unlink()
+        _live.discard(self)
+
+
+def end_all() -> None:
+    """End every training process this process started (at exit: no orphan, no hang in multiprocessing's join)."""
+    for proc in list(_live):
+        proc.end(timeout=2.0)
+
+
+atexit.register(end_all)
+
+
+class RemoteControl:
+    """A run's steering in a training process: :class:`~workbench.core.train.trainer.control.RunControl`'s method names.
+
+    Each call is one message, applied by the process's reader thread; the
+    effects (paused, stopped, commands applied) come back as events.
+    """
+
+    def __init__(self, process: TrainingProcess):
+        self._process = process
+
+    def request_stop(self) -> None:
+        """Stop at the next step boundary."""
+        self._send("request_stop")
+
+    def pause(self) -> None:
+        """Pause at the next step boundary (the process then sends ``paused`` and ``stateSynced``)."""
+        self._send("pause")
+
+    def resume(self) -> None:
+        """Continue after :meth:`pause`."""
+        self._send("resume")
+
+    def queue(self, command: Any) -> None:
+        """A command of :mod:`workbench.core.train.trainer.commands` for the next step boundary (must pickle)."""
+        self._send("queue", command)
+
+    def resolve_nonfinite(self, action: str) -> None:
+        """Answer a NaN/Inf pause (``lower_lr``, ``rollback`` or ``stop``)."""
+        self._send("resolve_nonfinite", action)
+
+    def stop_and_save(self) -> None:
+        """Stop at the next step boundary and write ``last.pt`` into the run folder (the window closes)."""
+        self._process.send(("stop_and_save",))
+
+    def call_callback(self, index: int, method: str, *args) -> None:
+        """``callbacks[index].method(*args)`` in the process (``set_probed`` of the live probes: thread-safe there)."""
+        self._process.send(("callback", index, method, args))
+
+    def _send(self, method: str, *args) -> None:
+        self._process.send(("control", method, args))

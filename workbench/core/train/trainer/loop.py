@@ -1,0 +1,928 @@
+"""The training loop: :class:`Trainer` (fit, epoch, step, validate), composed of its parts.
+
+Qt-free. The GUI runs :meth:`Trainer.fit` on a QThread through one callback; the
+headless ``workbench train run.toml`` runs it through
+:func:`workbench.core.train.launch.headless.train_from_toml`.
+
+Threading
+---------
+``fit()`` runs on one thread (the training thread), which owns the model while
+it runs. Other threads talk to it only through its
+:class:`~workbench.core.train.trainer.control.RunControl` (``trainer.control``: queue a
+command, pause, resume, stop, answer a NaN pause); the trainer's methods of the
+same names delegate to it. Callbacks are called on the training thread.
+
+Metrics
+-------
+Each optimizer step appends a dict to a buffer (keys :data:`STEP_KEYS`); the
+buffer goes to ``Callback.on_metrics`` at most every ``config.emit_every_ms``
+milliseconds and at each epoch end, so a GUI bridge gets ~25 calls per second
+rather than one per step. On CUDA the loss is not read with ``.item()`` each
+step: the detached device tensors are read in one go at the emission cadence.
+
+Frozen parameters
+-----------------
+Only parameters with ``requires_grad=True`` go to the optimizer, and
+``zero_grad(set_to_none=True)`` leaves frozen ones with ``grad=None``: every
+torch optimizer skips a parameter whose grad is None, so momentum and weight
+decay cannot move it and it stays bit-identical. Unfreezing during a run
+(:class:`SetTrainable`) ADDS a param group for the newly trainable parameters
+(``optimizer.add_param_group``): the state (moments, step counts) of every
+parameter already in the optimizer is kept exactly, and the scheduler is taught
+about the new group (:func:`workbench.core.train.trainer.optim.adopt_group`). A parameter
+frozen again stays in its group with grad None. Checkpoints store the parameter
+names of each group, so a resumed run rebuilds the same groups.
+
+Parts
+-----
+The trainer is composed, not split across mixins (Lightning's connectors):
+``trainer.control`` (:class:`~workbench.core.train.trainer.control.RunControl`, shared
+with whoever started the run), ``trainer.checkpoints``
+(:class:`~workbench.core.train.trainer.checkpoints.CheckpointConnector`) and
+``trainer.faults`` (:class:`~workbench.core.train.trainer.faults.FaultHandler`); commands
+are applied by :func:`~workbench.core.train.trainer.commands.apply_command` and validation
+is :func:`~workbench.core.train.trainer.evaluation.validate`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+from torch import nn
+
+from workbench.core.errors import TrainingError
+from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.model.freezing import apply_batchnorm_policy
+from workbench.core.model.health_check import find_nonfinite
+from workbench.core.model.names import frozen_names
+from workbench.core.model.saving import checkpoint_payload
+from workbench.core.rng import seed_everything
+from workbench.core.train.trainer import optim
+from workbench.core.train.trainer.checkpoints import CheckpointConnector
+from workbench.core.train.trainer.commands import SetTrainable, apply_command
+from workbench.core.train.trainer.edit_log import EditLog
+from workbench.core.train.config import TrainConfig
+from workbench.core.train.trainer.control import RunControl
+from workbench.core.train.trainer.evaluation import validate
+from workbench.core.train.trainer.faults import FaultHandler, Restart, nonfinite_tensors
+from workbench.core.train.trainer.hooks import Callback
+from workbench.core.train.data.loaders import DevicePrefetcher, to_device
+from workbench.core.train.data.preflight import preflight
+from workbench.core.train.trainer.rank_sync import RankSync
+from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_status
+
+__all__ = ["Trainer", "TB_FLUSH_S"]
+
+#: Seconds between the TensorBoard writer's flushes (its own thread); TensorBoard shows a new point within this.
+TB_FLUSH_S = 5
+
+
+
+def _grads_finite(opt: torch.optim.Optimizer) -> bool:
+    """True when every gradient in ``opt``'s param_groups is finite (one fused norm per tensor, one read)."""
+    grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+    if not grads:
+        return True
+    return bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all())
+
+
+class Trainer:
+    """Trains ``model`` with ``config``; driven by :meth:`fit`, steered from any thread.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Trained in place (moved to ``config.device``). Its current ``requires_grad``
+        flags are the frozen set.
+    config : TrainConfig
+    callbacks : iterable of Callback
+    arch : ArchSpec or str, optional
+        Recorded in checkpoints and ``run.toml`` (anything with ``to_dict()`` or
+        ``name`` / ``kwargs``).
+    data : (train_loader, val_loader), optional
+        Loaders to use instead of building them from ``config.data`` (tests,
+        custom data). Any iterables of ``(x, y)`` batches with ``len()``; an
+        ``iter_epoch(epoch, start_batch)`` method makes them resumable mid-epoch.
+    control : RunControl, optional
+        Shared with whoever steers the run (a GUI worker); a new one by default.
+
+    Attributes
+    ----------
+    epoch : int
+        Epochs completed (the 0-based index of the epoch being trained).
+    batch_in_epoch : int
+        Batches of the current epoch consumed.
+    step : int
+        Optimizer steps done.
+    samples : int
+        Training samples seen.
+    samples_per_s : float
+        Throughput over the last emission window.
+    input_wait : float
+        Share of the last emission window's wall time spent waiting for the next
+        batch (0..1; NaN before the first emission). Host time only: no device sync.
+    loader_note : str or None
+        How the DataLoader settings were chosen (``"auto"`` workers, pinning), or None.
+    channels_last : bool
+        The model and its 4-D batches use ``torch.channels_last``.
+    rank, world_size : int
+        This process's place in a data-parallel run (``torch.distributed`` initialized
+        before the trainer was built), else 0 and 1. Rank 0 alone writes the run folder.
+    net : nn.Module
+        What the steps call: ``model``, or its ``DistributedDataParallel`` wrapper.
+    history : list of dict
+        Epoch metrics (:data:`EPOCH_KEYS`).
+    best_val_loss : float
+    run_dir : Path or None
+        The run folder (set by :meth:`prepare`).
+    optimizer, scheduler
+        Built by :meth:`prepare`.
+    end_reason : str or None
+        What the last ``fit()`` returned.
+    error : Exception or None
+        The error that ended the last run (``TrainingError`` for NaN / OOM).
+    control : RunControl
+    checkpoints : CheckpointConnector
+    faults : FaultHandler
+    """
+
+    def __init__(self, model: nn.Module, config: TrainConfig, callbacks: Iterable[Callback] = (),
+                 arch: Any = None, *, data: tuple | None = None,
+                 control: RunControl | None = None):
+        self.model = model
+        self.config = config
+        self.callbacks = list(callbacks)
+        # a spec given as text ("resnet18(num_classes=10)") is parsed, so checkpoints name it readably
+        self.arch = ArchSpec.parse(arch) if isinstance(arch, str) else arch
+        self.device = torch.device(config.device)
+        self.epoch = 0
+        self.batch_in_epoch = 0
+        self.step = 0
+        self.samples = 0
+        self.samples_per_s = 0.0
+        self.input_wait = math.nan
+        self.loader_note: str | None = None
+        self.channels_last = False
+        self.rank, self.world_size = _process_group()
+        self.net: nn.Module = model
+        self.history: list[dict] = []
+        self.best_val_loss = math.inf
+        self.run_dir: Path | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler = None
+        self.scaler = None
+        self.loss_fn: nn.Module = optim.build_loss(config.loss)
+        self.train_loader = self.val_loader = None
+        self.info = None
+        #: what prepare() changed in the data settings to fit the model (e.g. grayscale -> rgb), or None
+        self.data_note: str | None = None
+        self.end_reason: str | None = None
+        self.error: Exception | None = None
+        self.control = control if control is not None else RunControl()
+        self.checkpoints = CheckpointConnector(self)
+        self.faults = FaultHandler(self)
+        self.resumed = False
+        #: parameter names of each optimizer param group (saved for resume)
+        self.group_names: list[list[str]] = []
+        #: the head LR the next step uses (read without touching the optimizer each step)
+        self.lr_used = float(config.lr)
+        #: set by the fault handler: the end reason that overrides completed / stopped
+        self.reason_override: str | None = None
+        #: appends every applied mid-run edit to ``run_dir/edits.jsonl`` (rank 0, once prepared)
+        self.edit_log: EditLog | None = None
+        #: the run's ``torch.utils.tensorboard.SummaryWriter`` (rank 0, ``config.tensorboard`` and the
+        #: tensorboard package installed), else None; callbacks may add to it (probe histograms)
+        self.tensorboard = None
+        #: the latest training batch ``(x, y)`` (a reference, kept for the NaN trace)
+        self.last_batch: tuple | None = None
+        #: where the last non-finite loss came from (``faults.trace``), or None
+        self.nonfinite_trace = None
+        self._data = data
+        self._prepared = False
+        self._buf: list[dict] = []
+        self._t0 = time.perf_counter()
+        self._last_emit = 0.0
+        self._window = (0.0, 0, 0.0)  # (time, samples, data wait) at the start of the emission window
+        self._wait = 0.0  # seconds spent waiting for batches in this fit()
+        self._epoch_wait = 0.0
+        self._epoch_loss: list = []
+        self._epoch_loss_carry: tuple[float, int] = (0.0, 0)  # a resumed epoch's loss sum and count before it
+        self._epoch_t0 = 0.0
+        self._epoch_samples = 0
+        self._csv: MetricsCSV | None = None
+        self._tb = None
+        self._running = False
+        self._in_teardown = False
+        self._started_at: float | None = None  # time.time() of this fit's start (status.json)
+        self._after_backward: list[Callback] = []
+        self._step_end: list[Callback] = []
+        self._defer_loss = False
+        #: data-parallel: rank 0's commands, pause and stop agreed by every rank (None in one process)
+        self.sync = RankSync(self) if self.world_size > 1 else None
+
+    # ------------------------------------------------------------ steering (delegates to control)
+    def request_stop(self) -> None:
+        """Ask the run to stop at the next step boundary (``control.request_stop``).
+
+        Data-parallel, the wish travels with the next step's loss all-reduce and every
+        rank stops after that same step (:class:`RankSync`, :attr:`stop_agreed`).
+        """
+        self.control.request_stop()
+
+    @property
+    def stop_agreed(self) -> bool:
+        """The run stops at this boundary: a stop was asked (data-parallel: and every rank agreed)."""
+        return self.control.stop_requested if self.sync is None else self.sync.stop
+
+    def pause(self) -> None:
+        """Pause at the next step boundary (``control.pause``)."""
+        self.control.pause()
+
+    def resume(self) -> None:
+        """Continue after :meth:`pause` (``control.resume``)."""
+        self.control.resume()
+
+    def queue(self, command: Any) -> None:
+        """Queue a command for the next step boundary (``control.queue``).
+
+        Before/after ``fit()`` it is applied at the start of the next ``fit()``;
+        use :meth:`apply_commands` to apply now when no run is active.
+        """
+        self.control.queue(command)
+
+    def resolve_nonfinite(self, action: str) -> None:
+        """Answer a NaN/Inf pause (``control.resolve_nonfinite``).
+
+        Raises
+        ------
+        ValueError
+            Unknown action.
+        """
+        self.control.resolve_nonfinite(action)
+
+    @property
+    def is_paused(self) -> bool:
+        """True while paused (by :meth:`pause` or waiting for a NaN decision)."""
+        return self.control.is_paused
+
+    @property
+    def is_waiting(self) -> bool:
+        """True while the training thread is blocked at a step boundary."""
+        return self.control.is_waiting
+
+    @property
+    def is_running(self) -> bool:
+        """True while :meth:`fit` runs."""
+        return self._running
+
+    def apply_commands(self) -> None:
+        """Apply every queued command now (the training thread does this at step boundaries).
+
+        Call it from another thread only while no ``fit()`` runs.
+        """
+        for cmd in self.control.take_commands():
+            self.apply_one(cmd)
+
+    def apply_one(self, cmd: Any) -> None:
+        """Apply one command on the training thread, record it in the edit log and tell the callbacks."""
+        apply_command(self, cmd)
+        if self.edit_log is not None:
+            self.edit_log.command(self.step, cmd)
+        self.call("on_command_applied", self, cmd)
+
+    def restart_throughput_window(self) -> None:
+        """After a pause: the time paused does not count against samples/s."""
+        self._window = (time.perf_counter(), self.samples, self._wait)
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 (or not data-parallel): the process that writes the run folder."""
+        return self.rank == 0
+
+    def _boundary(self) -> None:
+        """Apply queued commands; wait while paused (commands still apply); return on stop.
+
+        Data-parallel, the commands and the pause are rank 0's, agreed by every rank (:class:`RankSync`).
+        """
+        if self.sync is not None:
+            self.sync.boundary()
+            return
+        self.apply_commands()
+        if not self.control.is_paused:
+            return
+        self.emit()
+        self.call("on_pause", self)
+        if self.edit_log is not None:
+            self.edit_log.write(self.step, {"op": "pause"})
+        if self.control.wait_while_paused(self.apply_commands):
+            self.restart_throughput_window()
+        if self.edit_log is not None and not self.control.stop_requested:
+            self.edit_log.write(self.step, {"op": "resume"})
+        self.apply_commands()
+
+    def wrap_ddp(self) -> None:
+        """Data-parallel: (re)build the ``DistributedDataParallel`` wrapper of the model.
+
+        Only parameters with ``requires_grad=True`` join the reducer, so frozen ones stay
+        bit-identical; a freeze or unfreeze mid-run calls this again at the same step
+        boundary on every rank (:class:`RankSync`). With nothing trainable the model runs
+        unwrapped (DDP refuses a module without gradients; there is nothing to reduce).
+        """
+        from torch.nn.parallel import DistributedDataParallel
+
+        if not any(p.requires_grad for p in self.model.parameters()):
+            self.net = self.model
+            return
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        # broadcast_buffers=False: rank 0's buffers go to every rank at each epoch end
+        # (_sync_buffers) instead of before every forward: one collective less per step and the
+        # same result (with the default too, every rank ends up with rank 0's running statistics)
+        self.net = DistributedDataParallel(self.model, device_ids=ids, broadcast_buffers=False)
+
+    def _sync_buffers(self) -> None:
+        """Data-parallel: every rank takes rank 0's buffers (BatchNorm running statistics), as
+        ``DistributedDataParallel`` does before each forward, so that validation, checkpoints
+        and the final weights are the same on every rank."""
+        if self.world_size <= 1:
+            return
+        import torch.distributed as dist
+
+        for buffer in self.model.buffers():
+            dist.broadcast(buffer.data, 0)
+
+    # ------------------------------------------------------------ checkpoints (delegates)
+    def checkpoint_payload(self, loss: float | None = None) -> dict:
+        """The checkpoint dict of the current state (``checkpoints.payload``)."""
+        return self.checkpoints.payload(loss)
+
+    def save_checkpoint(self, path: str | Path | None = None) -> Path:
+        """Save now, while no ``fit()`` runs on another thread (``checkpoints.save``); the path written."""
+        return self.checkpoints.save(path)
+
+    def resume_from(self, path_or_checkpoint: Any) -> None:
+        """Restore a run's state before :meth:`fit` (``checkpoints.resume_from``).
+
+        Raises
+        ------
+        TrainingError
+            Not a training checkpoint, or it does not fit the model.
+        """
+        self.checkpoints.resume_from(path_or_checkpoint)
+
+    def wait_for_saves(self) -> None:
+        """Block until the background checkpoint write is on disk (``checkpoints.wait_for_saves``)."""
+        self.checkpoints.wait_for_saves()
+
+    # ------------------------------------------------------------ set-up
+    @property
+    def steps_per_epoch(self) -> int:
+        """Optimizer steps per epoch (builds the data if needed)."""
+        self.prepare()
+        return len(self.train_loader)
+
+    @property
+    def total_steps(self) -> int:
+        """``epochs * steps_per_epoch``."""
+        return int(self.config.epochs) * self.steps_per_epoch
+
+    @property
+    def lr(self) -> float:
+        """Current head LR."""
+        return optim.head_lr(self.optimizer) if self.optimizer is not None else float(self.config.lr)
+
+    def prepare(self) -> None:
+        """Build data, optimizer, scheduler and the run folder (idempotent).
+
+        Raises
+        ------
+        DataError
+            The dataset cannot be built, an image cannot be read, a batch does
+            not go through the model, or the model has fewer outputs than the
+            data has classes (:mod:`workbench.core.train.data.preflight`).
+        OSError
+            The run folder cannot be created.
+        """
+        if self._prepared:
+            return
+        cfg = self.config
+        self.model.to(self.device)
+        self.channels_last = _wants_channels_last(cfg.channels_last, self.device, self.model)
+        if self.channels_last:
+            self.model.to(memory_format=torch.channels_last)
+        if self._data is not None:
+            self.train_loader, self.val_loader = self._data
+        else:
+            from workbench.core.train.data.datasets import TensorBatchLoader, build_loaders, fit_channels_to_model
+
+            self.data_note = fit_channels_to_model(cfg.data, self.model)
+            self.train_loader, self.val_loader, self.info = build_loaders(cfg.data, seed=cfg.seed, device=self.device,
+                                                                          shard=(self.rank, self.world_size))
+            self.loader_note = getattr(getattr(self.train_loader, "settings", None), "note", None)
+            for loader in (self.train_loader, self.val_loader):
+                if isinstance(loader, TensorBatchLoader) and self.device.type != "cpu":
+                    loader.to(self.device)
+            # before any step and before the run folder exists: images readable, batches fit, enough outputs
+            note = preflight(self.model, self.train_loader, self.val_loader, self.device,
+                             num_classes=self.info.num_classes if self.info is not None else None,
+                             classification=cfg.loss == "cross_entropy",
+                             datasets=tuple(getattr(ld, "dataset", None) for ld in (self.train_loader,
+                                                                                    self.val_loader)),
+                             progress=lambda text: self.call("on_progress", self, text),
+                             skip_unreadable=bool(cfg.data.skip_unreadable))
+            if note:
+                self.data_note = f"{self.data_note}; {note}" if self.data_note else note
+            self._take_skipped()  # the pre-flight batches are not the first epoch's
+        if self.world_size > 1:
+            self.wrap_ddp()
+        self.build_optimizer()
+        if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
+            self.scaler = torch.amp.GradScaler("cuda")
+        self.run_dir = Path(cfg.run_dir) if cfg.run_dir else new_run_dir()
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.edit_log = EditLog(self.run_dir)
+        # CUDA: keep step losses on the device and read them at the emission cadence.
+        self._defer_loss = self.device.type == "cuda"
+        self._prepared = True
+
+    def build_optimizer(self, group_names: list[list[str]] | None = None, roles: list[str] | None = None):
+        cfg = self.config
+        if group_names is None:
+            groups = optim.param_groups(self.model, cfg)
+        else:
+            params = dict(self.model.named_parameters())
+            missing = [n for names in group_names for n in names if n not in params]
+            if missing:
+                raise TrainingError(f"the checkpoint's optimizer covers parameters this model lacks: "
+                                    f"{', '.join(missing[:5])}; load weights only instead")
+            groups = [{"params": [params[n] for n in names], "wb_names": list(names),
+                       "wb_role": role, "lr": optim.lr_for_role(role, cfg.lr, cfg)}
+                      for names, role in zip(group_names, roles or ["all"] * len(group_names))]
+        self.group_names = [list(g["wb_names"]) for g in groups]
+        self.optimizer = optim.build_optimizer(groups, cfg)
+        if not groups:
+            self.group_names = [[]]
+        self.scheduler = optim.build_scheduler(self.optimizer, cfg, len(self.train_loader))
+        self.lr_used = self.lr
+
+    # ------------------------------------------------------------ fit
+    def fit(self) -> str:
+        """Train until ``config.epochs`` epochs are done or the run is stopped.
+
+        Returns
+        -------
+        str
+            ``"completed"``, ``"stopped"``, ``"error"`` (an exception: see
+            ``on_exception`` and :attr:`error`), ``"nonfinite"`` (NaN/Inf loss)
+            or ``"oom"`` (CUDA out of memory). Never raises.
+        """
+        reason = "error"
+        self._running = True
+        self._in_teardown = False
+        self.reason_override = None
+        self.error = None
+        self.nonfinite_trace = None
+        try:
+            self._fit_start()
+            while not self._done():
+                try:
+                    self._train_epoch()
+                    if self.stop_agreed:
+                        break
+                    self._end_epoch()
+                except Restart:
+                    continue
+            self._sync_buffers()
+            self.wait_for_saves()
+            reason = self.reason_override or ("stopped" if self.epoch < self.config.epochs else "completed")
+            if reason == "stopped":
+                self._save_at_stop()
+        except KeyboardInterrupt:
+            reason = "stopped"
+        except torch.OutOfMemoryError as e:
+            reason = "oom"
+            self.faults.on_oom(e)
+        except Exception as e:  # noqa: BLE001 - fit() never raises: report and end cleanly
+            reason = "error"
+            self.faults.on_error(e)
+        finally:
+            self._teardown()
+        self.end_reason = reason
+        self._running = False
+        if self.is_main and self._started_at is not None and self.run_dir is not None:
+            with contextlib.suppress(OSError):
+                write_status(self.run_dir, reason, self._started_at, self._status_info())
+        self.safe_call("on_fit_end", reason)
+        return reason
+
+    def _save_at_stop(self) -> None:
+        """A stop finished its step: write ``last.pt`` at that step (Resume continues from exactly there).
+
+        Only when the run keeps checkpoints (``checkpoint_every_epoch``) and trained
+        a step, never with non-finite weights (the previous ``last.pt`` stays);
+        rank 0 alone writes. Written before ``status.json`` says ``stopped``.
+        """
+        if not self.config.checkpoint_every_epoch or self.step == 0 or self.run_dir is None:
+            return
+        if find_nonfinite(self.model):
+            return
+        self.checkpoints.save_last()
+
+    def epoch_loss_so_far(self) -> tuple[float, int]:
+        """``(sum, count)`` of this epoch's step losses so far (a mid-epoch checkpoint keeps them)."""
+        carry_sum, carry_n = self._epoch_loss_carry
+        vals = self._epoch_loss
+        if vals and isinstance(vals[0], torch.Tensor):
+            return carry_sum + float(torch.stack([v.float() for v in vals]).sum().item()), carry_n + len(vals)
+        return float(sum(vals, carry_sum)), carry_n + len(vals)
+
+    def carry_epoch_loss(self, total: float | None, count: int | None) -> None:
+        """Resume mid-epoch: the epoch's loss sum and step count before the checkpoint (None: none)."""
+        self._epoch_loss_carry = (float(total), int(count)) if total is not None and count else (0.0, 0)
+
+    def _epoch_train_loss(self) -> float:
+        """Mean step loss of the epoch that ends, including the steps before a mid-epoch resume."""
+        vals = self._epoch_loss
+        carry_sum, carry_n = self._epoch_loss_carry
+        if not vals and not carry_n:
+            return math.nan
+        if not carry_n and isinstance(vals[0], torch.Tensor):
+            return float(torch.stack([v.float() for v in vals]).mean().item())
+        total, count = self.epoch_loss_so_far()
+        return total / count
+
+    def _status_info(self) -> dict:
+        cfg = self.config
+        return {"model": cfg.model.arch, "dataset": cfg.data.dataset, "epochs": int(cfg.epochs)}
+
+    def _done(self) -> bool:
+        return self.stop_agreed or self.epoch >= self.config.epochs
+
+    def _fit_start(self) -> None:
+        self.prepare()
+        for entry in self.config.unfreeze:
+            try:
+                self.model.get_submodule(str(entry["module"]))
+            except AttributeError:
+                raise TrainingError(f"unfreeze schedule: no module named {entry['module']!r} in "
+                                    f"{type(self.model).__name__} (epoch {entry['epoch']}); fix the name "
+                                    "(as in the Model tree) or remove the entry") from None
+        if not self.resumed and self.step == 0:
+            seed_everything(int(self.config.seed))
+        self._record_start()
+        saved = TrainConfig.from_dict({**self.config.to_dict()})
+        saved.run_dir = None  # replaying run.toml makes a new run folder
+        if self.is_main:
+            saved.to_toml(self.run_dir / "run.toml")
+            self._started_at = time.time()
+            write_status(self.run_dir, None, self._started_at, self._status_info())
+            self._csv = MetricsCSV(self.run_dir / "metrics.csv")
+            if self._csv.problem:  # a damaged metrics.csv was set aside: say so where the run is watched
+                self.call("on_progress", self, f"metrics.csv: {self._csv.problem}")
+            if self.history and not self._csv.rows:  # a resumed run's folder starts with the epochs it continues
+                for h in self.history:
+                    self._csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
+        self._tb = _tensorboard_writer(self.run_dir) if self.config.tensorboard and self.is_main else None
+        self.tensorboard = self._tb
+        self._t0 = time.perf_counter()
+        self._epoch_t0 = self._t0  # a run resumed mid-epoch times the rest of that epoch from here
+        self._last_emit = self._t0
+        self._wait = 0.0
+        self._window = (self._t0, self.samples, 0.0)
+        self.model.train()
+        self.apply_bn_policy()
+        # Per-step hooks are called only on callbacks that override them.
+        self._after_backward = [cb for cb in self.callbacks
+                                if type(cb).on_after_backward is not Callback.on_after_backward]
+        self._step_end = [cb for cb in self.callbacks if type(cb).on_step_end is not Callback.on_step_end]
+        self.call("on_fit_start", self)
+
+    def _record_start(self) -> None:
+        """Write into ``config.model`` (and so run.toml) what this run starts from.
+
+        A fresh run (not resumed, step 0) also writes ``run_dir/init.pt``: the
+        exact starting weights, frozen set and architecture, which
+        ``workbench train run.toml`` replays from (``[model] init``), whatever
+        form the opened file had and whatever was edited in the window.
+        """
+        mc = self.config.model
+        if self.arch is not None:
+            d = self.arch.to_dict() if hasattr(self.arch, "to_dict") else {
+                "name": getattr(self.arch, "name", str(self.arch)), "kwargs": getattr(self.arch, "kwargs", {})}
+            mc.arch, mc.kwargs = d["name"], dict(d.get("kwargs") or {})
+        elif type(self.model) is DigitsCNN:
+            mc.arch = "digits_cnn"
+            mc.kwargs = {"num_classes": self.model.classifier.out_features,
+                         "in_channels": self.model.features[0].in_channels}
+        elif not mc.checkpoint:
+            mc.arch = ""
+        mc.frozen = frozen_names(self.model)
+        if self.resumed or self.step > 0:
+            return
+        arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
+        payload = checkpoint_payload(self.model, arch=arch, include_rng=False)
+        if self.is_main:
+            self.checkpoints.save_in_background(payload, [self.run_dir / "init.pt"])
+        mc.init = "init.pt"
+        if not mc.resume:
+            mc.source = mc.source or mc.checkpoint
+            mc.checkpoint = ""
+
+    def _teardown(self) -> None:
+        self._in_teardown = True
+        self.last_batch = None  # frees the batch kept for the NaN trace
+        with contextlib.suppress(Exception):
+            self.checkpoints.shutdown()
+        try:
+            self.emit()
+        except Exception:  # noqa: BLE001
+            self._buf = []
+        if self._tb is not None:
+            with contextlib.suppress(Exception):
+                self._tb.close()
+            self._tb = None
+            self.tensorboard = None
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
+        for loader in (self.train_loader, self.val_loader):
+            if hasattr(loader, "close") and self._data is None:  # persistent DataLoader workers end with the run
+                with contextlib.suppress(Exception):
+                    loader.close()
+        self.control.reset()  # a stop requested before fit() started is honoured; the next fit() runs
+        if self.sync is not None:
+            self.sync.reset()
+
+    # ------------------------------------------------------------ epochs and steps
+    def _train_epoch(self) -> None:
+        loader = self.train_loader
+        if hasattr(loader, "iter_epoch"):
+            it = loader.iter_epoch(self.epoch, self.batch_in_epoch)
+        else:
+            if hasattr(loader, "set_epoch"):
+                loader.set_epoch(self.epoch)
+            it = iter(loader)
+            for _ in range(self.batch_in_epoch):
+                next(it)
+        if self.batch_in_epoch == 0:
+            self._apply_scheduled_unfreeze()
+            self._epoch_loss = []
+            self._epoch_loss_carry = (0.0, 0)
+            self._epoch_t0 = time.perf_counter()
+            self._epoch_samples = 0
+            self._epoch_wait = 0.0
+        n_batches = len(loader)
+        if self.device.type == "cuda":  # the next batch's copy overlaps this step's kernels
+            it = iter(DevicePrefetcher(it, self.device, torch.channels_last if self.channels_last else None))
+        clock = time.perf_counter
+        while True:
+            self._boundary()
+            if self.stop_agreed:
+                return
+            t = clock()
+            try:
+                xb, yb = next(it)
+            except StopIteration:
+                return
+            waited = clock() - t
+            self._wait += waited
+            self._epoch_wait += waited
+            self._train_step(xb, yb, n_batches)
+
+    def _apply_scheduled_unfreeze(self) -> None:
+        """``config.unfreeze`` entries of the epoch about to start: unfrozen before its first step.
+
+        Called only at an epoch's first batch, so a run resumed in the middle of an
+        epoch keeps the checkpoint's frozen set and the entries of later epochs.
+        Applied at once, not queued: every rank of a data-parallel run reaches this
+        point at the same step, and rebuilds its ``DistributedDataParallel`` wrapper.
+        """
+        changed = False
+        for entry in self.config.unfreeze:
+            if int(entry["epoch"]) == self.epoch + 1:
+                cmd = SetTrainable([str(entry["module"])], True, scheduled=True,
+                                   lr_factor=float(entry.get("lr_factor", 1.0)))
+                self.apply_one(cmd)
+                changed = changed or bool(cmd.changed)
+        if changed and self.world_size > 1:
+            self.wrap_ddp()
+
+    def autocast(self):
+        """``torch.autocast`` for ``config.amp`` (bfloat16 on CPU, the configured dtype on CUDA), else a no-op."""
+        if not self.config.amp or self.device.type not in ("cpu", "cuda", "mps"):
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.device.type == "cpu" or self.config.amp_dtype == "bfloat16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def _train_step(self, xb, yb, n_batches: int) -> None:
+        dev = self.device
+        non_blocking = dev.type == "cuda"
+        xb = to_device(xb, dev, non_blocking, torch.channels_last if self.channels_last else None)
+        yb = yb.to(dev, non_blocking=non_blocking)
+        opt = self.optimizer
+        opt.zero_grad(set_to_none=True)
+        self.last_batch = (xb, yb)  # a reference (one batch of memory) for the NaN trace (faults.trace)
+        with self.autocast():
+            out = self.net(xb)
+            loss = self.loss_fn(out.float() if out.dtype != torch.float32 else out, yb)
+        on_cuda = self._defer_loss
+        n = int(xb.shape[0])
+        logged = loss
+        if self.world_size > 1:  # every rank logs (and judges NaN on) the same global loss
+            logged, n = self.sync.reduce(loss, n, deferred=on_cuda)
+        if not on_cuda:
+            value = logged.item()
+            if not math.isfinite(value):
+                del out, loss
+                self.faults.nonfinite(self.step + 1, value)
+                return
+        if loss.requires_grad:
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            if self.scaler is not None and (self.config.grad_clip or self._after_backward):
+                self.scaler.unscale_(opt)
+            for cb in self._after_backward:
+                cb.on_after_backward(self)
+            if not on_cuda and self.scaler is None and not _grads_finite(opt):
+                # A non-finite gradient never reaches the weights: the step is skipped and the
+                # trace can re-run it exactly. (Not on CUDA: the check would sync every step;
+                # with a GradScaler, overflowing fp16 gradients are its business: it skips the step.)
+                del out, loss
+                self.faults.nonfinite(self.step + 1, value, what="gradient")
+                return
+            if self.config.grad_clip:
+                grads = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+                if grads:
+                    torch.nn.utils.clip_grad_norm_(grads, float(self.config.grad_clip))
+            if self.scaler is not None:
+                self.scaler.step(opt)
+                self.scaler.update()
+            else:
+                opt.step()
+            if self.scheduler is not None and not optim.is_per_epoch(self.scheduler):
+                self.scheduler.step()
+        del out, xb
+        lr_used = self.lr_used
+        self.step += 1
+        self.batch_in_epoch += 1
+        self.samples += n
+        self._epoch_samples += n
+        detached = logged.detach()
+        self._epoch_loss.append(detached if on_cuda else value)
+        now = time.perf_counter()
+        rec = {"step": self.step, "epoch": self.epoch,
+               "epoch_float": self.epoch + self.batch_in_epoch / max(1, n_batches),
+               "loss": detached if on_cuda else value, "lr": lr_used, "samples": self.samples,
+               "time": now - self._t0, "samples_per_s": math.nan, "input_wait": math.nan}
+        self.lr_used = self.lr
+        self._buf.append(rec)
+        for cb in self._step_end:
+            cb.on_step_end(self, rec)
+        if (now - self._last_emit) * 1000.0 >= self.config.emit_every_ms:
+            self.emit(now)
+
+    def emit(self, now: float | None = None) -> None:
+        """Send the buffered step dicts to ``on_metrics`` (floats only)."""
+        now = time.perf_counter() if now is None else now
+        self._last_emit = now
+        if not self._buf:
+            return
+        batch, self._buf = self._buf, []
+        tensors = [r["loss"] for r in batch if isinstance(r["loss"], torch.Tensor)]
+        if tensors:  # CUDA: one device->host copy for the whole batch
+            values = torch.stack([t.float() for t in tensors]).cpu().tolist()
+            it = iter(values)
+            for r in batch:
+                if isinstance(r["loss"], torch.Tensor):
+                    r["loss"] = next(it)
+        t_start, s_start, w_start = self._window
+        dt = now - t_start
+        if dt > 0:
+            self.samples_per_s = (self.samples - s_start) / dt
+            self.input_wait = min(1.0, (self._wait - w_start) / dt)
+        self._window = (now, self.samples, self._wait)
+        for r in batch:
+            r["samples_per_s"] = self.samples_per_s
+            r["input_wait"] = self.input_wait
+        if self._tb is not None:  # once per emission (4-25 Hz): one add_scalar per step cost 8 % of a demo step
+            last = batch[-1]
+            if math.isfinite(last["loss"]):
+                self._tb.add_scalar("train/loss", last["loss"], last["step"])
+            self._tb.add_scalar("train/lr", last["lr"], last["step"])
+            if math.isfinite(self.samples_per_s):
+                self._tb.add_scalar("train/samples_per_s", self.samples_per_s, last["step"])
+        self.call("on_metrics", self, batch)
+        if tensors and not self._in_teardown:
+            bad = next((r for r in batch if not math.isfinite(r["loss"])), None)
+            if bad is not None:
+                # On CUDA the check runs at the emission cadence: later steps of this
+                # window may have used NaN gradients already (rollback is the safe answer).
+                self.faults.nonfinite(bad["step"], bad["loss"], counted=True)
+
+    # ------------------------------------------------------------ epoch end
+    def _end_epoch(self) -> None:
+        self.emit()
+        self._sync_buffers()
+        train_loss = self._epoch_train_loss()
+        epoch_time = time.perf_counter() - self._epoch_t0
+        val_loss, val_acc = self.validate()
+        bad = nonfinite_tensors(self.model)
+        if bad:  # never write NaN weights into last.pt / best.pt without saying so
+            self.faults.nonfinite_state(self.step, bad)
+            return
+        finished = self.epoch
+        self.epoch += 1
+        self.batch_in_epoch = 0
+        if self.scheduler is not None and optim.is_per_epoch(self.scheduler) and math.isfinite(val_loss):
+            self.scheduler.step(val_loss)
+        best = math.isfinite(val_loss) and val_loss < self.best_val_loss
+        if best:
+            self.best_val_loss = val_loss
+        metrics = {"epoch": finished, "step": self.step, "train_loss": train_loss, "val_loss": val_loss,
+                   "val_acc": val_acc, "lr": self.lr, "time": time.perf_counter() - self._t0,
+                   "samples_per_s": self._epoch_samples / epoch_time if epoch_time > 0 else math.nan,
+                   "best": bool(best), "epoch_time": epoch_time,
+                   "input_wait": min(1.0, self._epoch_wait / epoch_time) if epoch_time > 0 else math.nan,
+                   "skipped": self._take_skipped()}
+        self.history.append(metrics)
+        if self._csv is not None:
+            self._csv.append({**metrics, "time_s": metrics["time"], "best": int(best)})
+        if self.config.checkpoint_every_epoch and self.is_main:
+            payload = self.checkpoints.payload(loss=val_loss if math.isfinite(val_loss) else train_loss)
+            paths = [self.run_dir / "last.pt"] + ([self.run_dir / "best.pt"] if best else [])
+            self.checkpoints.save_in_background(payload, paths)
+        if self._tb is not None:  # at the epoch's last global step, as metrics.csv's step column
+            for k, tag in (("train_loss", "epoch/train_loss"), ("val_loss", "val/loss"), ("val_acc", "val/accuracy")):
+                if math.isfinite(metrics[k]):
+                    self._tb.add_scalar(tag, metrics[k], self.step)
+            # no flush here: the writer's own thread flushes every TB_FLUSH_S (an explicit flush made the
+            # training thread wait ~7 ms per epoch for the file write, ~3 % of a 3-epoch digits run)
+        self.call("on_epoch_end", self, metrics)
+
+    def _take_skipped(self) -> list[str]:
+        """Image files skipped as unreadable (``skip_unreadable``) since the last epoch end, by name."""
+        return [name for loader in (self.train_loader, self.val_loader) if hasattr(loader, "take_skipped")
+                for name in loader.take_skipped()]
+
+    def validate(self) -> tuple[float, float]:
+        """Validation loss and accuracy (:func:`workbench.core.train.trainer.evaluation.validate`)."""
+        return validate(self)
+
+    def apply_bn_policy(self) -> None:
+        """With ``config.keep_frozen_bn_eval``: fully frozen BatchNorm layers to ``eval()``."""
+        if self.config.keep_frozen_bn_eval:
+            apply_batchnorm_policy(self.model)
+
+    def drop_device_losses(self) -> None:
+        """Forget step losses still held as device tensors (after an out-of-memory error)."""
+        self._buf = [r for r in self._buf if not isinstance(r.get("loss"), torch.Tensor)]
+        self._epoch_loss = []
+
+    # ------------------------------------------------------------ callbacks
+    def call(self, hook: str, *args) -> None:
+        for cb in self.callbacks:
+            getattr(cb, hook)(*args)
+
+    def safe_call(self, hook: str, *args) -> None:
+        for cb in self.callbacks:
+            try:
+                getattr(cb, hook)(self, *args)
+            except Exception:  # noqa: BLE001 - a broken callback must not make fit() raise
+                traceback.print_exc()
+
+
+def _process_group() -> tuple[int, int]:
+    """``(rank, world_size)`` of the initialized default process group, else ``(0, 1)``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _wants_channels_last(setting, device: torch.device, model: nn.Module) -> bool:
+    """``channels_last`` resolved: ``"auto"`` is on for CUDA when the model has an ``nn.Conv2d``."""
+    if setting == "auto":
+        return device.type == "cuda" and any(isinstance(m, nn.Conv2d) for m in model.modules())
+    return bool(setting)
+
+
+def _tensorboard_writer(run_dir: Path):
+    """A SummaryWriter into ``run_dir/tensorboard`` when tensorboard is installed, else None."""
+    try:
+        import tensorboard  # noqa: F401
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception:  # noqa: BLE001 - optional
+        return None
+    try:
+        return SummaryWriter(str(run_dir / "tensorboard"), flush_secs=TB_FLUSH_S)
+    except Exception:  # noqa: BLE001
+        return None
