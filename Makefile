@@ -8,25 +8,35 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench venv clean screenshot
 
+# A package that contributes an architecture through an entry point (docs/plugins.md):
+# the tests check that Workbench lists and builds what an installed package registers.
+PLUGIN := tests/example_plugin
+PLUGIN_STAMP := $(VENV)/.example-plugin-installed
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -e '.[test]'
 	touch $(STAMP)
 
-venv: $(STAMP)
+# its own stamp: a change to the example reinstalls it alone, and a reinstall of Workbench reinstalls it too
+$(PLUGIN_STAMP): $(STAMP) $(PLUGIN)/pyproject.toml $(wildcard $(PLUGIN)/workbench_example_plugin/*.py)
+	$(PY) -m pip install -e $(PLUGIN)
+	touch $(PLUGIN_STAMP)
 
-run: $(STAMP)
+venv: $(STAMP) $(PLUGIN_STAMP)
+
+run: venv
 	$(VENV)/bin/workbench $(ARGS)
 
-test: $(STAMP)
+test: venv
 	$(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: venv
 	QT_QPA_PLATFORM=offscreen $(PY) -m benchmarks
 
-screenshot: $(STAMP)
+screenshot: venv
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/workbench --screenshot resources/screenshot.png
 
 clean:

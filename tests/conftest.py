@@ -88,3 +88,19 @@ def window(qtbot):
     qtbot.addWidget(win)
     win.errors = win.prompts.errors
     return win
+
+
+@pytest.fixture(scope="session")
+def example_plugin():
+    """The package ``tests/example_plugin`` (architecture ``tiny_mlp`` by entry point), installed by ``make venv``.
+
+    Fails, never skips, when it is missing: a Makefile that stopped installing
+    it must not turn the plugin tests silently off. Returns its distribution.
+    """
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        return distribution("workbench-example-plugin")
+    except PackageNotFoundError:
+        pytest.fail("the example plugin is not installed in this venv: run `make venv` (it installs "
+                    "tests/example_plugin), or `pip install -e tests/example_plugin`")

@@ -195,7 +195,7 @@ def test_dispatch_train_and_gui(monkeypatch):
     assert calls == [("train", "run.toml"), ("gui", ["model.pt", "--arch", "resnet18"]), ("gui", [])]
 
 
-COMMAND_NAMES = ("inspect", "train", "lr-find", "diff", "runs")
+COMMAND_NAMES = ("inspect", "train", "lr-find", "diff", "runs", "contributions")
 
 
 def test_help_lists_every_subcommand_with_one_line_each():
@@ -233,7 +233,7 @@ def test_an_unknown_command_word_is_a_usage_error_and_opens_no_window(monkeypatc
     monkeypatch.chdir(tmp_path)
     assert cli.main(["foo"]) == 2
     out, err = capsys.readouterr()
-    assert err == "error: no such file or command: foo; commands: inspect, train, lr-find, diff, runs\n"
+    assert err == "error: no such file or command: foo; commands: inspect, train, lr-find, diff, runs, contributions\n"
     assert out == "" and calls == []
     assert cli.main(["--trust", "lr_find"]) == 2  # after options too; a near miss is named
     assert capsys.readouterr().err.rstrip().endswith("did you mean lr-find?")
@@ -250,9 +250,50 @@ def test_an_unknown_command_in_a_subprocess_exits_2_without_a_window(tmp_path):
                           cwd=tmp_path, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs"]
+        "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs, contributions"]
 
 
 def test_a_negative_max_depth_is_a_usage_error(capsys, resnet18_module_prefixed):
     assert cli.main(["inspect", str(resnet18_module_prefixed), "--max-depth", "-5"]) == 2
     assert "whole number >= 0" in capsys.readouterr().err
+
+
+def test_contributions_lists_an_installed_package_without_importing_it(example_plugin, capsys, monkeypatch):
+    monkeypatch.delitem(sys.modules, "workbench_example_plugin", raising=False)
+    assert cli.main(["contributions", "architectures"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["architecture", "digits_cnn", "builtin"]
+    assert lines[1].split() == ["architecture", "tiny_mlp", "workbench-example-plugin", example_plugin.version]
+    assert ["architecture", "resnet18", "torchvision"] in [line.split() for line in lines]
+    assert "workbench_example_plugin" not in sys.modules
+    assert cli.main(["contributions", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {"kind": "probe", "name": "live_probes", "target": "workbench.core.probe.callback:ProbeCallback",
+            "source": "builtin"} in rows
+    assert {r["kind"] for r in rows} == {"architecture", "probe"}  # no dataset, step or metric is registered yet
+    assert cli.main(["contributions", "models"]) == 2
+    assert "'models' is not a kind: give one of architecture, dataset, step, metric, probe" in capsys.readouterr().err
+
+
+def test_inspect_builds_an_installed_architecture_by_name(example_plugin, capsys, tmp_path):
+    from workbench.core.contrib import resolve
+
+    model = resolve("architecture", "tiny_mlp")(num_classes=3)
+    bare, named = tmp_path / "tiny.pt", tmp_path / "named.pt"
+    torch.save(model.state_dict(), bare)
+    torch.save({"model_state_dict": model.state_dict(), "arch": {"name": "tiny_mlp", "kwargs": {"num_classes": 3}}},
+               named)
+    total = sum(p.numel() for p in model.parameters())
+    doc = _run_json(capsys, bare, "--arch", "tiny_mlp", "--num-classes", "3", "--input-shape", "2,1,8,8")
+    assert (doc["arch"], doc["arch_kwargs"], doc["arch_source"]) == ("tiny_mlp", {"num_classes": 3}, "--arch")
+    assert doc["load_report"]["ok"] and doc["total_params"] == total == 64 * 32 + 32 + 32 * 3 + 3
+    assert doc["total_flops"] == 2 * 2 * (64 * 32 + 32 * 3)
+    doc = _run_json(capsys, named)  # a file naming an installed architecture needs no --trust
+    assert (doc["arch"], doc["arch_source"], doc["load_report"]["ok"]) == ("tiny_mlp", "checkpoint", True)
+    doc = _run_json(capsys, bare)  # and a bare state_dict of it is detected among torchvision's
+    assert doc["arch"] == "tiny_mlp" and doc["arch_kwargs"] == {"num_classes": 3}
+    assert doc["arch_source"] == "detected (score 1.000)"
+    assert cli.main(["inspect", str(bare), "--arch", "tiny_mpl"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {bare}: unknown architecture 'tiny_mpl'; did you mean tiny_mlp?" in err
+    assert "Available: digits_cnn, tiny_mlp and" in err

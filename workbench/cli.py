@@ -13,6 +13,9 @@
     (:func:`workbench.core.train.launch.headless.lr_find_from_toml`).
 ``workbench diff A B`` / ``workbench runs [ROOT]``
     Per-module change between two checkpoints; the list of run folders.
+``workbench contributions [KIND]``
+    The registered architectures (datasets, steps, metrics, probes): builtins,
+    torchvision's, and installed packages' (:mod:`workbench.core.contrib`).
 
 ``workbench --help`` lists them (:data:`COMMANDS`, :func:`top_level_help`); a
 bare word that is neither a command nor an existing file (``workbench foo``)
@@ -26,7 +29,7 @@ arguments, or an input shape the model does not take).
 Every command reports an error as one line on stderr,
 ``error: <what, which file, what to do>``, and prints a traceback only with
 ``--debug``. Code that a file names (a pickle's classes, TorchScript, an
-architecture or factory spec that is not a registered architecture) runs only
+architecture or factory spec that is not a registered contribution) runs only
 with ``--trust``; a spec given with ``--arch`` is the user's own and needs none.
 
 Imports are lazy: torch is imported when a command needs it, Qt only for the GUI.
@@ -38,6 +41,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import os
 import re
 import sys
 import traceback
@@ -93,7 +97,8 @@ def build_inspect_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--arch",
         metavar="NAME|SPEC",
-        help='architecture: a torchvision name ("resnet18", "resnet18(num_classes=10)"), "digits_cnn", '
+        help='architecture: a registered name (torchvision\'s "resnet18", "resnet18(num_classes=10)", '
+        '"digits_cnn", an installed package\'s: workbench contributions architecture lists them), '
         'or a factory "pkg.mod:fn" / "file.py:fn". Default: the checkpoint\'s own entry, else auto-detection',
     )
     parser.add_argument("--num-classes", type=int, metavar="N", help="num_classes passed to the architecture")
@@ -403,12 +408,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lr-find": ("RUN.toml", "learning-rate range test; writes lr_find.csv beside RUN.toml"),
     "diff": ("A B", "per-module relative change between two checkpoints"),
     "runs": ("[ROOT]", "list the run folders (model, dataset, epochs, best, state)"),
+    "contributions": ("[KIND]", "what builds by name: architectures, datasets, steps, metrics, probes"),
 }
 
 
 def _command_mains() -> dict[str, Any]:
     return {"inspect": inspect_main, "train": _train_main, "lr-find": _lr_find_main, "diff": _diff_main,
-            "runs": _runs_main}
+            "runs": _runs_main, "contributions": _contributions_main}
 
 
 def top_level_help() -> str:
@@ -623,6 +629,49 @@ def _runs_main(argv: Sequence[str]) -> int:
         return 0
 
     return _guard(run, args.root or "runs root", args.debug)
+
+
+def _kind_arg(text: str) -> str:
+    from workbench.core.contrib import KINDS  # the registry alone: neither torch nor Qt
+
+    kind = text.lower().removesuffix("s")
+    if kind not in KINDS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a kind: give one of {', '.join(KINDS)}")
+    return kind
+
+
+def _contributions_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="workbench contributions",
+        description="List the registered contributions, one per line: kind, name, where it comes from "
+                    "(builtin, torchvision, or the installed package that registers it through an entry point "
+                    "workbench.<kind>s). A registered name is built by name (--arch NAME) and resolves without "
+                    "--trust when a file names it; docs/plugins.md shows how a package contributes.")
+    parser.add_argument("kind", nargs="?", type=_kind_arg, metavar="KIND",
+                        help="only this kind: architecture, dataset, step, metric or probe (default: every kind)")
+    parser.add_argument("--json", action="store_true", help="the same as a JSON list of {kind, name, target, source}")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+
+    def run() -> int:
+        from workbench.core import contrib
+        from workbench.core.run_files import printable
+
+        found = [c for kind in ([args.kind] if args.kind else contrib.KINDS) for c in contrib.contributions(kind)]
+        width = max((len(c.name) for c in found), default=0)
+        # names and sources come from installed packages' metadata: escaped
+        text = (json.dumps([dataclasses.asdict(c) for c in found], indent=1) if args.json
+                else "\n".join(printable(f"{c.kind:<12}  {c.name:<{width}}  {c.source}") for c in found))
+        try:
+            print(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `workbench contributions | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+    return _guard(run, "contributions", args.debug)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,14 @@ class ArchitectureError(WorkbenchError):
         super().__init__(message)
 
 
+class ContributionError(WorkbenchError):
+    """A named contribution (a training step, metric, probe...) is unknown or cannot be loaded.
+
+    Architectures raise :class:`ArchitectureError` and datasets :class:`DataError`
+    instead (:mod:`workbench.core.contrib`).
+    """
+
+
 class DataError(WorkbenchError):
     """A dataset is missing, unreadable or does not fit the model."""
 

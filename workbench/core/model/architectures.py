@@ -1,4 +1,8 @@
-"""What module a state_dict loads into: torchvision models, builtins, factory specs, auto-detection.
+"""What module a state_dict loads into: registered architectures, factory specs, auto-detection.
+
+Names resolve through the contributions registry (:mod:`workbench.core.contrib`):
+Workbench's builtins, torchvision's builders, installed packages' entry points
+(``workbench.architectures``), and ``pkg.mod:callable`` / ``file.py:callable`` specs.
 
 Candidates are built on the ``meta`` device (shapes only, no memory, no random
 init), so ranking all of torchvision takes seconds, and loading a 512 MB
@@ -10,23 +14,21 @@ become the parameters).
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
-import inspect
-import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from workbench.core import contrib
 from workbench.core.errors import ArchitectureError
 from workbench.core.model.checkpoint import Checkpoint, common_leading, strip_prefixes
-from workbench.core.model.contributions import BUILTINS, check_file_spec, no_downloads, plain_kwargs
+
+
 #: torchvision names left out of auto-detection: quantized variants have the same keys
 #: as their float models, optical flow models are not classifiers of any kind.
 DETECTION_SKIP_PREFIXES = ("quantized_",)
@@ -43,7 +45,8 @@ class ArchSpec:
     Attributes
     ----------
     name : str
-        A torchvision model name (``"resnet18"``), a builtin (``"digits_cnn"``), or a
+        A torchvision model name (``"resnet18"``), a builtin (``"digits_cnn"``), an
+        installed package's registered name (``workbench contributions``), or a
         factory spec ``"package.module:callable"`` / ``"path/to/file.py:callable"``.
     kwargs : dict
         Constructor keyword arguments, e.g. ``{"num_classes": 10}``. torchvision
@@ -97,8 +100,9 @@ class ArchSpec:
     def from_file(cls, d: Mapping | str, origin: str | Path, *, trust: bool = False) -> ArchSpec:
         """A spec read from a file (a checkpoint's or safetensors header's ``arch``, a run.toml's ``[model]``).
 
-        Applies the trust rule of :mod:`workbench.core.model.contributions`:
-        registered names resolve as they are; any other ``pkg.mod:callable`` /
+        Applies the trust rule of the contributions registry
+        (:mod:`workbench.core.contrib`): registered names (builtins, torchvision,
+        installed packages' entry points) resolve as they are; any other ``pkg.mod:callable`` /
         ``file.py:callable`` needs ``trust``, and a relative file path then
         resolves against ``origin``'s folder. Nothing is imported here.
 
@@ -126,10 +130,10 @@ class ArchSpec:
             name, kwargs = d["name"], d.get("kwargs")
         else:
             raise ArchitectureError(f"{origin}: the architecture entry must name an architecture, not {d!r}")
-        kwargs = plain_kwargs(kwargs, origin)
-        base = check_file_spec(name, origin, trust=trust)
+        kwargs = contrib.plain_kwargs(kwargs, origin)
+        base = contrib.check("architecture", name, origin, trust=trust)
         if base is None:  # a registered builder: a file never makes it download
-            no_downloads(kwargs, origin)
+            contrib.no_downloads(kwargs, origin)
         return cls(name=name, kwargs=kwargs, base=base)
 
     @classmethod
@@ -270,73 +274,12 @@ class _MetaStorage(TorchFunctionMode):
 
 
 def list_architectures() -> list[str]:
-    """Builtin names followed by ``torchvision.models.list_models()`` (sorted)."""
-    import torchvision
+    """Every registered architecture name: builtins, installed packages' (sorted), torchvision's (sorted).
 
-    return list(BUILTINS) + sorted(torchvision.models.list_models())
-
-
-def _load_factory(name: str, base: str | None = None) -> Callable[..., nn.Module]:
-    target, _, attr = name.rpartition(":")
-    if not target or not attr:
-        raise ArchitectureError(f"factory spec {name!r} must look like package.module:callable or path/file.py:callable.")
-    try:
-        if target.endswith(".py") or "/" in target or "\\" in target:
-            path = Path(target).expanduser()
-            path = (Path(base) / path if base and not path.is_absolute() else path).resolve()
-            if not path.is_file():
-                raise ArchitectureError(f"factory spec {name!r}: file {path} not found.")
-            mod_name = f"_workbench_factory_{abs(hash(str(path)))}"
-            spec = importlib.util.spec_from_file_location(mod_name, path)
-            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-            sys.modules[mod_name] = module
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        else:
-            module = importlib.import_module(target)
-        obj = module
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except ArchitectureError:
-        raise
-    except Exception as exc:
-        raise ArchitectureError(
-            f"factory spec {name!r} could not be imported ({type(exc).__name__}: {exc}). "
-            "Check the module path and the callable's name."
-        ) from exc
-    if not callable(obj):
-        raise ArchitectureError(f"factory spec {name!r} does not name a callable.")
-    return obj
-
-
-def _torchvision_builder(name: str) -> Callable[..., nn.Module] | None:
-    import torchvision
-
-    if name not in torchvision.models.list_models():
-        return None
-    builder = torchvision.models.get_model_builder(name)
-
-    def build(**kwargs: Any) -> nn.Module:
-        params = inspect.signature(builder).parameters
-        kwargs.setdefault("weights", None)
-        if "weights_backbone" in params:  # detection/segmentation: never download a backbone
-            kwargs.setdefault("weights_backbone", None)
-        return builder(**kwargs)
-
-    return build
-
-
-def _resolve(name: str, base: str | None = None) -> Callable[..., nn.Module]:
-    if name in BUILTINS:
-        return _load_factory(BUILTINS[name])
-    builder = _torchvision_builder(name)
-    if builder is not None:
-        return builder
-    if ":" in name:
-        return _load_factory(name, base)
-    raise ArchitectureError(
-        f"unknown architecture {name!r}. Use a torchvision model name (e.g. resnet18), "
-        f"a builtin ({', '.join(BUILTINS)}) or a factory spec package.module:callable."
-    )
+    From the contributions registry (:func:`workbench.core.contrib.names`); no
+    contributing package is imported to list it.
+    """
+    return contrib.names("architecture")
 
 
 def _as_spec(spec: ArchSpec | str | Mapping) -> ArchSpec:
@@ -372,7 +315,7 @@ def build_module(
         Unknown name, import failure, or the constructor failed (e.g. bad kwargs).
     """
     spec = _as_spec(spec)
-    factory = _resolve(spec.name, spec.base)
+    factory = contrib.resolve("architecture", spec.name, base=spec.base)  # a file's spec passed from_file already
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -410,7 +353,7 @@ def _signature(name: str, **kwargs: Any) -> Signature | None:
 
 
 def candidate_signatures() -> dict[str, Signature]:
-    """Signatures of every detectable architecture (builtins + torchvision), cached per process.
+    """Signatures of every detectable architecture (:func:`list_architectures`), cached per process.
 
     The first call builds each model on ``meta`` (a few seconds for all of
     torchvision); later calls are free. Models that fail to build are left out.

@@ -141,7 +141,7 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
     2. The architecture is ``arch`` when given (the caller's own decision),
        else the module stored whole (pickled module, TorchScript), else the
        file's own ``arch`` entry, which names code only with ``trust``
-       (:mod:`workbench.core.model.contributions`).
+       (:mod:`workbench.core.contrib`).
     3. Without one: the weights-only tree when ``weights_only``, else
        :class:`NeedsArchitecture` with the detected ranking.
     4. Build it and load strictly; a partial fit raises :class:`PartialFit`

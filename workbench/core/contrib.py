@@ -1,0 +1,493 @@
+"""The contributions registry: one place that turns a named contribution into a callable.
+
+A contribution is a name of a given kind that resolves to a callable, loaded
+only when used (as napari's npe2 manifests do). The kinds are :data:`KINDS`:
+
+======================  ==============================  ==========================================
+kind                    entry-point group               the callable
+======================  ==============================  ==========================================
+``"architecture"``      ``workbench.architectures``     ``factory(**kwargs) -> nn.Module``
+``"dataset"``           ``workbench.datasets``          settled by the part that trains on it
+``"step"``              ``workbench.steps``             settled by the part that trains with it
+``"metric"``            ``workbench.metrics``           settled by the part that reports it
+``"probe"``             ``workbench.probes``            ``Class(sink, **kwargs) -> Callback``
+======================  ==============================  ==========================================
+
+A name resolves from, in order:
+
+1. **builtins**: Workbench's own (:data:`BUILTINS`, kept as ``"pkg.mod:attr"``
+   strings so nothing is imported before it is used) and, for architectures,
+   torchvision's model builders (built with ``weights=None``: never a download);
+2. **entry points** of installed packages, group ``workbench.<kind>s``
+   (``docs/plugins.md`` has a worked example). Installing a package is the
+   user's own decision, as installing torchvision is: its contributions
+   resolve without asking. A name a builtin already has stays the builtin's;
+3. **specs**: ``"pkg.mod:callable"`` or ``"path/to/file.py:callable"``.
+
+The trust rule of ``DESIGN.md`` ("Safety contract") is applied here and
+nowhere else. A file (a checkpoint, a safetensors header, a run.toml, a model
+folder) may name code; reading the name is harmless, importing or calling it
+runs whatever it names (``os:system`` included). So:
+
+* a **registered** name (a builtin, an entry point, or the exact
+  ``"pkg.mod:attr"`` one of them registers) resolves without asking;
+* any other spec **read from a file** raises
+  :class:`~workbench.core.errors.TrustRequired` (``kind="code"``) naming the
+  spec and the file, before anything is imported; the caller asks the user (the
+  window: a dialog whose default is Cancel; the command line: ``--trust``), and
+  a relative ``file.py`` path then resolves against that file's folder;
+* a spec **typed by the user** (``--arch``, the window's spec field) is the
+  user's own decision: ``origin=None``, nothing to ask;
+* keyword arguments read from a file are plain data only (:func:`plain_kwargs`)
+  and never make a registered architecture download weights (:func:`no_downloads`).
+
+Listing (:func:`names`, :func:`contributions`) reads the installed packages'
+metadata only: it imports none of them. Qt-free; imports neither
+``core.train`` nor ``core.probe`` (their builtins are strings).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from workbench.core.errors import ArchitectureError, ContributionError, DataError, TrustRequired, WorkbenchError
+
+__all__ = ["KINDS", "BUILTINS", "Contribution", "group", "contributions", "names", "is_registered", "check",
+           "resolve", "load_callable", "plain_kwargs", "no_downloads"]
+
+#: The kinds of contribution, singular; the entry-point group of each is :func:`group`.
+KINDS = ("architecture", "dataset", "step", "metric", "probe")
+
+#: Workbench's own contributions: kind -> name -> ``"pkg.mod:attr"`` (imported when resolved).
+BUILTINS: dict[str, dict[str, str]] = {
+    "architecture": {"digits_cnn": "workbench.core.model.demo:DigitsCNN"},
+    "dataset": {},
+    "step": {},
+    "metric": {},
+    "probe": {"live_probes": "workbench.core.probe.callback:ProbeCallback"},
+}
+
+#: The error each kind raises (all are :class:`~workbench.core.errors.WorkbenchError`).
+_ERRORS: dict[str, type[WorkbenchError]] = {"architecture": ArchitectureError, "dataset": DataError}
+#: What a contributed name may look like: no ``:``, ``/``, ``(`` or spaces, which mean a spec.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+#: Prefix of the module a ``file.py:callable`` is imported as (the training process relies on it).
+FILE_MODULE_PREFIX = "_workbench_factory_"
+#: Keyword arguments of registered builders that would download weights when set.
+_DOWNLOAD_KWARGS = ("weights", "weights_backbone", "pretrained", "pretrained_backbone")
+#: Nesting depth of plain data accepted from a file (a dict of lists of dicts ...).
+_MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One registered contribution, as listed (nothing of it imported).
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    name : str
+        What a user or a file names it by (``"tiny_mlp"``).
+    target : str
+        What it resolves to, ``"pkg.mod:attr"`` (``"torchvision.models:resnet18"``).
+    source : str
+        Where it comes from: ``"builtin"``, ``"torchvision"``, or the
+        distribution and version of the package (``"workbench-example-plugin 0.1.0"``).
+    """
+
+    kind: str
+    name: str
+    target: str
+    source: str
+
+
+def group(kind: str) -> str:
+    """The entry-point group of ``kind``: ``"workbench.architectures"`` for ``"architecture"``.
+
+    Raises
+    ------
+    ValueError
+        ``kind`` is not one of :data:`KINDS`.
+    """
+    _check_kind(kind)
+    return f"workbench.{kind}s"
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"unknown contribution kind {kind!r}; the kinds are {', '.join(KINDS)}")
+
+
+def _error(kind: str) -> type[WorkbenchError]:
+    return _ERRORS.get(kind, ContributionError)
+
+
+def _is_spec(name: str) -> bool:
+    return ":" in name or "/" in name or "\\" in name
+
+
+# --------------------------------------------------------------------------- listing
+
+
+def _torchvision_names(kind: str) -> list[str]:
+    if kind != "architecture":
+        return []
+    import torchvision
+
+    return sorted(torchvision.models.list_models())
+
+
+def _entry_points(kind: str) -> dict[str, list[EntryPoint]]:
+    """Installed entry points of ``kind`` by name (metadata only: nothing is imported)."""
+    found: dict[str, list[EntryPoint]] = {}
+    for ep in entry_points(group=group(kind)):
+        if _NAME.fullmatch(ep.name):
+            found.setdefault(ep.name, []).append(ep)
+    return found
+
+
+def _source(ep: EntryPoint) -> str:
+    dist = ep.dist
+    return f"{dist.name} {dist.version}" if dist is not None else "an installed package"
+
+
+def contributions(kind: str) -> list[Contribution]:
+    """Every registered contribution of ``kind``: builtins, then installed packages' (by name), then torchvision's.
+
+    Reads package metadata only; no contributing package is imported (torchvision
+    is, for its model list). A name registered twice is listed once, the first
+    source winning as in :func:`resolve`.
+
+    Raises
+    ------
+    ValueError
+        ``kind`` is not one of :data:`KINDS`.
+    """
+    _check_kind(kind)
+    tv = _torchvision_names(kind)
+    taken = set(BUILTINS[kind]) | set(tv)
+    out = [Contribution(kind, name, target, "builtin") for name, target in BUILTINS[kind].items()]
+    for name, eps in sorted(_entry_points(kind).items()):
+        if name not in taken:
+            out.append(Contribution(kind, name, eps[0].value, ", ".join(_source(ep) for ep in eps)))
+    out += [Contribution(kind, name, f"torchvision.models:{name}", "torchvision") for name in tv]
+    return out
+
+
+def names(kind: str) -> list[str]:
+    """The names of :func:`contributions` (``["digits_cnn", "tiny_mlp", "alexnet", ...]`` for architectures).
+
+    Raises
+    ------
+    ValueError
+        ``kind`` is not one of :data:`KINDS`.
+    """
+    return [c.name for c in contributions(kind)]
+
+
+def is_registered(kind: str, name: str) -> bool:
+    """True when ``name`` is a registered contribution of ``kind``: resolving it needs no trust.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    name : str
+        A name without arguments (``"resnet18"``, ``"tiny_mlp"``) or a spec
+        (``"pkg.mod:fn"``): a spec is registered only when it is exactly the
+        target of a builtin or an installed entry point.
+
+    Raises
+    ------
+    ValueError
+        ``kind`` is not one of :data:`KINDS`.
+    """
+    _check_kind(kind)
+    if not isinstance(name, str):
+        return False
+    if _is_spec(name):
+        eps = [ep for group_eps in _entry_points(kind).values() for ep in group_eps]
+        return name in BUILTINS[kind].values() or any(ep.value.strip() == name for ep in eps)
+    return name in BUILTINS[kind] or name in _torchvision_names(kind) or name in _entry_points(kind)
+
+
+# --------------------------------------------------------------------------- the trust rule
+
+
+def check(kind: str, spec: Any, origin: str | Path, *, trust: bool) -> str | None:
+    """Apply the trust rule to a name or spec that the file ``origin`` gives; import nothing.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    spec : str
+        As the file gives it (``"resnet18"``, ``"pkg.mod:fn"``, ``"helper.py:make"``).
+    origin : str or Path
+        The file that names it.
+    trust : bool
+        The user agreed to run code named by this file.
+
+    Returns
+    -------
+    str or None
+        For a trusted spec that is not registered, the folder relative
+        ``file.py`` paths resolve against (``origin``'s folder); else None.
+
+    Raises
+    ------
+    TrustRequired
+        ``spec`` names code (``":"``) that is not registered, and ``trust`` is
+        False. Nothing was imported.
+    ArchitectureError, DataError or ContributionError
+        (by ``kind``) ``spec`` is not a string or is empty.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise _error(kind)(f"{origin}: the {kind} name must be a non-empty string, not {spec!r}")
+    if ":" not in spec or is_registered(kind, spec):  # registered, or a plain name (unknown ones fail to resolve)
+        return None
+    if not trust:
+        raise TrustRequired(origin, [spec], kind="code")
+    return str(Path(origin).expanduser().resolve().parent)
+
+
+def resolve(kind: str, spec: str, *, origin: str | Path | None = None, trust: bool = False,
+            base: str | Path | None = None) -> Callable[..., Any]:
+    """The callable a name or spec of ``kind`` stands for, imported now.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    spec : str
+        A builtin or installed name (``"tiny_mlp"``), or ``"pkg.mod:callable"`` /
+        ``"path/to/file.py:callable"`` (``callable`` may be dotted: ``Outer.Inner``).
+    origin : str or Path, optional
+        The file the spec was read from: the trust rule applies (:func:`check`).
+        None: the user typed it (or the program made it), which is trust enough.
+    trust : bool
+        With ``origin``: the user agreed to run code this file names.
+    base : str or Path, optional
+        The folder a relative ``file.py`` path resolves against when ``origin``
+        is None (e.g. one :func:`check` returned earlier); default the current folder.
+
+    Returns
+    -------
+    callable
+        For architectures, a torchvision name resolves to its builder with
+        ``weights=None`` (and ``weights_backbone=None``) as defaults.
+
+    Raises
+    ------
+    TrustRequired
+        ``origin`` is given, ``spec`` is not registered and ``trust`` is False.
+        Nothing was imported.
+    ArchitectureError, DataError or ContributionError
+        (by ``kind``) an unknown name (the message names the kind and the names
+        available), a package or file that cannot be imported, a missing file,
+        or something that is not callable.
+    ValueError
+        ``kind`` is not one of :data:`KINDS`.
+    """
+    _check_kind(kind)
+    if origin is not None:
+        base = check(kind, spec, origin, trust=trust) or base
+    elif not isinstance(spec, str) or not spec.strip():
+        raise _error(kind)(f"the {kind} name must be a non-empty string, not {spec!r}")
+    if spec in BUILTINS[kind]:
+        return load_callable(BUILTINS[kind][spec], kind=kind)
+    if spec in _torchvision_names(kind):
+        return _torchvision_builder(spec)
+    eps = _entry_points(kind).get(spec)
+    if eps:
+        return _load_entry_point(kind, spec, eps)
+    if ":" in spec:
+        return load_callable(spec, base, kind=kind)
+    raise _error(kind)(_unknown(kind, spec))
+
+
+def _unknown(kind: str, name: Any) -> str:
+    listed = contributions(kind)
+    own = [c.name for c in listed if c.source != "torchvision"]
+    rest = len(listed) - len(own)
+    near = difflib.get_close_matches(str(name), [c.name for c in listed], n=3)
+    text = f"unknown {kind} {name!r}"
+    text += f"; did you mean {', '.join(near)}?" if near else "."
+    if own:
+        text += f" Available: {', '.join(own)}"
+        text += f" and {rest} torchvision models (workbench contributions {kind})." if rest else "."
+    elif rest:
+        text += f" Available: {rest} torchvision models (workbench contributions {kind})."
+    else:
+        text += f" None is registered (an installed package registers one under the entry-point group {group(kind)})."
+    return text + " Or give a spec: package.module:callable or path/to/file.py:callable."
+
+
+def _load_entry_point(kind: str, name: str, eps: list[EntryPoint]) -> Callable[..., Any]:
+    if len({ep.value for ep in eps}) > 1:
+        raise _error(kind)(f"{kind} {name!r} is registered by several packages ({', '.join(map(_source, eps))}): "
+                           "uninstall all but one, or give the spec pkg.mod:callable you mean.")
+    ep = eps[0]
+    try:
+        obj = ep.load()
+    except Exception as exc:  # a broken package must not take the caller down
+        raise _error(kind)(f"{kind} {name!r} from {_source(ep)} could not be imported "
+                           f"({type(exc).__name__}: {exc}). Reinstall or update that package.") from exc
+    if not callable(obj):
+        raise _error(kind)(f"{kind} {name!r} from {_source(ep)} ({ep.value}) is a {type(obj).__name__}, "
+                           "not a callable.")
+    return obj
+
+
+def _torchvision_builder(name: str) -> Callable[..., Any]:
+    import torchvision
+
+    builder = torchvision.models.get_model_builder(name)
+
+    def build(**kwargs: Any) -> Any:
+        kwargs.setdefault("weights", None)
+        if "weights_backbone" in inspect.signature(builder).parameters:  # detection: never download a backbone
+            kwargs.setdefault("weights_backbone", None)
+        return builder(**kwargs)
+
+    return build
+
+
+def load_callable(spec: str, base: str | Path | None = None, *, kind: str = "architecture") -> Callable[..., Any]:
+    """Import ``"pkg.mod:callable"`` or ``"path/to/file.py:callable"`` and return the callable; no trust rule.
+
+    Only for specs already past :func:`check` or typed by the user;
+    :func:`resolve` is the entry for everything else. A file is imported as
+    module ``_workbench_factory_<hash of its path>`` (so a training process can
+    import it again under the same name).
+
+    Parameters
+    ----------
+    spec : str
+        ``callable`` may be dotted (``Outer.Inner``).
+    base : str or Path, optional
+        The folder a relative file path starts from (default: the current folder).
+    kind : str
+        Chooses the error type and wording.
+
+    Raises
+    ------
+    ArchitectureError, DataError or ContributionError
+        (by ``kind``) malformed spec, file not found, import failure, not a callable.
+    """
+    error = _error(kind)
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise error(f"{kind} spec {spec!r} must look like package.module:callable or path/file.py:callable.")
+    try:
+        if target.endswith(".py") or "/" in target or "\\" in target:
+            module = _import_file(spec, target, base, error)
+        else:
+            module = importlib.import_module(target)
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except WorkbenchError:
+        raise
+    except Exception as exc:
+        raise error(f"{kind} spec {spec!r} could not be imported ({type(exc).__name__}: {exc}). "
+                    "Check the module path and the callable's name.") from exc
+    if not callable(obj):
+        raise error(f"{kind} spec {spec!r} does not name a callable.")
+    return obj
+
+
+def _import_file(spec: str, target: str, base: str | Path | None, error: type[WorkbenchError]):
+    path = Path(target).expanduser()
+    path = (Path(base) / path if base and not path.is_absolute() else path).resolve()
+    if not path.is_file():
+        raise error(f"spec {spec!r}: file {path} not found.")
+    mod_name = f"{FILE_MODULE_PREFIX}{abs(hash(str(path)))}"
+    module_spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
+    sys.modules[mod_name] = module
+    module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+# --------------------------------------------------------------------------- keyword arguments from a file
+
+
+def _is_plain(value: Any, depth: int = 0) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def plain_kwargs(kwargs: Any, origin: str | Path, kind: str = "architecture") -> dict:
+    """Keyword arguments read from a file, checked to be plain data.
+
+    Parameters
+    ----------
+    kwargs : mapping or None
+        As read from the file.
+    origin : str or Path
+        The file they come from (named in the error).
+    kind : str
+        What they are for (chooses the error type and wording).
+
+    Returns
+    -------
+    dict
+        A shallow copy (``{}`` for None).
+
+    Raises
+    ------
+    ArchitectureError, DataError or ContributionError
+        (by ``kind``) not a mapping of str keys, or a value that is not plain
+        data (None, bool, int, float, str, and lists and str-keyed tables of
+        those, nested at most 8 deep): a callable, a tensor, an object.
+    """
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise _error(kind)(f"{origin}: the {kind}'s kwargs must be a table of names to values, "
+                           f"not {type(kwargs).__name__}")
+    for key, value in kwargs.items():
+        if not _is_plain(value):
+            raise _error(kind)(
+                f"{origin}: {kind} kwarg {key!r} is a {type(value).__name__}; a file may give only plain "
+                "values (numbers, strings, lists and tables of those)")
+    return dict(kwargs)
+
+
+def no_downloads(kwargs: Mapping[str, Any], origin: str | Path) -> None:
+    """Refuse keyword arguments from a file that would make a registered architecture download weights.
+
+    Applies to registered architectures only (torchvision's ``weights``,
+    ``weights_backbone``, ``pretrained``..., and the same names for an installed
+    package's): a trusted factory of the user's own gives these names whatever
+    meaning it likes.
+
+    Raises
+    ------
+    ArchitectureError
+        One of those arguments is set to anything but None / False.
+    """
+    for key in _DOWNLOAD_KWARGS:
+        value = kwargs.get(key)
+        if value not in (None, False):
+            raise ArchitectureError(
+                f"{origin}: architecture kwarg {key}={value!r} would download weights; Workbench builds "
+                "architectures with weights=None and loads the file's own tensors. Remove it from the file.")
