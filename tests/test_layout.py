@@ -1,11 +1,13 @@
 """The rules of the house (DESIGN.md), each a check that fails the build.
 
 The import rules (core imports no Qt, core.model knows nothing of training or
-probes, the ui wings are independent, cli > ui > core, no import cycles) are
-import-linter contracts in pyproject.toml; ``make test`` runs ``lint-imports``
-first and :func:`test_import_contracts_are_kept` runs it again here. The rest
-read the source: no mixins, one ``torch.load``, no imports of private names
-from other modules, and importing every core module loads no Qt.
+probes, the ui wings are independent, cli > ui > core, the order of the training
+rooms and of the trainer's parts, no import cycles, imports for type hints
+included) are import-linter contracts in pyproject.toml; ``make test`` runs
+``lint-imports`` first and :func:`test_import_contracts_are_kept` runs it again
+here. The rest read the source: no mixins, one ``torch.load``, no imports of
+private names from other modules, importing every core module loads no Qt, and
+every room of ``workbench.core.train`` says what it holds.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import ast
 import pkgutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import workbench
@@ -27,11 +30,37 @@ def _sources() -> dict[str, ast.Module]:
             for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+def _importlinter() -> dict:
+    return tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+
+
 def test_import_contracts_are_kept():
     lint = Path(sys.executable).with_name("lint-imports")
     out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=PACKAGE.parent)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert "6 kept, 0 broken" in out.stdout
+    assert f"{len(_importlinter()['contracts'])} kept, 0 broken" in out.stdout
+
+
+def test_imports_for_type_hints_count_in_the_contracts():
+    """A TYPE_CHECKING import closes a circle like any other: the parts take a Protocol instead."""
+    settings = _importlinter()
+    assert settings["exclude_type_checking_imports"] is False
+    kinds = {c["type"] for c in settings["contracts"]}
+    assert {"acyclic_siblings", "layers"} <= kinds
+    layered = {tuple(c.get("containers", ())) for c in settings["contracts"] if c["type"] == "layers"}
+    assert ("workbench.core.train",) in layered and ("workbench.core.train.trainer",) in layered
+
+
+def test_every_training_room_is_a_package_that_says_what_it_holds():
+    train = PACKAGE / "core" / "train"
+    rooms = sorted(p for p in train.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert {"trainer", "data", "launch", "runs"} <= {p.name for p in rooms}
+    for room in [train, *rooms]:
+        init = room / "__init__.py"
+        assert init.is_file(), f"{room.relative_to(PACKAGE.parent)} has no __init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        summary = doc.split("\n", 1)[0]
+        assert summary.endswith("."), f"{init.relative_to(PACKAGE.parent)}: a docstring opening with a one-line summary"
 
 
 def test_no_mixins():

@@ -7,7 +7,6 @@ import math
 import torch
 from torch import nn
 
-from workbench.core.probe.activations import Badge as ProbesBadge
 from workbench.core.probe.activations import probe_batch
 from workbench.core.probe.gradients import grad_norms
 from workbench.core.probe.health import Badge, HealthThresholds, activation_badges, check_health, grad_badges
@@ -19,7 +18,6 @@ def _mlp():
 
 
 def test_badge_is_the_api_contract_dataclass():
-    assert ProbesBadge is Badge
     b = Badge("dead_units", 0.95, 3, "x")
     assert (b.kind, b.value, b.step, b.text) == ("dead_units", 0.95, 3, "x")
 

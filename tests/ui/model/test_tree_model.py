@@ -113,7 +113,7 @@ def test_core_change_then_refresh_updates_checkboxes(tree, qtbot):
 
 
 def test_badges_decoration_and_tooltip(tree, qtbot):
-    from workbench.core.probe.activations import Badge
+    from workbench.core.probe.health import Badge
 
     model, tm = tree
     head = _child(tm, tm.index(0, 0), "head")

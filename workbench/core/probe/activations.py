@@ -30,22 +30,27 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from workbench.core.probe.health import Badge  # noqa: F401  (re-exported: docs/API.md names it here)
+from workbench.core.probe.stats import (
+    DEFAULT_BINS,
+    N_SCALARS,
+    Histogram,
+    cpu_fast_stats,
+    finite_scalars,
+    hist_stride,
+    histogram_counts,
+    stat_dtype,
+)
 
 __all__ = [
     "ActivationProbe",
     "ActivationStats",
-    "Badge",
-    "Histogram",
-    "histogram",
+    "Histogram",  # defined in workbench.core.probe.stats; docs/API.md and ui.probe.weights_view name it here
     "iter_tensor_leaves",
     "probe_batch",
     "random_input",
     "stats_label",
 ]
 
-#: Number of histogram bins used unless a caller asks for another number.
-DEFAULT_BINS = 64
 #: At most this many channels of one sample go into a feature-map grid.
 DEFAULT_MAX_CHANNELS = 16
 #: Each channel (or a heatmap) is average-pooled down to at most this many pixels per side.
@@ -55,35 +60,6 @@ DEFAULT_MAX_HEATMAP_SIDE = 128
 
 #: Histograms of larger tensors count an evenly strided subsample of about this many values.
 DEFAULT_HIST_MAX_VALUES = 1 << 12
-
-_N_SCALARS = 8  # count, mean, std, min, max, zeros, nonfinite, numel
-
-
-@dataclass
-class Histogram:
-    """Counts of values in ``bins`` equal-width bins over ``[lo, hi]``.
-
-    Attributes
-    ----------
-    counts : numpy.ndarray
-        ``(bins,)`` float64 counts (whole numbers); the last bin includes ``hi``.
-    lo, hi : float
-        Range of the finite values (``lo == hi`` when they are all equal; NaN when none is finite).
-    stride : int
-        1: every value was counted. k > 1: every k-th value of the flattened tensor
-        was (large activations; ``counts.sum()`` is then about ``numel / k``).
-    """
-
-    counts: np.ndarray
-    lo: float
-    hi: float
-    stride: int = 1
-
-    @property
-    def edges(self) -> np.ndarray:
-        """``(bins + 1,)`` bin edges from ``lo`` to ``hi``."""
-        hi = self.hi if self.hi > self.lo else self.lo + 1.0
-        return np.linspace(self.lo, hi, len(self.counts) + 1)
 
 
 @dataclass
@@ -180,72 +156,6 @@ def iter_tensor_leaves(obj, prefix: str = "") -> Iterator[tuple[str, torch.Tenso
         yield from iter_tensor_leaves(value, f"{prefix}.{key}" if prefix else str(key))
 
 
-def _finite_scalars(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """On-device ``(scalars (8,), finite mask, finite values with non-finite set to 0)``.
-
-    No host synchronisation: the non-finite values are masked with ``torch.where``
-    instead of boolean indexing (which would need the count on the host).
-    """
-    n = flat.numel()
-    finite = torch.isfinite(flat)
-    count = finite.sum(dtype=flat.dtype)
-    zero = torch.zeros((), dtype=flat.dtype, device=flat.device)
-    x0 = torch.where(finite, flat, zero)
-    mean = x0.sum() / count
-    dev = torch.where(finite, flat - mean, zero)
-    std = torch.sqrt((dev * dev).sum() / (count - 1))
-    inf = torch.full((), math.inf, dtype=flat.dtype, device=flat.device)
-    lo = torch.where(finite, flat, inf).amin()
-    hi = torch.where(finite, flat, -inf).amax()
-    zeros = (flat == 0).sum(dtype=flat.dtype)
-    scalars = torch.stack([count, mean, std, lo, hi, zeros, n - count, torch.full_like(count, n)])
-    return scalars, finite, x0
-
-
-def _histogram_counts(
-    x0: torch.Tensor, finite: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int
-) -> torch.Tensor:
-    """On-device ``(bins,)`` counts of the finite values of ``x0`` over ``[lo, hi]``.
-
-    Equal-width bins like ``torch.histc`` / ``numpy.histogram`` (last bin closed),
-    but with tensor bounds, so no host synchronisation is needed for the range.
-    """
-    span = hi - lo
-    scale = torch.where(span > 0, bins / span, torch.zeros_like(span))  # all equal (or none finite): bin 0
-    pos = torch.nan_to_num((x0 - lo) * scale, nan=0.0, posinf=bins - 1, neginf=0.0)
-    idx = pos.floor_().clamp_(0, bins - 1).long()
-    counts = torch.zeros(bins, dtype=x0.dtype, device=x0.device)
-    return counts.scatter_add_(0, idx, finite.to(x0.dtype))
-
-
-def histogram(t: torch.Tensor, bins: int = DEFAULT_BINS) -> Histogram:
-    """Histogram of the finite values of a tensor (e.g. a weight), computed on its device.
-
-    Parameters
-    ----------
-    t : torch.Tensor
-        Any shape, floating point. It is read under ``torch.no_grad()`` and not modified.
-    bins : int
-        Number of equal-width bins.
-
-    Returns
-    -------
-    Histogram
-        Counts over ``[min, max]`` of the finite values; one host transfer.
-    """
-    with torch.no_grad():
-        flat = t.detach().reshape(-1).to(_stat_dtype(t.dtype))
-        scalars, finite, x0 = _finite_scalars(flat)
-        counts = _histogram_counts(x0, finite, scalars[3], scalars[4], bins)
-        host = torch.cat([scalars[3:5], counts]).cpu().numpy().astype(np.float64)
-    return Histogram(counts=host[2:], lo=float(host[0]), hi=float(host[1]))
-
-
-def _stat_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float64 stays float64; every other floating type is reduced in float32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def _pool_to(img: torch.Tensor, max_side: int) -> torch.Tensor:
     """Average-pool the last two dims of ``img`` (``(..., H, W)``) to at most ``max_side``."""
     h, w = img.shape[-2:]
@@ -302,44 +212,6 @@ class _Pending:
     stride: int = 1  # histogram subsampling stride
 
 
-def _cpu_fast_stats(flat: torch.Tensor, hist_flat: torch.Tensor, bins: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """CPU shortcut for all-finite tensors; None when the masked path is needed.
-
-    Reading values on the CPU costs no device synchronisation, so the common
-    all-finite case can branch on them: a sum, a dot product for the variance
-    (two-pass, ``sum((x - mean)**2) / (n - 1)``), ``aminmax``, a zero count from
-    ``|sign(x)|`` and ``torch.histc`` — several times cheaper on CPU than
-    ``torch.std_mean``, ``count_nonzero`` or ``(x == 0).sum()``. Tensors with NaN / Inf (or one element) take the
-    masked path of :func:`_finite_scalars`.
-    """
-    n = flat.numel()
-    if n < 2:
-        return None
-    mean = flat.sum() / n
-    lo, hi = torch.aminmax(flat)
-    m, lo_, hi_ = torch.stack([mean, lo, hi]).tolist()
-    if not (math.isfinite(m) and math.isfinite(lo_) and math.isfinite(hi_)):
-        return None
-    dev = flat - m
-    sd = math.sqrt(max(float(torch.dot(dev, dev)), 0.0) / (n - 1))
-    # |sign(x)| is 1 for every non-zero finite value: 3x faster on CPU than (x == 0).sum()
-    zeros = n - int(flat.sign().abs_().sum())
-    if hi_ > lo_:
-        counts = torch.histc(hist_flat, bins, min=lo_, max=hi_)
-    else:
-        counts = torch.zeros(bins, dtype=flat.dtype)
-        counts[0] = hist_flat.numel()
-    scalars = torch.tensor([n, m, sd, lo_, hi_, zeros, 0, n], dtype=torch.float64)
-    return scalars, counts
-
-
-def _hist_stride(n: int, cap: int) -> int:
-    """Odd stride that keeps at most ``cap`` of ``n`` values (odd: no aliasing with power-of-2 widths)."""
-    if cap <= 0 or n <= cap:
-        return 1
-    return math.ceil(n / cap) | 1
-
-
 def _reduce(module: str, leaf: str, t: torch.Tensor, probe: ActivationProbe) -> _Pending:
     """Everything the hook measures on one tensor leaf, on its device.
 
@@ -350,16 +222,16 @@ def _reduce(module: str, leaf: str, t: torch.Tensor, probe: ActivationProbe) -> 
     evenly strided subsample (``Histogram.stride``); every other statistic uses all values.
     """
     x = t.detach()
-    flat = x.reshape(-1).to(_stat_dtype(x.dtype))
-    stride = _hist_stride(flat.numel(), probe.hist_max_values)
+    flat = x.reshape(-1).to(stat_dtype(x.dtype))
+    stride = hist_stride(flat.numel(), probe.hist_max_values)
     fast = None
     if flat.device.type == "cpu":
-        fast = _cpu_fast_stats(flat, flat[::stride], probe.bins)
+        fast = cpu_fast_stats(flat, flat[::stride], probe.bins)
     if fast is not None:
         scalars, counts = fast
     else:
-        scalars, finite, x0 = _finite_scalars(flat)
-        counts = _histogram_counts(x0[::stride], finite[::stride], scalars[3], scalars[4], probe.bins)
+        scalars, finite, x0 = finite_scalars(flat)
+        counts = histogram_counts(x0[::stride], finite[::stride], scalars[3], scalars[4], probe.bins)
     image = None
     if probe.images:
         img = _image_of(x.to(flat.dtype), probe.sample, probe.max_channels, probe.max_side, probe.max_heatmap_side)
@@ -553,8 +425,8 @@ def _to_host(pending: Sequence[_Pending]) -> list[tuple[np.ndarray, np.ndarray, 
     for p in pending:
         dev = p.scalars.device
         buf, o = flat[dev], offsets[dev]
-        scalars = buf[o : o + _N_SCALARS]
-        o += _N_SCALARS
+        scalars = buf[o : o + N_SCALARS]
+        o += N_SCALARS
         counts = buf[o : o + p.counts.numel()]
         o += p.counts.numel()
         image = None
@@ -674,7 +546,7 @@ def leaf_modules(model: nn.Module) -> list[str]:
     return [name for name, m in model.named_modules() if name and next(m.children(), None) is None]
 
 
-__all__ += ["eval_mode", "leaf_modules", "model_device", "DEFAULT_BINS"]
+__all__ += ["eval_mode", "leaf_modules", "model_device"]
 
 
 def dataset_batch(config, batch_size: int = 16, split: str = "val") -> torch.Tensor:

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from workbench.core.probe.activations import ActivationProbe, ActivationStats, Histogram, model_device
+from workbench.core.probe.activations import ActivationProbe, ActivationStats, model_device
 from workbench.core.probe.cadence import CadencePlan
 from workbench.core.probe.gradients import GradNorms, UpdateTracker, grad_norms, update_ratio, weight_histograms
 from workbench.core.probe.health import (
@@ -63,6 +63,7 @@ from workbench.core.probe.health import (
     with_onsets,
 )
 from workbench.core.probe.layer_stats import LayerSnapshot, LayerStatsProbe, layer_snapshot
+from workbench.core.probe.stats import Histogram
 from workbench.core.train.trainer.hooks import Callback
 
 __all__ = ["ProbeCallback", "ProbeReport"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from workbench.core.probe.activations import DEFAULT_BINS, Histogram, histogram
+from workbench.core.probe.stats import DEFAULT_BINS, Histogram, histogram
 
 __all__ = [
     "GradNorms", "LayerNorm", "UpdateTracker", "aggregate", "bulk_norms", "grad_norms", "layer_norms", "update_ratio",

@@ -1,1 +1,1 @@
-"""The Trainer and its parts: the loop, hooks, commands, checkpoints, faults, NaN trace, evaluation, optimizers, the edit log and rank sync."""
+"""The Trainer and its parts: the loop, hooks, commands, checkpoints, faults, NaN trace, evaluation, optimizers, the edit log, rank sync, the process strategy and the Protocol the parts see the Trainer through."""

@@ -17,16 +17,14 @@ from __future__ import annotations
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workbench.core.errors import CheckpointCorrupt, TrainingError, WorkbenchError
 from workbench.core.files import atomic_save
 from workbench.core.model.checkpoint import read_checkpoint
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import set_rng_state
-
-if TYPE_CHECKING:
-    from workbench.core.train.trainer.loop import Trainer
+from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["CheckpointConnector", "LAST"]
 
@@ -39,10 +37,10 @@ class CheckpointConnector:
 
     Parameters
     ----------
-    trainer : Trainer
+    trainer : TrainerLike
     """
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: TrainerLike):
         self.trainer = trainer
         self._saver: ThreadPoolExecutor | None = None
         self._pending: Future | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from workbench.core.errors import TrainingError
 from workbench.core.files import atomic_save
@@ -18,9 +18,7 @@ from workbench.core.model import freezing
 from workbench.core.model.names import UnknownPathError
 from workbench.core.train.trainer import optim
 from workbench.core.train.trainer.faults import nonfinite_tensors
-
-if TYPE_CHECKING:
-    from workbench.core.train.trainer.loop import Trainer
+from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["SetTrainable", "SetLR", "SaveNow", "EmptyCudaCache", "Call", "apply_command"]
 
@@ -88,11 +86,11 @@ class EmptyCudaCache:
 class Call:
     """Run ``fn(trainer)`` on the training thread at the next step boundary (e.g. probes on/off)."""
 
-    fn: Callable[["Trainer"], Any]
+    fn: Callable[[TrainerLike], Any]
     result: Any = None
 
 
-def apply_command(trainer: Trainer, cmd: Any) -> None:
+def apply_command(trainer: TrainerLike, cmd: Any) -> None:
     """Apply one command to ``trainer`` on the training thread, filling in its result fields.
 
     Raises
@@ -127,7 +125,7 @@ def apply_command(trainer: Trainer, cmd: Any) -> None:
         raise TrainingError(f"unknown command {cmd!r}")
 
 
-def _set_trainable(trainer: Trainer, cmd: SetTrainable) -> None:
+def _set_trainable(trainer: TrainerLike, cmd: SetTrainable) -> None:
     """Freeze / unfreeze through :mod:`workbench.core.model.freezing` (the window's own resolver)."""
     model = trainer.model
     names = [cmd.names] if isinstance(cmd.names, str) else list(cmd.names)
@@ -147,7 +145,7 @@ def _set_trainable(trainer: Trainer, cmd: SetTrainable) -> None:
         trainer.apply_bn_policy()
 
 
-def _add_to_optimizer(trainer: Trainer, names: list[str], factor: float = 1.0) -> None:
+def _add_to_optimizer(trainer: TrainerLike, names: list[str], factor: float = 1.0) -> None:
     """Add a param group per role for newly trainable parameters not yet in the optimizer (LR times ``factor``)."""
     opt = trainer.optimizer
     in_opt = {id(p) for g in opt.param_groups for p in g["params"]}

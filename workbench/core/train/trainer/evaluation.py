@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from workbench.core.train.trainer.loop import Trainer
+from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["validate"]
 
 
-def validate(trainer: Trainer) -> tuple[float, float]:
+def validate(trainer: TrainerLike) -> tuple[float, float]:
     """Validation loss and accuracy under ``model.eval()`` + ``torch.no_grad()``.
 
     Parameters
     ----------
-    trainer : Trainer
+    trainer : TrainerLike
         Its model, ``val_loader`` (``(x, y)`` batches), ``loss_fn`` and device.
 
     Returns

@@ -14,7 +14,6 @@ import contextlib
 import gc
 import math
 import traceback
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,9 +21,7 @@ from workbench.core.errors import TrainingError
 from workbench.core.train.trainer import optim
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace, trace_nonfinite
-
-if TYPE_CHECKING:
-    from workbench.core.train.trainer.loop import Trainer
+from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["FaultHandler", "Restart", "clear_traceback", "nonfinite_tensors"]
 
@@ -59,11 +56,11 @@ class FaultHandler:
 
     Parameters
     ----------
-    trainer : Trainer
+    trainer : TrainerLike
         The trainer this handler belongs to (its control, optimizer, callbacks, run folder).
     """
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: TrainerLike):
         self.trainer = trainer
 
     def _handled(self) -> bool:

@@ -7,10 +7,9 @@ Qt-free.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from workbench.core.train.trainer.loop import Trainer
+from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["Callback", "STEP_KEYS", "EPOCH_KEYS", "END_REASONS"]
 
@@ -36,47 +35,50 @@ class Callback:
 
     ``on_step_end`` is called after EVERY optimizer step: keep it cheap (no
     signals, no I/O); use ``on_metrics`` for anything that crosses threads.
+    ``trainer`` is the :class:`~workbench.core.train.trainer.loop.Trainer` itself; the
+    hooks are annotated with :class:`~workbench.core.train.trainer.types.TrainerLike`
+    (the members its parts use) so that this module need not import ``loop.py``.
     """
 
-    def on_fit_start(self, trainer: Trainer) -> None:
+    def on_fit_start(self, trainer: TrainerLike) -> None:
         """Data, optimizer and run folder are ready; nothing has been trained yet."""
 
-    def on_step_end(self, trainer: Trainer, metrics: dict) -> None:
+    def on_step_end(self, trainer: TrainerLike, metrics: dict) -> None:
         """After each step. ``metrics`` keys: :data:`STEP_KEYS`; on CUDA ``loss`` is a
         detached 0-dim device tensor (reading it syncs) and ``samples_per_s`` is NaN. The
         same dict is later passed to ``on_metrics`` with those fields filled in as floats."""
 
-    def on_after_backward(self, trainer: Trainer) -> None:
+    def on_after_backward(self, trainer: TrainerLike) -> None:
         """After ``backward()`` of each step, before gradient clipping and the optimizer step
         (fp16: after ``GradScaler.unscale_``, so gradients are true values). Called only for
         callbacks that override it; keep it cheap."""
 
-    def on_metrics(self, trainer: Trainer, batch: list[dict]) -> None:
+    def on_metrics(self, trainer: TrainerLike, batch: list[dict]) -> None:
         """A batch of step dicts (floats only), about every ``emit_every_ms`` and at epoch end."""
 
-    def on_epoch_end(self, trainer: Trainer, metrics: dict) -> None:
+    def on_epoch_end(self, trainer: TrainerLike, metrics: dict) -> None:
         """After validation and checkpointing; ``metrics`` keys: :data:`EPOCH_KEYS`."""
 
-    def on_pause(self, trainer: Trainer) -> None:
+    def on_pause(self, trainer: TrainerLike) -> None:
         """The run pauses at this step boundary (the metrics so far were emitted); the
         training thread blocks right after, so the model is consistent here."""
 
-    def on_heartbeat(self, trainer: Trainer) -> None:
+    def on_heartbeat(self, trainer: TrainerLike) -> None:
         """Data-parallel, while paused: called every ``rank_sync.PAUSE_TICK_S`` on every rank (a
         paused rank makes no step, yet is alive)."""
 
-    def on_nonfinite(self, trainer: Trainer, step: int, loss: float) -> None:
+    def on_nonfinite(self, trainer: TrainerLike, step: int, loss: float) -> None:
         """The loss of step ``step`` is ``loss`` (NaN or +/-Inf); the run is paused until
         ``trainer.control.resolve_nonfinite(action)`` (may be called from any thread, or here)."""
 
-    def on_progress(self, trainer: Trainer, text: str) -> None:
+    def on_progress(self, trainer: TrainerLike, text: str) -> None:
         """Work before the first step reports where it is, e.g. ``"checking images 2,000 / 10,000"``."""
 
-    def on_command_applied(self, trainer: Trainer, command: Any) -> None:
+    def on_command_applied(self, trainer: TrainerLike, command: Any) -> None:
         """A queued command was applied (its result fields are filled in)."""
 
-    def on_exception(self, trainer: Trainer, exc: BaseException, tb: str) -> None:
+    def on_exception(self, trainer: TrainerLike, exc: BaseException, tb: str) -> None:
         """The run failed; ``tb`` is the formatted traceback. ``on_fit_end`` follows."""
 
-    def on_fit_end(self, trainer: Trainer, reason: str) -> None:
+    def on_fit_end(self, trainer: TrainerLike, reason: str) -> None:
         """The run ended: ``reason`` is one of :data:`END_REASONS`."""

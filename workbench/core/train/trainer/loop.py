@@ -38,8 +38,10 @@ Parts
 The trainer is composed, not split across mixins (Lightning's connectors):
 ``trainer.control`` (:class:`~workbench.core.train.trainer.control.RunControl`, shared
 with whoever started the run), ``trainer.checkpoints``
-(:class:`~workbench.core.train.trainer.checkpoints.CheckpointConnector`) and
-``trainer.faults`` (:class:`~workbench.core.train.trainer.faults.FaultHandler`); commands
+(:class:`~workbench.core.train.trainer.checkpoints.CheckpointConnector`),
+``trainer.faults`` (:class:`~workbench.core.train.trainer.faults.FaultHandler`) and
+``trainer.strategy`` (:mod:`~workbench.core.train.trainer.strategy`: one process, or one
+rank of a ``DistributedDataParallel`` run; the loop asks it and does not know which); commands
 are applied by :func:`~workbench.core.train.trainer.commands.apply_command` and validation
 is :func:`~workbench.core.train.trainer.evaluation.validate`.
 """
@@ -76,6 +78,7 @@ from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.data.loaders import DevicePrefetcher, to_device
 from workbench.core.train.data.preflight import preflight
 from workbench.core.train.trainer.rank_sync import RankSync
+from workbench.core.train.trainer.strategy import SingleProcess, strategy_for
 from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_status
 
 __all__ = ["Trainer", "TB_FLUSH_S"]
@@ -134,9 +137,16 @@ class Trainer:
         The model and its 4-D batches use ``torch.channels_last``.
     rank, world_size : int
         This process's place in a data-parallel run (``torch.distributed`` initialized
-        before the trainer was built), else 0 and 1. Rank 0 alone writes the run folder.
+        before the trainer was built), else 0 and 1 (read-only, from :attr:`strategy`).
+        Rank 0 alone writes the run folder.
     net : nn.Module
         What the steps call: ``model``, or its ``DistributedDataParallel`` wrapper.
+    strategy : SingleProcess or DataParallel
+        Everything that differs in a data-parallel run
+        (:mod:`workbench.core.train.trainer.strategy`).
+    sync : RankSync or None
+        Data-parallel: rank 0's commands, pause and stop agreed by every rank (read-only,
+        ``strategy.sync``); None in one process.
     history : list of dict
         Epoch metrics (:data:`EPOCH_KEYS`).
     best_val_loss : float
@@ -170,7 +180,7 @@ class Trainer:
         self.input_wait = math.nan
         self.loader_note: str | None = None
         self.channels_last = False
-        self.rank, self.world_size = _process_group()
+        self.strategy: SingleProcess = strategy_for(self)
         self.net: nn.Module = model
         self.history: list[dict] = []
         self.best_val_loss = math.inf
@@ -224,8 +234,6 @@ class Trainer:
         self._after_backward: list[Callback] = []
         self._step_end: list[Callback] = []
         self._defer_loss = False
-        #: data-parallel: rank 0's commands, pause and stop agreed by every rank (None in one process)
-        self.sync = RankSync(self) if self.world_size > 1 else None
 
     # ------------------------------------------------------------ steering (delegates to control)
     def request_stop(self) -> None:
@@ -239,7 +247,22 @@ class Trainer:
     @property
     def stop_agreed(self) -> bool:
         """The run stops at this boundary: a stop was asked (data-parallel: and every rank agreed)."""
-        return self.control.stop_requested if self.sync is None else self.sync.stop
+        return self.strategy.stop_agreed
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in a data-parallel run, else 0 (``strategy.rank``)."""
+        return self.strategy.rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of data-parallel processes, else 1 (``strategy.world_size``)."""
+        return self.strategy.world_size
+
+    @property
+    def sync(self) -> RankSync | None:
+        """Data-parallel: the ranks' agreement (``strategy.sync``, a :class:`RankSync`); None in one process."""
+        return self.strategy.sync
 
     def pause(self) -> None:
         """Pause at the next step boundary (``control.pause``)."""
@@ -309,53 +332,19 @@ class Trainer:
     def _boundary(self) -> None:
         """Apply queued commands; wait while paused (commands still apply); return on stop.
 
-        Data-parallel, the commands and the pause are rank 0's, agreed by every rank (:class:`RankSync`).
+        Data-parallel, the commands and the pause are rank 0's, agreed by every rank
+        (``strategy.boundary``).
         """
-        if self.sync is not None:
-            self.sync.boundary()
-            return
-        self.apply_commands()
-        if not self.control.is_paused:
-            return
-        self.emit()
-        self.call("on_pause", self)
-        if self.edit_log is not None:
-            self.edit_log.write(self.step, {"op": "pause"})
-        if self.control.wait_while_paused(self.apply_commands):
-            self.restart_throughput_window()
-        if self.edit_log is not None and not self.control.stop_requested:
-            self.edit_log.write(self.step, {"op": "resume"})
-        self.apply_commands()
+        self.strategy.boundary()
 
     def wrap_ddp(self) -> None:
-        """Data-parallel: (re)build the ``DistributedDataParallel`` wrapper of the model.
+        """Data-parallel: (re)build the ``DistributedDataParallel`` wrapper of the model (``strategy.wrap_model``).
 
         Only parameters with ``requires_grad=True`` join the reducer, so frozen ones stay
         bit-identical; a freeze or unfreeze mid-run calls this again at the same step
-        boundary on every rank (:class:`RankSync`). With nothing trainable the model runs
-        unwrapped (DDP refuses a module without gradients; there is nothing to reduce).
+        boundary on every rank (:class:`RankSync`). In one process there is nothing to wrap.
         """
-        from torch.nn.parallel import DistributedDataParallel
-
-        if not any(p.requires_grad for p in self.model.parameters()):
-            self.net = self.model
-            return
-        ids = [self.device.index] if self.device.type == "cuda" else None
-        # broadcast_buffers=False: rank 0's buffers go to every rank at each epoch end
-        # (_sync_buffers) instead of before every forward: one collective less per step and the
-        # same result (with the default too, every rank ends up with rank 0's running statistics)
-        self.net = DistributedDataParallel(self.model, device_ids=ids, broadcast_buffers=False)
-
-    def _sync_buffers(self) -> None:
-        """Data-parallel: every rank takes rank 0's buffers (BatchNorm running statistics), as
-        ``DistributedDataParallel`` does before each forward, so that validation, checkpoints
-        and the final weights are the same on every rank."""
-        if self.world_size <= 1:
-            return
-        import torch.distributed as dist
-
-        for buffer in self.model.buffers():
-            dist.broadcast(buffer.data, 0)
+        self.strategy.wrap_model()
 
     # ------------------------------------------------------------ checkpoints (delegates)
     def checkpoint_payload(self, loss: float | None = None) -> dict:
@@ -439,8 +428,7 @@ class Trainer:
             if note:
                 self.data_note = f"{self.data_note}; {note}" if self.data_note else note
             self._take_skipped()  # the pre-flight batches are not the first epoch's
-        if self.world_size > 1:
-            self.wrap_ddp()
+        self.strategy.wrap_model()
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
             self.scaler = torch.amp.GradScaler("cuda")
@@ -499,7 +487,7 @@ class Trainer:
                     self._end_epoch()
                 except Restart:
                     continue
-            self._sync_buffers()
+            self.strategy.sync_buffers()
             self.wait_for_saves()
             reason = self.reason_override or ("stopped" if self.epoch < self.config.epochs else "completed")
             if reason == "stopped":
@@ -656,8 +644,7 @@ class Trainer:
                 with contextlib.suppress(Exception):
                     loader.close()
         self.control.reset()  # a stop requested before fit() started is honoured; the next fit() runs
-        if self.sync is not None:
-            self.sync.reset()
+        self.strategy.reset()
 
     # ------------------------------------------------------------ epochs and steps
     def _train_epoch(self) -> None:
@@ -710,8 +697,8 @@ class Trainer:
                                    lr_factor=float(entry.get("lr_factor", 1.0)))
                 self.apply_one(cmd)
                 changed = changed or bool(cmd.changed)
-        if changed and self.world_size > 1:
-            self.wrap_ddp()
+        if changed:
+            self.strategy.wrap_model()
 
     def autocast(self):
         """``torch.autocast`` for ``config.amp`` (bfloat16 on CPU, the configured dtype on CUDA), else a no-op."""
@@ -733,9 +720,8 @@ class Trainer:
             loss = self.loss_fn(out.float() if out.dtype != torch.float32 else out, yb)
         on_cuda = self._defer_loss
         n = int(xb.shape[0])
-        logged = loss
-        if self.world_size > 1:  # every rank logs (and judges NaN on) the same global loss
-            logged, n = self.sync.reduce(loss, n, deferred=on_cuda)
+        # data-parallel: every rank logs (and judges NaN on) the same global loss
+        logged, n = self.strategy.reduce(loss, n, deferred=on_cuda)
         if not on_cuda:
             value = logged.item()
             if not math.isfinite(value):
@@ -830,7 +816,7 @@ class Trainer:
     # ------------------------------------------------------------ epoch end
     def _end_epoch(self) -> None:
         self.emit()
-        self._sync_buffers()
+        self.strategy.sync_buffers()
         train_loss = self._epoch_train_loss()
         epoch_time = time.perf_counter() - self._epoch_t0
         val_loss, val_acc = self.validate()
@@ -897,15 +883,6 @@ class Trainer:
                 getattr(cb, hook)(self, *args)
             except Exception:  # noqa: BLE001 - a broken callback must not make fit() raise
                 traceback.print_exc()
-
-
-def _process_group() -> tuple[int, int]:
-    """``(rank, world_size)`` of the initialized default process group, else ``(0, 1)``."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
 
 
 def _wants_channels_last(setting, device: torch.device, model: nn.Module) -> bool:

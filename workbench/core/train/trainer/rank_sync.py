@@ -23,14 +23,10 @@ decisions (``strategy.broadcast``) and reduce a stop flag
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from workbench.core.train.trainer.commands import SetTrainable
-
-if TYPE_CHECKING:
-    from workbench.core.train.trainer.loop import Trainer
+from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["RankSync", "STOP_CHECK_STEPS", "PAUSE_TICK_S"]
 
@@ -45,7 +41,7 @@ class RankSync:
 
     Parameters
     ----------
-    trainer : Trainer
+    trainer : TrainerLike
         Its ``world_size`` is > 1 and the default process group is initialized.
 
     Attributes
@@ -59,7 +55,7 @@ class RankSync:
         Rank 0 was paused when the flags were last read: every rank pauses at the next boundary.
     """
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: TrainerLike):
         self.trainer = trainer
         self.stop = False
         self.agreed: list = []
