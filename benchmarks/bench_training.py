@@ -177,7 +177,10 @@ def run_with_gui_timer(panel) -> tuple[list[float], float]:
     t_start = time.perf_counter()
     if not panel.start():
         raise RuntimeError("the panel did not start")
-    panel._worker.metrics.connect(lambda m: first or first.append(time.perf_counter() - t_start))
+    from workbench.core.train.events import Metrics
+
+    # the first metrics as the window receives them (the run's events reach the GUI thread queued)
+    panel._run.event.connect(lambda e: isinstance(e, Metrics) and (first or first.append(time.perf_counter() - t_start)))
     loop.exec()  # a real GUI event loop while the run goes on
     timer.stop()
     panel.runningChanged.disconnect(on_running)

@@ -11,6 +11,7 @@ from workbench.core.probe.activations import leaf_modules
 from workbench.core.probe.cadence import CadencePlan, describe_plan, describe_setting, sparse
 from workbench.core.probe.callback import ProbeCallback, ProbeReport, _StepCost
 from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.core.train.events import Sink
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.trainer.loop import Trainer
 
@@ -150,10 +151,10 @@ def test_the_cadence_reaches_a_training_process_before_and_during_the_run(tmp_pa
     job = make_job(DigitsCNN(), _digits(tmp_path, epochs=30, batch_size=32), callbacks=[window_copy])
     sent, seen = [], []
 
-    def steer(proc, name, args):
-        if name != "sink":
+    def steer(proc, event):
+        if not isinstance(event, Sink):
             return
-        reports = args[1]
+        reports = event.data
         if not sent and any(r.step >= 9 for r in reports):
             sent.append(True)
             RemoteControl(proc).call_callback(0, "set_cadence", 2, 0.02)
@@ -164,7 +165,7 @@ def test_the_cadence_reaches_a_training_process_before_and_during_the_run(tmp_pa
 
     reason, events = _run(job, steer)
     assert reason == "stopped"
-    reports = [r for index, batch in events["sink"] for r in batch if index == 0]
+    reports = [r for e in events["Sink"] if e.index == 0 for r in e.data]
     acts = [r.step for r in reports if r.activations]
     assert acts[:3] == [1, 5, 9]
     plans = [r.cadence for r in reports if r.cadence is not None]

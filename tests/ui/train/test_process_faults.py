@@ -85,7 +85,7 @@ def test_a_training_process_killed_from_outside_is_reported(qtbot, tmp_path):
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
     qtbot.waitUntil(lambda: len(panel.plots.steps) >= 3, timeout=RUN_TIMEOUT_MS)
-    os.kill(panel._worker.process.pid, signal.SIGKILL)
+    os.kill(panel._run.handle.process.pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
     assert panel.last_reason() == "crashed"
     assert "training process ended unexpectedly (signal 9, SIGKILL)" in panel.errors[0]
@@ -101,7 +101,7 @@ def test_a_step_that_never_returns_is_ended_after_stop(qtbot, tmp_path):
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
     # the 30th forward hangs (it says so in the process's output first)
-    qtbot.waitUntil(lambda: "forward 30: hang" in panel._worker.process.log_tail(), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: "forward 30: hang" in panel._run.handle.process.log_tail(), timeout=RUN_TIMEOUT_MS)
     panel.stop()
     assert host.prompts.count("end_training_process") == 0  # not before the timeout
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
@@ -117,7 +117,7 @@ def test_closing_during_a_step_that_never_returns_ends_the_process(qtbot, tmp_pa
     panel.settings.epochs_spin.setValue(50)
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
-    qtbot.waitUntil(lambda: "forward 30: hang" in panel._worker.process.log_tail(), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: "forward 30: hang" in panel._run.handle.process.log_tail(), timeout=RUN_TIMEOUT_MS)
     assert panel.shutdown(ask=True, timeout_ms=1500)
     assert host.prompts.count("confirm_stop") == 1
     assert not panel.is_running() and multiprocessing.active_children() == []

@@ -1,33 +1,38 @@
-"""The events of a run, as plain data: one protocol for a run on a thread and in a process.
+"""The events of a run: typed, declared once, serialised once at a process boundary.
+
+Every way a run exists (a thread in the window's process, the training process,
+torchrun's rank 0; later a user's own step or script) reports what happens as
+instances of the dataclasses below, in this order of a run's life:
+
+* :class:`FitStarted` (epoch, step, epochs, steps_per_epoch, total_steps,
+  run_dir, data_note, history: the epochs a resumed run continues);
+* :class:`Metrics` once per ``on_metrics`` batch (~25 Hz): ``{"step": array, "loss": array, ...}``;
+* :class:`ProgressText`, :class:`EpochEnded`, :class:`CommandApplied` (the
+  command itself, of the type it was queued as, with its result fields filled
+  in), :class:`NonFinite`, :class:`ClassCountDiffers`, :class:`RunError` (the
+  traceback text, once per run);
+* :class:`ExtrasReady`: optimizer / scheduler state (CPU copies), epoch, step, loss;
+* :class:`StateSynced`: the model's state_dict and trainable names, when a run in
+  another process pauses, saves or ends;
+* :class:`Paused`: the run blocks at this step (before its ``StateSynced``);
+* :class:`Sink`: what callback ``index`` built in the training process handed its
+  sink (the live probes' reports; routed to the window's callback, never shown);
+  :class:`CudaMemory`: bytes allocated, reserved; :class:`RanksLine`: every rank's
+  step and heartbeat age of a data-parallel run;
+* :class:`Finished`: the end reason, always last.
 
 :class:`EventBridge` is the one :class:`~workbench.core.train.trainer.hooks.Callback`
-that turns trainer hooks into named events carrying only floats, strings, lists,
-numpy arrays and bytes. It hands each to ``emit(name, *args)``: the window's
-in-process worker emits the Qt signal of that name, the training process sends
-it over its connection (:mod:`workbench.core.train.launch.child`). The names are
-:data:`EVENTS`:
-
-* ``fitStarted(dict)``: epoch, step, epochs, steps_per_epoch, total_steps,
-  run_dir, data_note, history (the epochs a resumed run continues);
-* ``metrics(dict)`` once per ``on_metrics`` batch (~25 Hz): ``{"step": array, "loss": array, ...}``;
-* ``progressText(str)``, ``epochEnded(dict)``, ``commandApplied(dict)``,
-  ``nonFinite(int, float, dict)`` (step, loss, :meth:`NonFiniteTrace.to_dict <workbench.core.train.trainer.nan_trace.NonFiniteTrace.to_dict>` or ``{}``), ``classCountMismatch(int, int, str)``, ``error(str)``
-  (the traceback text, once per run);
-* ``extrasReady(dict)``: optimizer / scheduler state (CPU copies), epoch, step, loss;
-* ``stateSynced(bytes)``: the model's state_dict and trainable names (:func:`state_blob`),
-  when a process run pauses, saves or ends (``sync_state=True`` only);
-* ``paused(int)``: the run blocks at this step (sent before its ``stateSynced``);
-* ``sink(int, object)``: what callback ``index`` built in the training process handed its
-  sink (the live probes' reports); ``cudaMemory(float, float)``: bytes allocated, reserved;
-* ``finished(str)``: the end reason, sent by whoever ran ``fit()``.
-
-Qt-free.
+that turns trainer hooks into these events. At a process boundary an event
+travels as ``(type name, fields)`` (:func:`to_wire` / :func:`from_wire`):
+tensors as safetensors-style bytes read back weights-only, commands as their
+type's name and plain fields. Qt-free.
 """
-
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -35,18 +40,150 @@ import torch
 from torch import nn
 
 from workbench.core.model.checkpoint import tensors_from_bytes, to_bytes
-from workbench.core.train.trainer.commands import SaveNow, SetTrainable
+from workbench.core.train.trainer import commands as _commands
 from workbench.core.train.devices import cuda_memory
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.data.preflight import ClassCountMismatch
 
-__all__ = ["EventBridge", "EVENTS", "pack_metrics", "to_cpu_copy", "describe_command", "run_extras",
-           "state_blob", "read_state_blob", "apply_state", "extras_from_bytes"]
+__all__ = ["Event", "FitStarted", "Metrics", "ProgressText", "EpochEnded", "CommandApplied", "NonFinite",
+           "ClassCountDiffers", "RunError", "ExtrasReady", "Paused", "StateSynced", "Sink", "CudaMemory", "RanksLine",
+           "Finished", "EVENT_TYPES", "to_wire", "from_wire", "EventBridge", "pack_metrics", "to_cpu_copy",
+           "run_extras", "state_blob", "read_state_blob", "apply_state", "extras_from_bytes"]
 
-EVENTS = ("fitStarted", "metrics", "progressText", "epochEnded", "commandApplied", "nonFinite",
-          "classCountMismatch", "error", "extrasReady", "paused", "stateSynced", "sink", "cudaMemory", "finished")
+@dataclass
+class Event:
+    """Base of every event of a run (see the module docstring for the list and order)."""
 
-#: Seconds between two ``cudaMemory`` events of a CUDA run.
+
+@dataclass
+class FitStarted(Event):
+    """``fit()`` began: ``info`` holds epoch, step, epochs, steps_per_epoch, total_steps, run_dir, data_note, history."""
+
+    info: dict
+
+
+@dataclass
+class Metrics(Event):
+    """Per-step metrics of a batch of steps: ``{"step": (S,) array, "loss": (S,) array, ...}`` (float64, NaN = missing)."""
+
+    values: dict
+
+
+@dataclass
+class ProgressText(Event):
+    """A line on where the run is before its first step (the pre-flight scan, starting a process)."""
+
+    text: str
+
+
+@dataclass
+class EpochEnded(Event):
+    """An epoch's end: ``metrics`` holds epoch, step, train_loss, val_loss, val_acc, time (s), skipped..."""
+
+    metrics: dict
+
+
+@dataclass
+class CommandApplied(Event):
+    """A queued command was applied at step ``step`` (epoch ``epoch``, fractional).
+
+    ``command`` is of the type it was queued as (:mod:`~workbench.core.train.trainer.commands`)
+    with its result fields filled in (``SetTrainable.changed``, ``SaveNow.saved_to``...).
+    """
+
+    command: Any
+    step: int
+    epoch: float
+
+
+@dataclass
+class NonFinite(Event):
+    """The loss of ``step`` was NaN/Inf: the run waits for ``resolve_nonfinite``; ``trace`` is
+    :meth:`NonFiniteTrace.to_dict <workbench.core.train.trainer.nan_trace.NonFiniteTrace.to_dict>` or ``{}``."""
+
+    step: int
+    loss: float
+    trace: dict
+
+
+@dataclass
+class ClassCountDiffers(Event):
+    """Caught before any step: the data has ``data_classes`` classes, the model ``model_outputs`` outputs."""
+
+    data_classes: int
+    model_outputs: int
+    message: str
+
+
+@dataclass
+class RunError(Event):
+    """The run failed: ``text`` is the traceback (or the one line saying why), once per run."""
+
+    text: str
+
+
+@dataclass
+class ExtrasReady(Event):
+    """``optimizer_state_dict``, ``scheduler_state_dict``, ``epoch``, ``step``, ``loss`` (CPU copies) at the run's end."""
+
+    extras: dict
+
+
+@dataclass
+class Paused(Event):
+    """The run blocks at step ``step`` (a pause, or a NaN question)."""
+
+    step: int
+
+
+@dataclass
+class StateSynced(Event):
+    """The weights and frozen set of a model trained in another process: ``{"state_dict", "trainable"}``."""
+
+    state: dict
+
+
+@dataclass
+class Sink(Event):
+    """What callback ``index`` of a training process handed its sink (routed to the window's callback)."""
+
+    index: int
+    data: Any
+
+
+@dataclass
+class CudaMemory(Event):
+    """CUDA memory of the training process: bytes allocated and reserved."""
+
+    allocated: float
+    reserved: float
+
+
+@dataclass
+class RanksLine(Event):
+    """A data-parallel run's every rank: ``"ranks: 0 step 40 (812/s, 0.1 s ago) · 1 step 40 (…)"``."""
+
+    text: str
+
+
+@dataclass
+class Finished(Event):
+    """The run ended: ``"completed"``, ``"stopped"``, ``"error"``, ``"nonfinite"``, ``"crashed"``, ``"ended"``."""
+
+    reason: str
+
+
+#: Every event type by name: the one declaration (the wire format and the window dispatch on it).
+EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in (
+    FitStarted, Metrics, ProgressText, EpochEnded, CommandApplied, NonFinite, ClassCountDiffers, RunError,
+    ExtrasReady, Paused, StateSynced, Sink, CudaMemory, RanksLine, Finished)}
+
+#: The command types a :class:`CommandApplied` may carry back over a process boundary.
+_COMMAND_TYPES = {cls.__name__: cls for cls in (
+    _commands.SetTrainable, _commands.SetLR, _commands.SaveNow, _commands.EmptyCudaCache, _commands.Call)}
+
+
+#: Seconds between two ``CudaMemory`` events of a CUDA run.
 CUDA_MEMORY_EVERY_S = 0.5
 
 
@@ -97,14 +234,49 @@ def pack_metrics(batch: list[dict]) -> dict[str, np.ndarray]:
     return out
 
 
-def describe_command(command: Any) -> dict:
-    """A plain dict describing an applied queued command (type name + its fields)."""
-    info: dict[str, Any] = {"type": type(command).__name__}
-    fields = getattr(command, "__dataclass_fields__", None)
-    names = list(fields) if fields else [k for k in vars(command)] if hasattr(command, "__dict__") else []
-    for name in names:
-        info[name] = plain(getattr(command, name))
-    return info
+def to_wire(event: Event) -> tuple[str, dict]:
+    """``(type name, fields)`` of ``event`` for a process boundary: plain data and bytes only.
+
+    The tensors of :class:`StateSynced` and :class:`ExtrasReady` become bytes
+    (:func:`~workbench.core.model.checkpoint.to_bytes`); a :class:`CommandApplied`'s
+    command becomes ``(its type's name, its plain fields)`` (a ``Call``'s function stays behind).
+    """
+    name = type(event).__name__
+    fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    if isinstance(event, StateSynced):
+        fields["state"] = to_bytes(event.state)
+    elif isinstance(event, ExtrasReady):
+        fields["extras"] = to_bytes(event.extras)
+    elif isinstance(event, CommandApplied):
+        cmd = event.command
+        data = {f.name: plain(getattr(cmd, f.name)) for f in dataclasses.fields(cmd) if f.name != "fn"}
+        fields["command"] = (type(cmd).__name__, data)
+    return name, fields
+
+
+def from_wire(name: str, fields: dict) -> Event:
+    """The event :func:`to_wire` described (decodes bytes weights-only; call off the GUI thread).
+
+    Raises
+    ------
+    KeyError
+        ``name`` is not an event type (:data:`EVENT_TYPES`), or a command type unknown here.
+    CheckpointError
+        The bytes of a :class:`StateSynced` are damaged.
+    """
+    cls = EVENT_TYPES[name]
+    fields = dict(fields)
+    if cls is StateSynced:
+        fields["state"] = read_state_blob(fields["state"])
+    elif cls is ExtrasReady:
+        fields["extras"] = extras_from_bytes(fields["extras"])
+    elif cls is CommandApplied:
+        kind, data = fields["command"]
+        command_cls = _COMMAND_TYPES[kind]
+        if command_cls is _commands.Call:
+            data = {"fn": None, **data}
+        fields["command"] = command_cls(**data)
+    return cls(**fields)
 
 
 def run_extras(trainer) -> dict:
@@ -130,14 +302,19 @@ def run_extras(trainer) -> dict:
     return extras
 
 
-def state_blob(model: nn.Module) -> bytes:
-    """The model's weights and frozen set as bytes: ``{"state_dict", "trainable"}`` (CPU copies).
+def model_state(model: nn.Module) -> dict:
+    """The model's weights and frozen set: ``{"state_dict", "trainable"}`` (CPU copies).
 
     ``trainable`` lists the parameter names with ``requires_grad=True``.
     """
     state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
     trainable = [n for n, p in model.named_parameters(remove_duplicate=False) if p.requires_grad]
-    return to_bytes({"state_dict": state, "trainable": trainable})
+    return {"state_dict": state, "trainable": trainable}
+
+
+def state_blob(model: nn.Module) -> bytes:
+    """:func:`model_state` as bytes (:func:`~workbench.core.model.checkpoint.to_bytes`)."""
+    return to_bytes(model_state(model))
 
 
 def read_state_blob(blob: bytes) -> dict:
@@ -167,19 +344,19 @@ def apply_state(model: nn.Module, data: dict) -> None:
 
 
 class EventBridge(Callback):
-    """Turns trainer hooks into :data:`EVENTS` handed to ``emit(name, *args)`` (training thread).
+    """Turns trainer hooks into typed events handed to ``emit(event)`` (training thread).
 
     Parameters
     ----------
     emit : callable
-        ``emit(name, *args)``; args are plain data (floats, str, lists, dicts, numpy arrays, bytes).
+        ``emit(event)`` with an :class:`Event`.
     sync_state : bool
-        The model lives in another process than the window's copy: send ``stateSynced``
-        on pause, after a save and at the end, ``extrasReady`` with its tensors as
-        bytes (:func:`~workbench.core.model.checkpoint.to_bytes`), and ``cudaMemory``.
+        The model lives in another process than the window's copy: send
+        :class:`StateSynced` on pause, after a save and at the end, and
+        :class:`CudaMemory` every :data:`CUDA_MEMORY_EVERY_S`.
     """
 
-    def __init__(self, emit: Callable[..., Any], *, sync_state: bool = False):
+    def __init__(self, emit: Callable[[Event], Any], *, sync_state: bool = False):
         self.emit = emit
         self.sync_state = sync_state
         self.error_sent = False
@@ -187,64 +364,60 @@ class EventBridge(Callback):
         self._cuda_t = 0.0
 
     def on_fit_start(self, trainer) -> None:  # noqa: D102
-        self.emit("fitStarted", _fit_info(trainer))
+        self.emit(FitStarted(_fit_info(trainer)))
 
     def on_metrics(self, trainer, batch) -> None:  # noqa: D102
         if batch:
-            self.emit("metrics", pack_metrics(batch))
+            self.emit(Metrics(pack_metrics(batch)))
         if self.sync_state and trainer.device.type == "cuda":
             now = time.monotonic()
             if now - self._cuda_t >= CUDA_MEMORY_EVERY_S:
                 self._cuda_t = now
                 mem = cuda_memory(str(trainer.device))
                 if mem:
-                    self.emit("cudaMemory", float(mem[0]), float(mem[1]))
+                    self.emit(CudaMemory(float(mem[0]), float(mem[1])))
 
     def on_progress(self, trainer, text) -> None:  # noqa: D102
-        self.emit("progressText", str(text))
+        self.emit(ProgressText(str(text)))
 
     def on_epoch_end(self, trainer, metrics) -> None:  # noqa: D102
-        self.emit("epochEnded", plain(dict(metrics)))
+        self.emit(EpochEnded(plain(dict(metrics))))
 
     def on_pause(self, trainer) -> None:  # noqa: D102
-        self.emit("paused", int(trainer.step))
+        self.emit(Paused(int(trainer.step)))
         if self.sync_state:
-            self.emit("stateSynced", state_blob(trainer.model))
+            self.emit(StateSynced(model_state(trainer.model)))
 
     def on_command_applied(self, trainer, command) -> None:  # noqa: D102
-        info = describe_command(command)
-        info.setdefault("applied_step", int(trainer.step))
-        info.setdefault("applied_epoch", float(trainer.epoch) + float(trainer.batch_in_epoch) / max(1, _len(trainer)))
-        if isinstance(command, SetTrainable):
-            info["changed"] = list(command.changed)
-        if isinstance(command, SaveNow) and self.sync_state:
-            self.emit("stateSynced", state_blob(trainer.model))
-        self.emit("commandApplied", info)
+        epoch = float(trainer.epoch) + float(trainer.batch_in_epoch) / max(1, _len(trainer))
+        if isinstance(command, _commands.SaveNow) and self.sync_state:
+            self.emit(StateSynced(model_state(trainer.model)))
+        self.emit(CommandApplied(command, int(trainer.step), epoch))
 
     def on_nonfinite(self, trainer, step, loss) -> None:  # noqa: D102
         trace = trainer.nonfinite_trace
-        self.emit("nonFinite", int(step), float(loss), trace.to_dict() if trace is not None else {})
+        self.emit(NonFinite(int(step), float(loss), trace.to_dict() if trace is not None else {}))
 
     def on_exception(self, trainer, exc, tb) -> None:  # noqa: D102
         if isinstance(exc, ClassCountMismatch):  # the window offers to replace the head instead
             self.error_sent = True
-            self.emit("classCountMismatch", exc.data_classes, exc.model_outputs, str(exc))
+            self.emit(ClassCountDiffers(exc.data_classes, exc.model_outputs, str(exc)))
             return
         self.report_error(tb)
 
     def on_fit_end(self, trainer, reason) -> None:  # noqa: D102
         self.send_extras(trainer)
         if self.sync_state:
-            self.emit("stateSynced", state_blob(trainer.model))
+            self.emit(StateSynced(model_state(trainer.model)))
 
     def report_error(self, text: str) -> None:
-        """Emit ``error(text)`` once per run."""
+        """Emit :class:`RunError` once per run."""
         if not self.error_sent:
             self.error_sent = True
-            self.emit("error", text)
+            self.emit(RunError(text))
 
     def send_extras(self, trainer) -> None:
-        """Emit ``extrasReady`` once per run (bytes when ``sync_state``); never raises."""
+        """Emit :class:`ExtrasReady` once per run; never raises."""
         if self.extras_sent:
             return
         self.extras_sent = True
@@ -252,7 +425,7 @@ class EventBridge(Callback):
             extras = run_extras(trainer)
         except Exception:  # noqa: BLE001 - extras are a convenience, never fail the run's end
             extras = {}
-        self.emit("extrasReady", to_bytes(extras) if self.sync_state else extras)
+        self.emit(ExtrasReady(extras))
 
 
 def extras_from_bytes(blob: bytes) -> dict:

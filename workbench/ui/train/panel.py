@@ -1,17 +1,15 @@
 """The Training dock: settings, Start / Pause / Stop, progress and the live plots.
 
 ``TrainingPanel(session, prompts)`` trains ``session.model`` with the settings of
-its form. By default the run trains in a training process
-(:mod:`workbench.core.train.launch.process`, one started ahead when the window opens
-and again after each run) owned by a QThread
-(:class:`~workbench.ui.train.process_worker.ProcessTrainingWorker`); the window
-stays a client. A model that cannot cross into a process, or the setting
-"Train in this window's process", trains on a QThread here instead
-(:class:`~workbench.ui.train.worker.TrainingWorker`); both speak one protocol.
-While a run is active the panel only queues commands (freeze / unfreeze, save
-now, pause, stop) on ``worker.control`` and draws what arrives through signals;
-the window's model gets the trained weights whenever the run pauses, saves or
-ends (``stateSynced``). Commands from elsewhere in the window reach it as
+its form. Where the run trains (a training process started ahead, torchrun's ranks, or a
+thread of this process) is the :class:`~workbench.core.train.launch.RunLauncher`'s
+choice; whichever it is, the panel holds one
+:class:`~workbench.ui.train.run_controller.RunController` that drives its
+:class:`~workbench.core.train.handle.RunHandle`. While a run is active the
+panel only queues commands (freeze / unfreeze, save now, pause, stop) and draws
+the typed events that arrive (:mod:`workbench.core.train.events`); the window's
+model gets the trained weights whenever a run in another process pauses, saves
+or ends (``StateSynced``). Commands from elsewhere in the window reach it as
 ``session.commandRequested``.
 
 Dialogs go through the prompts (``confirm_stop``, ``training_error``,
@@ -21,7 +19,6 @@ Dialogs go through the prompts (``confirm_stop``, ``training_error``,
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import deque
 from pathlib import Path
@@ -44,24 +41,24 @@ from PySide6.QtWidgets import (
 
 from workbench.core.model.architectures import WeightsOnlyModule
 from workbench.core.probe.health import Badge
+from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
+from workbench.core.train.data.loaders import INPUT_BOUND_SHARE, input_wait_text
+from workbench.core.train.devices import cuda_memory
+from workbench.core.train.events import (
+    ClassCountDiffers, CommandApplied, CudaMemory, EpochEnded, ExtrasReady, Finished, FitStarted, Metrics, NonFinite,
+    Paused, ProgressText, RanksLine, RunError, StateSynced, apply_state,
+)
+from workbench.core.train.launch import ModelNotPortable, RunLauncher, RunRequest
 from workbench.core.train.trainer.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.control import NONFINITE_ACTIONS
-from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
-from workbench.core.train.devices import cuda_memory
-from workbench.core.train.events import apply_state
-from workbench.core.train.data.loaders import INPUT_BOUND_SHARE, input_wait_text
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
-from workbench.core.train.launch.ddp_process import DistributedTrainingProcess
-from workbench.core.train.launch.process import ModelNotPortable, TrainingProcess, make_job, make_warm_up
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
-from workbench.ui.threading import start_in_thread, wait_for
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.lr_find_dialog import LRFinder
-from workbench.ui.train.settings_form import TrainingSettings
-from workbench.ui.train.process_worker import ProcessTrainingWorker
 from workbench.ui.train.progress_eta import EtaEstimator
-from workbench.ui.train.worker import TrainingWorker
+from workbench.ui.train.run_controller import RunController
+from workbench.ui.train.settings_form import TrainingSettings
 
 #: Tooltips of Start and Find LR (a model that cannot be trained puts the reason first).
 START_TIP = "Train the model shown with these settings (F5)"
@@ -71,8 +68,6 @@ FIND_LR_TIP = ("Learning-rate range test on a copy of the model with these setti
 SETTINGS_KEY = "training/config"
 #: QSettings key: train on a QThread in the window's process instead of a training process.
 IN_PROCESS_KEY = "training/in_process"
-#: Environment variable: "0" starts no training process ahead (tests; a process then starts at Start).
-START_AHEAD_ENV = "WORKBENCH_START_AHEAD"
 #: How long :meth:`TrainingPanel.shutdown` waits for the run to stop, ms.
 SHUTDOWN_TIMEOUT_MS = 15000
 #: After Stop, how long a step may take to return before the panel offers to end the training process, ms.
@@ -119,8 +114,27 @@ class TrainingPanel(QWidget):
         self.session = session
         self.prompts = prompts
         self.setObjectName("trainingPanel")
-        self._worker: TrainingWorker | None = None
-        self._thread = None
+        self._run = RunController(self)
+        self._run.event.connect(self._on_event)
+        self._run.ended.connect(self._on_thread_finished)
+        self._launcher = RunLauncher()
+        #: what each event of a run does here (one entry per event type the window shows)
+        self._handlers = {
+            FitStarted: lambda e: self._on_fit_started(e.info),
+            Metrics: lambda e: self._on_metrics(e.values),
+            EpochEnded: lambda e: self._on_epoch_ended(e.metrics),
+            CommandApplied: self._on_command_applied,
+            NonFinite: lambda e: self._on_nonfinite(e.step, e.loss, e.trace),
+            ClassCountDiffers: lambda e: self._on_class_count_mismatch(e.data_classes, e.model_outputs, e.message),
+            ProgressText: lambda e: self._on_progress_text(e.text),
+            RunError: lambda e: self._on_error(e.text),
+            ExtrasReady: lambda e: self._on_extras(e.extras),
+            Paused: lambda e: self.runPaused.emit(e.step),
+            StateSynced: lambda e: self._on_state_synced(e.state),
+            CudaMemory: lambda e: self._on_cuda_memory(e.allocated, e.reserved),
+            RanksLine: lambda e: self._on_ranks(e.text),
+            Finished: lambda e: self._on_finished(e.reason),
+        }
         self._last_reason: str | None = None
         self._last_error: str | None = None
         self._run_dir: str | None = None
@@ -129,7 +143,6 @@ class TrainingPanel(QWidget):
         self._last_samples: float | None = None
         self._last_epoch_metrics: dict = {}
         self._trained = False  # a run changed the weights since the model was opened
-        self._spare: TrainingProcess | None = None
         self._cuda_mem: tuple[float, float] | None = None
         self._paused = False
         self._config = None
@@ -289,7 +302,7 @@ class TrainingPanel(QWidget):
     # ------------------------------------------------------------------ public API
     def is_running(self) -> bool:
         """True from Start until the training thread has finished."""
-        return self._thread is not None
+        return self._run.is_running()
 
     def start(self) -> bool:
         """Start a run with the form's settings; False (and nothing happens) while one runs.
@@ -312,25 +325,9 @@ class TrainingPanel(QWidget):
         resume = self._resume_source()
         if resume is not None and not self._extend_finished_run(config):
             return False
-        worker = self._make_worker(model, config, resume)
-        if worker is None:
+        handle = self._make_run(model, config, resume)
+        if handle is None:
             return False
-        queued = Qt.ConnectionType.QueuedConnection  # always run these slots on the GUI thread
-        worker.fitStarted.connect(self._on_fit_started, queued)
-        worker.metrics.connect(self._on_metrics, queued)
-        worker.epochEnded.connect(self._on_epoch_ended, queued)
-        worker.commandApplied.connect(self._on_command_applied, queued)
-        worker.nonFinite.connect(self._on_nonfinite, queued)
-        worker.classCountMismatch.connect(self._on_class_count_mismatch, queued)
-        worker.progressText.connect(self._on_progress_text, queued)
-        worker.error.connect(self._on_error, queued)
-        worker.extrasReady.connect(self._on_extras, queued)
-        worker.paused.connect(self._on_paused, queued)
-        worker.stateSynced.connect(self._on_state_synced, queued)
-        worker.cudaMemory.connect(self._on_cuda_memory, queued)
-        worker.ranks.connect(self._on_ranks, queued)
-        worker.finished.connect(self._on_worker_finished, queued)
-        self._worker = worker
         self._config = config
         self._remember_settings(config)
         self._last_reason = None
@@ -350,10 +347,8 @@ class TrainingPanel(QWidget):
         self.progress.setRange(0, max(1, config.epochs))
         self.progress.setValue(0)
         self.progress.setFormat("starting…")
-        thread = start_in_thread(worker, "trainingThread")
-        thread.finished.connect(self._on_thread_finished, Qt.ConnectionType.QueuedConnection)
+        self._run.start(handle)
         self._redraw_timer.start()
-        self._thread = thread
         self.settings.set_running(True)
         self._update_buttons()
         if str(config.device).startswith("cuda"):
@@ -368,15 +363,15 @@ class TrainingPanel(QWidget):
         A step that has not returned after ``STOP_TIMEOUT_MS`` (a hung forward)
         makes the panel offer to end the training process (``prompts.end_training_process``).
         """
-        if self._worker is not None:
-            self._worker.control.request_stop()
+        if self.is_running():
+            self._run.stop()
             if " · stopping…" not in self.progress.format():
                 self.progress.setFormat(self.progress.format() + " · stopping…")
             self._stop_timer.start()
 
     def end_training_process(self) -> bool:
         """End the run's training process now (a step that never returns); False for a run in this process."""
-        if self._worker is None or not self._worker.end_process():
+        if not self._run.end():
             return False
         self._status("Ending the training process…", 5000)
         return True
@@ -400,7 +395,7 @@ class TrainingPanel(QWidget):
         if self._remember_mode:
             self._qsettings.setValue(IN_PROCESS_KEY, bool(flag))
         if flag:
-            self._end_spare()
+            self._launcher.end_spare()
         else:
             self.start_ahead()
 
@@ -414,34 +409,27 @@ class TrainingPanel(QWidget):
         Does nothing in in-process mode, when one is already waiting, or when the
         environment sets ``WORKBENCH_START_AHEAD=0``.
         """
-        if self.in_process() or os.environ.get(START_AHEAD_ENV, "1") == "0":
-            return
-        if self._spare is not None and self._spare.is_alive():
-            return
-        self._end_spare()
-        self._spare = TrainingProcess()
-        self._warm_spare()
+        if not self.in_process() and self._launcher.start_ahead():
+            self._warm_spare()
 
     def _warm_spare(self) -> None:
         """Have the process started ahead take a few throwaway steps of the opened model at the form's batch size.
 
-        Its first run then does not pay oneDNN's kernel creation at the run's shapes
-        (:func:`workbench.core.train.launch.child.warm_model`). Skipped for settings the
-        form cannot build yet, a model without an input shape, CUDA and large models.
+        Skipped for settings the form cannot build yet (:meth:`RunLauncher.warm` says what else).
         """
         model = self.session.model
-        if self._spare is None or model is None or self.is_running():
+        if model is None or self.is_running():
             return
         try:
             config = self.settings.config()
         except Exception:  # noqa: BLE001 - an unfinished setting: the run will say so at Start
             return
-        self._spare.warm_up(make_warm_up(model, config, self.session.input_shape))
+        self._launcher.warm(model, config, self.session.input_shape)
 
     def wait_for_training_process(self, timeout: float = 120.0) -> bool:
         """Block until the process started ahead is ready and has warmed up on the opened model (benchmarks:
         neither may overlap a measurement). True when it is, or none was started."""
-        return self._spare is None or (self._spare.wait_ready(timeout) and self._spare.wait_warm(timeout))
+        return self._launcher.wait_ready(timeout)
 
     def last_run_stats(self) -> dict:
         """``{"samples", "time"}`` of the last run: training samples seen, and seconds from the start of
@@ -451,60 +439,31 @@ class TrainingPanel(QWidget):
             return {}
         return {"samples": float(self._last_samples), "time": float(m.get("time", math.nan))}
 
-    def _take_process(self) -> TrainingProcess:
-        """The process started ahead when it lives, else a new one (a cold start, said in the status bar)."""
-        spare, self._spare = self._spare, None
-        if spare is not None and spare.is_alive():
-            return spare
-        if spare is not None:
-            spare.end()
-        self._status("Starting training process…", 5000)
-        return TrainingProcess()
-
-    def _end_spare(self) -> None:
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            spare.end()
-
-    def _make_worker(self, model, config, resume):
-        """A process worker, or a thread worker (in-process mode, or a model that cannot cross: said in one line).
-
-        The device choice "CPU, 2 processes (DDP, Gloo)" (or "all N GPUs (DDP)") makes a
-        data-parallel run on torchrun (:class:`DistributedTrainingProcess`), whatever the
-        in-process setting; a model that cannot cross is then an error (None is returned).
-        """
-        callbacks = self.session.training_callbacks()
+    def _make_run(self, model, config, resume):
+        """The handle of the next run, where the launcher chooses (None after saying why it cannot start)."""
         device, processes = self.settings.device_and_processes()
-        if processes > 1:
-            try:
-                job = make_job(model, config, self.session.arch_spec, resume, callbacks=callbacks)
-            except ModelNotPortable as exc:
-                self.prompts.training_error(f"Cannot start a data-parallel run: {exc}")
-                return None
-            backend = "NCCL" if device.startswith("cuda") else "Gloo"
-            self._status(f"Training on {processes} processes (DDP, {backend}): the probes show rank 0's "
-                         "replica; gradient norms are those after the all-reduce.", 15000)
-            return ProcessTrainingWorker(DistributedTrainingProcess(processes), job, callbacks)
-        if not self.in_process():
-            try:
-                job = make_job(model, config, self.session.arch_spec, resume, callbacks=callbacks)
-            except ModelNotPortable as exc:
-                self._status(f"Training in the window's process: {exc}", 15000)
-            else:
-                return ProcessTrainingWorker(self._take_process(), job, callbacks)
-        return TrainingWorker(model, config, arch=self.session.arch_spec, resume=resume, callbacks=callbacks)
+        request = RunRequest(model, config, self.session.arch_spec, resume, self.session.training_callbacks(),
+                             processes=processes, in_process=self.in_process())
+        try:
+            handle = self._launcher.make_run(request)
+        except ModelNotPortable as exc:
+            self.prompts.training_error(f"Cannot start a data-parallel run: {exc}")
+            return None
+        if self._launcher.note:
+            self._status(self._launcher.note, 15000)
+        return handle
 
     def pause(self) -> None:
         """Pause at the next step boundary."""
-        if self._worker is not None and not self._paused:
-            self._worker.control.pause()
+        if self.is_running() and not self._paused:
+            self._run.pause()
             self._paused = True
             self._update_buttons()
 
     def resume(self) -> None:
         """Resume a paused run."""
-        if self._worker is not None and self._paused:
-            self._worker.control.resume()
+        if self.is_running() and self._paused:
+            self._run.resume()
             self._eta.restart_window()  # the time paused is not step time
             self._paused = False
             self._update_buttons()
@@ -519,22 +478,16 @@ class TrainingPanel(QWidget):
         ``names``: module or parameter qualified names (``""`` = whole model).
         Only valid while a run is active (MainWindow applies edits itself otherwise).
         """
-        if self._worker is None:
-            raise RuntimeError("queue_trainable: no training run is active")
         names = [names] if isinstance(names, str) else list(names)
-        self._worker.control.queue(SetTrainable(names, bool(flag)))
+        self._run.queue(SetTrainable(names, bool(flag)))
 
     def queue_save(self, path=None) -> None:
         """Save a checkpoint at the next step boundary (``None``: into the run folder)."""
-        if self._worker is None:
-            raise RuntimeError("queue_save: no training run is active")
-        self._worker.control.queue(SaveNow(None if path is None else str(path)))
+        self._run.queue(SaveNow(None if path is None else str(path)))
 
     def queue_lr(self, lr: float) -> None:
         """Change the learning rate at the next step boundary."""
-        if self._worker is None:
-            raise RuntimeError("queue_lr: no training run is active")
-        self._worker.control.queue(SetLR(float(lr)))
+        self._run.queue(SetLR(float(lr)))
 
     def checkpoint_extras(self) -> dict:
         """``optimizer_state_dict``, ``scheduler_state_dict``, ``epoch``, ``step``, ``loss`` of the last run.
@@ -585,16 +538,14 @@ class TrainingPanel(QWidget):
         self._stop_timer.stop()
         self.lr_finder.shutdown()
         if not self.is_running():
-            self._end_spare()
+            self._launcher.end_spare()
             return True
         if ask and not self.prompts.confirm_stop():
             return False
-        self._end_spare()
-        worker = self._worker
-        if worker is not None:
-            worker.stop_and_save()
-        if not wait_for(self._thread, timeout_ms):
-            if worker is None or not worker.end_process() or not wait_for(self._thread, 15000):
+        self._launcher.end_spare()
+        self._run.stop_and_save()
+        if not self._run.wait(timeout_ms):
+            if not self._run.end() or not self._run.wait(15000):
                 self.prompts.training_error("Training did not stop in time; try closing again in a moment.")
                 return False
         # deliver the run's last queued signals (extras, finished) and the thread's end
@@ -602,9 +553,8 @@ class TrainingPanel(QWidget):
             QCoreApplication.processEvents()
             if not self.is_running():
                 break
-        if self.is_running():  # the queued thread-finished call did not arrive: finish by hand
-            self._on_thread_finished()
-        self._end_spare()  # _on_thread_finished started the next one
+        self._run.finish_now()  # the queued end did not arrive: finish by hand
+        self._launcher.end_spare()  # _on_thread_finished started the next one
         return True
 
     # ------------------------------------------------------------------ settings that follow the model / the user
@@ -667,7 +617,7 @@ class TrainingPanel(QWidget):
     def _on_lr_edited(self) -> None:
         """The LR field changed during a run: send it (applied at the next step, marked on the plot)."""
         lr = float(self.settings.lr_spin.value())
-        if self._worker is not None and self._config is not None and lr != self._config.lr:
+        if self.is_running() and self._config is not None and lr != self._config.lr:
             self._config.lr = lr
             self.queue_lr(lr)
             self._status(f"Learning rate {lr:.3g}: applied at the next step", 4000)
@@ -675,10 +625,10 @@ class TrainingPanel(QWidget):
     # ------------------------------------------------------------------ session
     def _on_command_requested(self, command) -> None:
         """A core command from elsewhere in the window (tree freeze, File > Save) for the active run."""
-        if self._worker is None:
+        if not self.is_running():
             self.session.show_status("No training run is active: the command was not sent.", 5000)
             return
-        self._worker.control.queue(command)
+        self._run.queue(command)
 
     @Slot(list)
     def _on_probe_reports(self, reports: list) -> None:
@@ -782,7 +732,13 @@ class TrainingPanel(QWidget):
         else:
             self.pause()
 
-    @Slot(dict)
+    @Slot(object)
+    def _on_event(self, event) -> None:
+        """One typed event of the run, on the GUI thread: what it does here (``Sink`` never reaches the window)."""
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
     def _on_fit_started(self, info: dict) -> None:
         self._run_info = info
         if info.get("total_steps"):
@@ -794,7 +750,6 @@ class TrainingPanel(QWidget):
             note = f" ({info['data_note']})" if info.get("data_note") else ""
             self._status(f"Training… run folder {self._run_dir}{note}", 8000)
 
-    @Slot(dict)
     def _on_metrics(self, m: dict) -> None:
         step = m.get("step")
         loss = m.get("loss")
@@ -880,7 +835,6 @@ class TrainingPanel(QWidget):
         if sheet != self.input_label.styleSheet():  # a style sheet re-polishes the label and lays the panel out
             self.input_label.setStyleSheet(sheet)
 
-    @Slot(dict)
     def _on_epoch_ended(self, m: dict) -> None:
         def num(*keys):
             for k in keys:
@@ -907,39 +861,30 @@ class TrainingPanel(QWidget):
             self._status(f"Epoch {int(num('epoch') or 0) + 1}: skipped {len(skipped)} unreadable image(s): {shown}",
                          20000)
 
-    @Slot(dict)
-    def _on_command_applied(self, info: dict) -> None:
-        kind = info.get("type", "")
-        if kind == "SetTrainable":
-            changed = list(info.get("changed") or [])
-            self._follow_trainable(changed, bool(info.get("flag")))
-            names = info.get("names") or info.get("path") or []
-            names = [names] if isinstance(names, str) else list(names)
+    def _on_command_applied(self, event: CommandApplied) -> None:
+        """A queued command was applied at ``event.step``: mark it on the plots, follow it, say it."""
+        command, step, epoch = event.command, float(event.step), float(event.epoch)
+        now = time.perf_counter() - self._t0
+        if isinstance(command, SetTrainable):
+            changed, flag = list(command.changed or []), bool(command.flag)
+            self._follow_trainable(changed, flag)
+            names = [command.names] if isinstance(command.names, str) else list(command.names or [])
             what = ", ".join(n or "all" for n in names[:2]) + ("…" if len(names) > 2 else "")
-            verb = "unfreeze" if info.get("flag") else "freeze"
-            step = float(info.get("applied_step", self.plots.steps.last("step", 0.0)))
-            epoch = float(info.get("applied_epoch", self.plots.steps.last("epoch")))
-            self.plots.mark_freeze(step, f"{verb} {what} ({len(changed)})", epoch=epoch,
-                                   time=time.perf_counter() - self._t0)
+            verb = "unfreeze" if flag else "freeze"
+            self.plots.mark_freeze(step, f"{verb} {what} ({len(changed)})", epoch=epoch, time=now)
             self.trainableChanged.emit(changed)
             self.session.trainableChanged.emit()
             self._status(f"Step {int(step)}: {verb} {what} - {len(changed)} parameter tensors changed", 5000)
-        elif kind == "SaveNow":
-            bad = list(info.get("nonfinite") or [])
+        elif isinstance(command, SaveNow):
+            bad = list(command.nonfinite or [])
             warning = f" - it holds NaN/Inf in {', '.join(bad[:3])}{' and more' if len(bad) > 3 else ''}" if bad else ""
-            self._status(f"Saved {info.get('saved_to') or info.get('path') or 'checkpoint'}{warning}",
-                         15000 if bad else 5000)
-        elif kind == "SetLR":
-            step = float(info.get("applied_step", self.plots.steps.last("step", 0.0)))
-            self.plots.mark_freeze(step, f"lr {float(info.get('lr')):.3g}",
-                                   epoch=float(info.get("applied_epoch", self.plots.steps.last("epoch"))),
-                                   time=time.perf_counter() - self._t0)
-            self._status(f"Step {int(step)}: learning rate set to {float(info.get('lr')):.3g}", 5000)
+            self._status(f"Saved {command.saved_to or command.path or 'checkpoint'}{warning}", 15000 if bad else 5000)
+        elif isinstance(command, SetLR):
+            self.plots.mark_freeze(step, f"lr {float(command.lr):.3g}", epoch=epoch, time=now)
+            self._status(f"Step {int(step)}: learning rate set to {float(command.lr):.3g}", 5000)
 
-    @Slot(int, float, object)
     def _on_nonfinite(self, step: int, loss: float, trace: dict | None = None) -> None:
-        worker = self._worker
-        if worker is None:
+        if not self.is_running():
             return
         text = ""
         if trace:
@@ -954,11 +899,9 @@ class TrainingPanel(QWidget):
         action = self.prompts.nonfinite(step, loss, can_rollback=True, trace=text)
         if action not in NONFINITE_ACTIONS:
             action = "stop"
-        worker.control.resolve_nonfinite(action)
+        self._run.resolve_nonfinite(action)
         self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
 
-    @Slot(str)
-    @Slot(str)
     def _on_ranks(self, text: str) -> None:
         """A data-parallel run's per-rank line, on its own row under the progress bar."""
         self.ranks_label.setText(text + " · probes: rank 0's replica")
@@ -968,36 +911,29 @@ class TrainingPanel(QWidget):
         """Before the first step (the pre-flight image scan): say where it is."""
         self.progress.setFormat(f"starting… {text}")
 
-    @Slot(int, int, str)
     def _on_class_count_mismatch(self, data_classes: int, outputs: int, message: str) -> None:
         """Caught before any step: offer the fix (one click replaces the head), else show the message."""
         self._last_error = message
         if self.prompts.replace_head(data_classes, outputs, message):
             self._head_request = int(data_classes)  # made once the run has ended and the model is free
 
-    @Slot(str)
     def _on_error(self, text: str) -> None:
         self._last_error = text
         self.prompts.training_error(text)
 
-    @Slot(dict)
     def _on_extras(self, extras: dict) -> None:
         self.session.run_extras = extras
 
     def _follow_trainable(self, changed: list[str], flag: bool) -> None:
         """A run in a training process changed ``requires_grad``: the window's copy follows (its tree shows it)."""
-        if self._worker is None or self._worker.mode != "process" or self.session.model is None:
+        handle = self._run.handle
+        if handle is None or handle.in_this_process or self.session.model is None:
             return
         params = dict(self.session.model.named_parameters(remove_duplicate=False))
         for name in changed:
             if name in params:
                 params[name].requires_grad_(flag)
 
-    @Slot(int)
-    def _on_paused(self, step: int) -> None:
-        self.runPaused.emit(step)
-
-    @Slot(object)
     def _on_state_synced(self, data: dict) -> None:
         """A training process sent its weights and frozen set (paused, saved or ended): the window's model shows them."""
         model = self.session.model
@@ -1013,17 +949,16 @@ class TrainingPanel(QWidget):
         self.session.trainableChanged.emit()
         self.weightsSynced.emit()
 
-    @Slot(float, float)
     def _on_cuda_memory(self, allocated: float, reserved: float) -> None:
         self._cuda_mem = (allocated, reserved)
 
     def _on_stop_timeout(self) -> None:
         """Stop was asked ``STOP_TIMEOUT_MS`` ago and the step has not returned."""
-        worker = self._worker
-        if worker is None or not self.is_running():
+        handle = self._run.handle
+        if handle is None or not self.is_running():
             return
         seconds = STOP_TIMEOUT_MS // 1000
-        if worker.mode != "process":
+        if not handle.can_end:
             self._status(f"The step has not returned in {seconds} s; a run in this window's process cannot be "
                          "ended by force.", 15000)
             return
@@ -1032,13 +967,12 @@ class TrainingPanel(QWidget):
         else:
             self._stop_timer.start()  # ask again later
 
-    @Slot(str)
-    def _on_worker_finished(self, reason: str) -> None:
+    def _on_finished(self, reason: str) -> None:
         self._last_reason = reason
         self._stop_timer.stop()
-        if self._worker is not None and getattr(self._worker, "trainer", None) is not None:
+        handle = self._run.handle
+        if handle is not None and handle.in_this_process and getattr(handle, "trainer", None) is not None:
             self._trained = True  # trained in place on the thread (a process run syncs its weights instead)
-        self._worker = None
         folder = self._run_dir if self._run_dir and Path(self._run_dir).is_dir() else None
         self._status(f"Training {reason}" + (f" - run folder {folder}" if folder else " - no run folder was created"),
                      10000)
@@ -1063,9 +997,6 @@ class TrainingPanel(QWidget):
 
     @Slot()
     def _on_thread_finished(self) -> None:
-        thread, self._thread = self._thread, None
-        wait_for(thread, 5000)
-        self._worker = None
         self._status_timer.stop()
         self._redraw_timer.stop()
         self.plots.refresh(force=True)
@@ -1085,15 +1016,15 @@ class TrainingPanel(QWidget):
             return
         # a process run reports its memory; this process never initializes CUDA for it
         mem = self._cuda_mem if self._cuda_mem is not None else (
-            cuda_memory(device) if self._worker is not None and self._worker.mode == "thread" else None)
+            cuda_memory(device) if self._run.handle is not None and self._run.handle.in_this_process else None)
         if mem:
             alloc, reserved = _mem_pair(mem)
             self._status(f"{device}: {alloc / 2**20:,.0f} MiB allocated / {reserved / 2**20:,.0f} MiB reserved")
 
     def empty_cuda_cache(self) -> None:
         """``torch.cuda.empty_cache()`` where the run trains (its process at the next step), and show the memory."""
-        if self._worker is not None and self._worker.mode == "process":
-            self._worker.control.queue(EmptyCudaCache())
+        if self.is_running():  # applied where the run trains, at its next step
+            self._run.queue(EmptyCudaCache())
             return
         import torch
 

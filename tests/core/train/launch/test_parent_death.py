@@ -42,8 +42,8 @@ assert proc.start_job(make_job(FaultyDigitsCNN(fault, after=after), cfg))
 steps, said = 0, False
 while True:  # keep reading, as the window does: a full pipe would stall the run
     msg = proc.recv(0.1)
-    if msg is not None and msg[1] == "metrics":
-        steps = max(steps, int(msg[2][0]["step"][-1]))
+    if msg is not None and msg[1] == "Metrics":
+        steps = max(steps, int(msg[2]["values"]["step"][-1]))
     hung = fault == "hang" and f"forward {after}: hang" in proc.log_tail()
     if not said and (hung or (fault != "hang" and steps >= after)):
         print(json.dumps({"pid": proc.process.pid, "step": steps, "log": str(proc.log_path)}), flush=True)

@@ -16,7 +16,7 @@ from workbench.core.model.demo import DigitsCNN
 from workbench.core.probe.callback import ProbeCallback
 from workbench.core.train.trainer.commands import SetTrainable
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.events import apply_state, read_state_blob
+from workbench.core.train.events import Finished, Metrics, Sink, apply_state, from_wire, read_state_blob
 from workbench.core.train.trainer.loop import Trainer
 from workbench.core.train.launch.process import (
     ModelNotPortable,
@@ -34,7 +34,7 @@ def _config(tmp_path, name, epochs=2):
 
 
 def _run(job, on_event=None, timeout=120.0):
-    """Train ``job`` in a new training process; ``(reason, {event name: [args, ...]})``."""
+    """Train ``job`` in a new training process; ``(reason, {event type name: [event, ...]})`` (decoded as the window does)."""
     proc = TrainingProcess()
     events: dict[str, list] = {}
     try:
@@ -43,18 +43,18 @@ def _run(job, on_event=None, timeout=120.0):
         while True:
             msg = proc.recv(timeout)
             assert msg is not None, "the training process went silent"
-            _, name, args = msg
-            events.setdefault(name, []).append(args)
+            event = from_wire(msg[1], msg[2])
+            events.setdefault(type(event).__name__, []).append(event)
             if on_event is not None:
-                on_event(proc, name, args)
-            if name == "finished":
-                return args[0], events
+                on_event(proc, event)
+            if isinstance(event, Finished):
+                return event.reason, events
     finally:
         proc.end()
 
 
 def _final_state(events) -> dict:
-    return read_state_blob(events["stateSynced"][-1][0])
+    return events["StateSynced"][-1].state
 
 
 def test_a_run_in_a_training_process_ends_bit_identical_to_one_in_this_process(tmp_path):
@@ -70,7 +70,7 @@ def test_a_run_in_a_training_process_ends_bit_identical_to_one_in_this_process(t
     for name, tensor in here.state_dict().items():
         assert torch.equal(state["state_dict"][name], tensor), name
     assert "features.0.weight" not in state["trainable"] and "classifier.weight" in state["trainable"]
-    assert [e[0]["epoch"] for e in events["epochEnded"]] == [0, 1]
+    assert [e.metrics["epoch"] for e in events["EpochEnded"]] == [0, 1]
     assert multiprocessing.active_children() == []
 
 
@@ -84,7 +84,7 @@ def test_resume_in_a_training_process_is_bit_exact(tmp_path):
     job = make_job(first, _config(tmp_path, "second", epochs=3), resume=tmp_path / "first" / "last.pt")
     reason, events = _run(job)
     assert reason == "completed"
-    assert len(events["epochEnded"]) == 1  # only the third epoch ran
+    assert len(events["EpochEnded"]) == 1  # only the third epoch ran
     state = _final_state(events)["state_dict"]
     for name, tensor in straight.state_dict().items():
         assert torch.equal(state[name], tensor), name
@@ -97,21 +97,21 @@ def test_commands_and_probes_reach_the_training_process(tmp_path):
     job = make_job(DigitsCNN(), _config(tmp_path, "run", epochs=30), callbacks=[probes])
     sent = {"freeze": False, "probes": False}
 
-    def steer(proc, name, args):
+    def steer(proc, event):
         control = RemoteControl(proc)
-        if name == "metrics" and not sent["freeze"]:
+        if isinstance(event, Metrics) and not sent["freeze"]:
             sent["freeze"] = True
             control.queue(SetTrainable(["features"], False))
             control.call_callback(0, "set_probed", ["classifier"])
-        elif name == "sink" and any("classifier" in r.activations for r in args[1]):
+        elif isinstance(event, Sink) and any("classifier" in r.activations for r in event.data):
             control.request_stop()  # the probes follow the new module: enough
 
     reason, events = _run(job, steer)
     assert reason == "stopped"
-    applied = events["commandApplied"][0][0]
-    assert applied["type"] == "SetTrainable" and applied["changed"]
-    assert all(n.startswith("features.") for n in applied["changed"])
-    reports = [r for index, batch in events["sink"] for r in batch if index == 0]
+    applied = events["CommandApplied"][0].command  # the type it was queued as, its result filled in
+    assert isinstance(applied, SetTrainable) and applied.changed
+    assert all(n.startswith("features.") for n in applied.changed)
+    reports = [r for e in events["Sink"] if e.index == 0 for r in e.data]
     probed = [set(r.activations) for r in reports if r.activations]
     assert probed[0] == {"features.0"} and probed[-1] == {"classifier"}
     state = _final_state(events)
@@ -206,11 +206,12 @@ def test_a_process_warmed_up_on_the_model_still_ends_bit_identical(tmp_path):
         assert "warmed up on the opened model: 3 training steps" in proc.log_tail(), proc.log_tail()
         assert proc.start_job(make_job(model, _config(tmp_path, "there")))
         events: dict[str, list] = {}
-        while "finished" not in events:
+        while "Finished" not in events:
             msg = proc.recv(120.0)
             assert msg is not None, "the training process went silent"
-            events.setdefault(msg[1], []).append(msg[2])
-        assert events["finished"] == [("completed",)]
+            event = from_wire(msg[1], msg[2])
+            events.setdefault(type(event).__name__, []).append(event)
+        assert [e.reason for e in events["Finished"]] == ["completed"]
     finally:
         proc.end()
     state = _final_state(events)

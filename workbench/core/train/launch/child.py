@@ -10,7 +10,7 @@ built as ``Class(sink, **kwargs)``: what ``sink`` gets goes back as the event
 ``("sink", index, data)``; the live probes travel this way). The run is the same as everywhere:
 :func:`workbench.core.train.entry.make_trainer` then ``fit()``, with one
 :class:`~workbench.core.train.events.EventBridge` whose events go back over the
-connection as ``("event", name, args)``. A reader thread turns the window's
+connection as ``("event", type name, fields)`` (:func:`~workbench.core.train.events.to_wire`). A reader thread turns the window's
 messages into calls on the run's :class:`~workbench.core.train.trainer.control.RunControl`:
 
 * ``("control", method, args)``: ``request_stop``, ``pause``, ``resume``,
@@ -137,16 +137,20 @@ def mark_unfinished(run_dir: str | Path | None, reason: str = ORPHAN_REASON) -> 
 
 
 class _Sender:
-    """``send(name, *args)`` as ``("event", name, args)``; thread-safe; a closed connection is ignored."""
+    """``send(event)`` as ``("event", type name, fields)``; thread-safe; a closed connection is ignored."""
 
     def __init__(self, conn):
+        from workbench.core.train.events import to_wire
+
         self._conn = conn
         self._lock = threading.Lock()
+        self._to_wire = to_wire
 
-    def __call__(self, name: str, *args: Any) -> None:
+    def __call__(self, event: Any) -> None:
+        name, fields = self._to_wire(event)  # tensors to bytes outside the lock
         with self._lock:
             try:
-                self._conn.send(("event", name, args))
+                self._conn.send(("event", name, fields))
             except (OSError, EOFError, BrokenPipeError):
                 pass  # the window is gone; the reader thread stops the run
 
@@ -240,7 +244,8 @@ def _warm_up() -> None:
     from torch import nn
 
     from workbench.core.gc_freeze import freeze_startup_objects
-    from workbench.core.train.data import datasets as data, loop  # noqa: F401
+    from workbench.core.train.data import datasets  # noqa: F401
+    from workbench.core.train.trainer import loop  # noqa: F401
 
     net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 6 * 6, 2))
     opt = torch.optim.AdamW(net.parameters())
@@ -345,7 +350,7 @@ def run_job(conn, job: dict, extra_callbacks=(), state: JobState | None = None) 
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.trainer.control import RunControl
     from workbench.core.train.entry import make_trainer, save_last
-    from workbench.core.train.events import EventBridge
+    from workbench.core.train.events import EventBridge, Finished
 
     state = state if state is not None else JobState()
     send = _Sender(conn)
@@ -378,17 +383,17 @@ def run_job(conn, job: dict, extra_callbacks=(), state: JobState | None = None) 
     except BaseException:  # noqa: BLE001 - the process's top: report, end cleanly
         bridge.report_error(traceback.format_exc())
         reason = "error"
-    send("finished", reason)
+    send(Finished(reason))
     return reason
 
 
 def _build_callback(spec: dict, index: int, send):
     """``Class(sink, **kwargs)`` for ``{"factory": "pkg.mod:Class", "kwargs": ...}``; sink data goes back as events."""
-    module, _, name = spec["factory"].partition(":")
-    cls = importlib.import_module(module)
-    for part in name.split("."):
-        cls = getattr(cls, part)
-    return cls(lambda data: send("sink", index, data), **spec.get("kwargs", {}))
+    from workbench.core.contrib import resolve
+    from workbench.core.train.events import Sink
+
+    cls = resolve("probe", spec["factory"])  # the window made this spec (no file named it): no trust question
+    return cls(lambda data: send(Sink(index, data)), **spec.get("kwargs", {}))
 
 
 def _read(conn, control, callbacks: list, flags: dict) -> None:

@@ -4,7 +4,7 @@
 :class:`~workbench.core.train.launch.process.TrainingProcess` (``wait_ready``,
 ``start_job``, ``send``, ``recv``, ``is_alive``, ``exitcode``, ``log_tail``,
 ``end``, ``kill``), so the window's
-:class:`~workbench.ui.train.process_worker.ProcessTrainingWorker` runs it
+:class:`~workbench.core.train.launch.process_run.ProcessRun` runs it
 unchanged. ``start_job`` writes the job (the window's model as bytes, its
 settings, the live probes) to a private file and starts ``torch.distributed.run``
 through :class:`~workbench.core.train.launch.torchrun.DistributedRun`, which listens for
@@ -13,7 +13,7 @@ own protocol (:func:`workbench.core.train.launch.child.run_job`), and every mess
 window sends goes to it. Rank 0 makes the other ranks apply the same commands at
 the same step (:class:`~workbench.core.train.trainer.rank_sync.RankSync`).
 
-Besides rank 0's events, ``recv`` gives ``("event", "ranks", (line,))``
+Besides rank 0's events, ``recv`` gives ``("event", "RanksLine", {"text": line})``
 with every rank's step and heartbeat age every :data:`RANKS_LINE_S`; a rank that
 died or made no step for ``timeout_s`` ends the whole run (torchrun's process
 group), and :meth:`log_tail` names it first. Qt-free.
@@ -117,7 +117,7 @@ class DistributedTrainingProcess:
         return ok
 
     def _say(self, line: str) -> None:
-        self._pending.put(("event", "progressText", (line,)))
+        self._pending.put(("event", "ProgressText", {"text": line}))
 
     def send(self, msg: tuple) -> bool:
         """One message to rank 0 (which every rank follows); False when it is gone."""
@@ -149,7 +149,7 @@ class DistributedTrainingProcess:
         now = time.monotonic()
         if run is not None and run.ranks and now - self._last_line > RANKS_LINE_S:
             self._last_line = now
-            return ("event", "ranks", (run.progress_line(),))
+            return ("event", "RanksLine", {"text": run.progress_line()})
         conn = run.main_conn if run is not None else None
         if conn is None:
             time.sleep(timeout)

@@ -1,4 +1,4 @@
-"""The QThread bridge alone: signals, batching, error path, thread lifetime."""
+"""RunController with a thread run alone: typed events in order, batching, error path, thread lifetime."""
 
 from __future__ import annotations
 
@@ -9,54 +9,51 @@ from PySide6.QtCore import QObject, Slot
 from torch import nn
 
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.ui.threading import live_threads, start_in_thread, wait_for
-from workbench.core.train.events import pack_metrics, to_cpu_copy
-from workbench.ui.train.worker import TrainingWorker
+from workbench.core.train.events import (
+    EVENT_TYPES, EpochEnded, ExtrasReady, Finished, Metrics, RunError, Sink, pack_metrics, to_cpu_copy,
+)
+from workbench.core.train.handle import RunHandle
+from workbench.core.train.launch.thread_run import ThreadRun
+from workbench.ui.threading import live_threads
+from workbench.ui.train.run_controller import RunController
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
 
 class Recorder(QObject):
-    """Collects a worker's signals on the GUI thread (queued, as the panel gets them).
+    """Collects a controller's events on the GUI thread (as the panel gets them), sorted by type."""
 
-    Plain Python callables connected to a worker signal would run on the training
-    thread; a QObject receiver makes the connection queued.
-    """
-
-    def __init__(self, worker):
+    def __init__(self, controller):
         super().__init__()
         self.metrics, self.epochs, self.extras, self.errors, self.finished = [], [], [], [], []
-        worker.metrics.connect(self.on_metrics)
-        worker.epochEnded.connect(self.on_epoch)
-        worker.extrasReady.connect(self.on_extras)
-        worker.error.connect(self.on_error)
-        worker.finished.connect(self.on_finished)
+        self.ended = 0
+        controller.event.connect(self.on_event)
+        controller.ended.connect(self.on_ended)
 
     @Slot(object)
-    def on_metrics(self, m):
-        self.metrics.append(m)
+    def on_event(self, event):
+        if isinstance(event, Metrics):
+            self.metrics.append(event.values)
+        elif isinstance(event, EpochEnded):
+            self.epochs.append(event.metrics)
+        elif isinstance(event, ExtrasReady):
+            self.extras.append(event.extras)
+        elif isinstance(event, RunError):
+            self.errors.append(event.text)
+        elif isinstance(event, Finished):
+            self.finished.append(event.reason)
 
-    @Slot(object)
-    def on_epoch(self, m):
-        self.epochs.append(m)
-
-    @Slot(object)
-    def on_extras(self, m):
-        self.extras.append(m)
-
-    @Slot(str)
-    def on_error(self, text):
-        self.errors.append(text)
-
-    @Slot(str)
-    def on_finished(self, reason):
-        self.finished.append(reason)
+    @Slot()
+    def on_ended(self):
+        self.ended += 1
 
 
-def _run(qtbot, worker, timeout=30_000):
-    rec = Recorder(worker)
-    start_in_thread(worker)
-    qtbot.waitUntil(lambda: bool(rec.finished) and not live_threads(), timeout=timeout)
+def _run(qtbot, handle, timeout=30_000):
+    controller = RunController()
+    rec = Recorder(controller)
+    controller.start(handle)
+    qtbot.waitUntil(lambda: rec.ended == 1 and not live_threads(), timeout=timeout)
+    assert not controller.is_running() and controller.handle is None  # the handle (and its trainer) let go
     return rec
 
 
@@ -98,7 +95,8 @@ def test_pack_metrics_and_cpu_copies():
 
 def test_worker_batches_metrics_and_finishes(qtbot, tmp_path):
     model = nn.Linear(32, 2)
-    worker = TrainingWorker(model, _config(tmp_path), trainer_factory=_factory(_tiny_data()))
+    worker = ThreadRun(model, _config(tmp_path), trainer_factory=_factory(_tiny_data()))
+    assert isinstance(worker, RunHandle)
     rec = _run(qtbot, worker)
     assert rec.finished == ["completed"] and rec.errors == []
     assert len(rec.epochs) == 2 and rec.extras
@@ -118,14 +116,14 @@ def test_worker_error_in_construction_is_reported(qtbot, tmp_path):
     def broken(*args, **kwargs):
         raise RuntimeError("cannot build the trainer")
 
-    worker = TrainingWorker(nn.Linear(2, 2), _config(tmp_path), trainer_factory=broken)
+    worker = ThreadRun(nn.Linear(2, 2), _config(tmp_path), trainer_factory=broken)
     rec = _run(qtbot, worker)
     assert rec.finished == ["error"]
     assert len(rec.errors) == 1 and "Traceback" in rec.errors[0] and "cannot build the trainer" in rec.errors[0]
 
 
 def test_stop_before_trainer_exists_is_honoured(qtbot, tmp_path):
-    worker = TrainingWorker(nn.Linear(32, 2), _config(tmp_path, epochs=100),
+    worker = ThreadRun(nn.Linear(32, 2), _config(tmp_path, epochs=100),
                             trainer_factory=_factory(_tiny_data()))
     worker.control.request_stop()
     rec = _run(qtbot, worker)
@@ -133,23 +131,25 @@ def test_stop_before_trainer_exists_is_honoured(qtbot, tmp_path):
 
 
 def test_wait_for_returns_while_gui_thread_blocks(qtbot, tmp_path):
-    """Stopping with the GUI thread blocked in wait_for must not deadlock (closeEvent path)."""
-    worker = TrainingWorker(nn.Linear(32, 2), _config(tmp_path, epochs=10_000),
-                            trainer_factory=_factory(_tiny_data()))
-    rec = Recorder(worker)
-    thread = start_in_thread(worker)
+    """Stopping with the GUI thread blocked in wait must not deadlock (closeEvent path)."""
+    worker = ThreadRun(nn.Linear(32, 2), _config(tmp_path, epochs=10_000), trainer_factory=_factory(_tiny_data()))
+    controller = RunController()
+    rec = Recorder(controller)
+    controller.start(worker)
     qtbot.waitUntil(lambda: bool(rec.metrics), timeout=30_000)
-    worker.control.request_stop()
-    assert wait_for(thread, 10_000)  # GUI thread blocked: quit() must still reach the thread
+    controller.stop()
+    assert controller.wait(10_000)  # GUI thread blocked: quit() must still reach the thread
     assert live_threads() == []
-    qtbot.waitUntil(lambda: rec.finished == ["stopped"], timeout=5000)
+    qtbot.waitUntil(lambda: rec.finished == ["stopped"] and rec.ended == 1, timeout=5000)
 
 
-def test_every_event_of_the_protocol_has_its_signal():
-    """Both workers relay events by name (``emit_event``): a new event without a signal would raise there.
-    ``sink`` is the one the process worker hands to the window's callbacks instead."""
-    from workbench.core.train.events import EVENTS
-    from workbench.ui.train.worker import RunWorker
+def test_the_panel_handles_every_event_type(qtbot):
+    """One declaration of the events: the Training panel has a handler for each but ``Sink`` (the process run
+    hands those to the window's callbacks itself), so a new event type without one fails here."""
+    from tests.ui.helpers import RecordingPrompts
+    from workbench.ui.session import Session
+    from workbench.ui.train.panel import TrainingPanel
 
-    missing = [name for name in EVENTS if not hasattr(RunWorker, name)]
-    assert missing == ["sink"]
+    panel = TrainingPanel(Session(), RecordingPrompts())
+    qtbot.addWidget(panel)
+    assert set(panel._handlers) == set(EVENT_TYPES.values()) - {Sink}

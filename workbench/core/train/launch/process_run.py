@@ -1,37 +1,38 @@
-"""The QThread that owns a run in a training process: :class:`ProcessTrainingWorker`.
+"""A run in a training process or on torchrun's ranks: :class:`ProcessRun`.
 
 It hands the job to a :class:`~workbench.core.train.launch.process.TrainingProcess`
-(started ahead, or now), then reads the process's events and emits the
-:class:`~workbench.ui.train.worker.RunWorker` signal of each; bytes are decoded
-here, off the GUI thread (``stateSynced``, ``extrasReady``). Steering goes
-through ``worker.control`` (a :class:`~workbench.core.train.launch.process.RemoteControl`).
+(started ahead, or now) or a
+:class:`~workbench.core.train.launch.ddp_process.DistributedTrainingProcess`,
+then reads the process's events (:func:`~workbench.core.train.events.from_wire`,
+bytes decoded on the thread that calls :meth:`ProcessRun.run`, never the
+window's) and hands each to ``emit``. Steering goes through
+:class:`JobControl`.
 
-When the process dies (``abort()``, a segfault, ``os._exit``, a kill) the
-worker emits ``error("training process ended unexpectedly (signal 6, SIGABRT)"``
-plus the process's last output lines) and ``finished("crashed")``; after
-:meth:`ProcessTrainingWorker.end_process` (a step that never returned, ended
-by the user) it finishes with ``"ended"``. Either way the process is joined:
-no orphan.
+When the process dies (``abort()``, a segfault, ``os._exit``, a kill) the run
+emits ``RunError("training process ended unexpectedly (signal 6, SIGABRT)"``
+plus the process's last output lines) and ends ``"crashed"``; after
+:meth:`ProcessRun.end` (a step that never returned, ended by the user) it ends
+``"ended"``. Either way the process is joined: no orphan.
 
 Steering sent before the job reaches the process (Stop or a closing window
 while the process still starts) is held by :class:`JobControl` and sent right
 after the job, in order: a process that got a control message instead of its
 job used to end at once (exit code 0), which the window reported as a crash.
 A stop asked before the job left sends no job at all (``"stopped"``); and once
-the window asked the run to stop and save (it closes), the process's end is
-never reported as an error.
+the caller asked the run to stop and save (the window closes), the process's
+end is never reported as an error. Qt-free.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Any, Callable
 
-from PySide6.QtCore import Slot
+from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink, from_wire
+from workbench.core.train.launch.process import READY_TIMEOUT_S, RemoteControl, describe_exit
 
-from workbench.core.train.events import extras_from_bytes, read_state_blob
-from workbench.core.train.launch.process import READY_TIMEOUT_S, RemoteControl, TrainingProcess, describe_exit
-from workbench.ui.train.worker import RunWorker
+__all__ = ["ProcessRun", "JobControl", "POLL_S"]
 
 #: Seconds between two checks that the process still lives while no event arrives.
 POLL_S = 0.1
@@ -45,7 +46,7 @@ class JobControl(RemoteControl):
     stop_requested : bool
         Stop (or stop-and-save) was asked.
     shutdown_requested : bool
-        The window asked the run to stop and save (it closes).
+        The caller asked the run to stop and save (the window closes).
     """
 
     def __init__(self, process):
@@ -91,20 +92,24 @@ class JobControl(RemoteControl):
                 self._process.send(msg)
 
 
-class ProcessTrainingWorker(RunWorker):
-    """Runs one job in a training process and relays its events as signals.
+class ProcessRun:
+    """One job in a training process (or on torchrun's ranks), a :class:`~workbench.core.train.handle.RunHandle`.
 
     Parameters
     ----------
-    process : TrainingProcess
+    process : TrainingProcess or DistributedTrainingProcess
         Idle (ready or still starting); it trains this one job and ends.
     job : dict
         :func:`workbench.core.train.launch.process.make_job`.
     callbacks : sequence of Callback
-        The window's callbacks whose copies the job builds in the process (the
+        The caller's callbacks whose copies the job builds in the process (the
         live probes), in the job's order: what a copy hands its sink comes back
-        to the window's ``callback.sink``, and the changes a callback announces
+        to the caller's ``callback.sink``, and the changes a callback announces
         (``add_listener``: ``set_probed``...) are made on its copy during the run.
+    kind : str
+        ``"process"`` or ``"ddp"``.
+    ranks : int
+        Processes that train.
 
     Attributes
     ----------
@@ -113,68 +118,74 @@ class ProcessTrainingWorker(RunWorker):
         The end reason once finished (``"crashed"`` / ``"ended"`` besides the trainer's).
     """
 
-    mode = "process"
+    in_this_process = False
+    can_end = True
 
-    def __init__(self, process: TrainingProcess, job: dict, callbacks=()):
-        super().__init__()
+    def __init__(self, process, job: dict, callbacks=(), *, kind: str = "process", ranks: int = 1):
         self.process = process
-        self.job = job
+        self.job: dict | None = job
         self.callbacks = list(callbacks)
+        self.kind = kind
+        self.ranks = int(ranks)
         self.control = JobControl(process)
         self.reason: str | None = None
         self._ended_by_user = False
-        self._listeners = []
+        self._listeners: list = []
         for index, cb in enumerate(self.callbacks):
             if hasattr(cb, "add_listener"):
                 listener = self._forward_to(index)
                 cb.add_listener(listener)
                 self._listeners.append((cb, listener))
 
-    @Slot()
-    def run(self) -> None:
-        """Start the job, relay events until ``finished``; always ends by emitting ``finished(reason)``."""
+    def run(self, emit: Callable[[Event], Any]) -> str:
+        """Start the job, hand its events to ``emit`` until ``Finished``; the end reason (never raises)."""
         reason = "error"
         proc = self.process
         try:
             if not proc.ready:
-                self.progressText.emit("starting training process…")
+                emit(ProgressText("starting training process…"))
             if not self._wait_ready() and not self.control.stop_requested:
-                reason = self._died("did not start")
-                return
+                reason = self._died("did not start", emit)
+                return reason
             if self.control.stop_requested:  # stopped (or the window closed) before the job left: nothing ran
-                self.progressText.emit("stopped before the first step")
+                emit(ProgressText("stopped before the first step"))
                 reason = "stopped"
-                return
+                return reason
             if not self.control.start_job(self.job):
-                reason = self._died("did not start")
-                return
+                reason = self._died("did not start", emit)
+                return reason
             self.job = None  # the model's bytes are the process's now
             while True:
                 try:
                     msg = proc.recv(POLL_S)
                 except EOFError:
-                    reason = self._died("ended unexpectedly")
-                    return
+                    reason = self._died("ended unexpectedly", emit)
+                    return reason
                 if msg is None:
                     if not proc.is_alive():
-                        reason = self._died("ended unexpectedly")
-                        return
+                        reason = self._died("ended unexpectedly", emit)
+                        return reason
                     continue
-                _, name, args = msg
-                if name == "finished":
-                    reason = str(args[0])
-                    return
-                self._relay(name, args)
-        except Exception as exc:  # noqa: BLE001 - the worker's top: report, end cleanly
-            self.error.emit(f"Training process: {type(exc).__name__}: {exc}")
+                _, name, fields = msg
+                event = from_wire(name, fields)
+                if isinstance(event, Finished):
+                    reason = event.reason
+                    return reason
+                if isinstance(event, Sink):
+                    self.callbacks[event.index].sink(event.data)
+                    continue
+                emit(event)
+        except Exception as exc:  # noqa: BLE001 - the run's top: report, end cleanly
+            emit(RunError(f"Training process: {type(exc).__name__}: {exc}"))
             reason = "error"
+            return reason
         finally:
             for cb, listener in self._listeners:
                 cb.remove_listener(listener)
-            self._listeners = []  # the listeners hold this worker: no cycle left for the GC to free off-thread
+            self._listeners = []  # the listeners hold this run: no cycle left for the GC to free off-thread
             proc.end()
             self.reason = reason
-            self.finished.emit(reason)
+            emit(Finished(reason))
 
     def _wait_ready(self) -> bool:
         """Wait until the process is ready for its job; False when it died, timed out or a stop came first."""
@@ -184,42 +195,46 @@ class ProcessTrainingWorker(RunWorker):
                 return False
         return True
 
-    def _relay(self, name: str, args: tuple) -> None:
-        if name == "stateSynced":
-            args = (read_state_blob(args[0]),)
-        elif name == "extrasReady":
-            args = (extras_from_bytes(args[0]),)
-        elif name == "sink":
-            index, data = args
-            self.callbacks[index].sink(data)
-            return
-        self.emit_event(name, *args)
-
-    def _died(self, what: str) -> str:
-        """The process ended without ``finished``: say how, with its last output; the end reason."""
+    def _died(self, what: str, emit: Callable[[Event], Any]) -> str:
+        """The process ended without ``Finished``: say how, with its last output; the end reason."""
         self.process.join(5)
         if self._ended_by_user:
-            self.progressText.emit("training process ended")
+            emit(ProgressText("training process ended"))
             return "ended"
         if self.control.shutdown_requested:  # the window closes: its end is no news to show in a box
-            self.progressText.emit("training process ended")
+            emit(ProgressText("training process ended"))
             return "stopped" if self.process.exitcode == 0 else "ended"
         tail = self.process.log_tail()
         text = f"training process {what} ({describe_exit(self.process.exitcode)})"
         if tail:
             text += f"\n\nLast output:\n{tail}"
-        self.error.emit(text)
+        emit(RunError(text))
         return "crashed"
+
+    def pause(self) -> None:  # noqa: D102 - RunHandle's
+        self.control.pause()
+
+    def resume(self) -> None:  # noqa: D102
+        self.control.resume()
+
+    def stop(self) -> None:  # noqa: D102
+        self.control.request_stop()
 
     def stop_and_save(self) -> None:
         """Stop at the next step boundary (ending a pause or a NaN question) and write ``last.pt``."""
         self.control.stop_and_save()
 
-    def end_process(self) -> bool:
+    def queue(self, command) -> None:  # noqa: D102
+        self.control.queue(command)
+
+    def resolve_nonfinite(self, action: str) -> None:  # noqa: D102
+        self.control.resolve_nonfinite(action)
+
+    def end(self) -> bool:
         """End the training process now (SIGKILL): for a step that never returns. True when it was running.
 
-        Safe: the window's model keeps the weights of the last sync, the run
-        folder keeps its last checkpoint; the worker finishes with ``"ended"``.
+        Safe: the caller's model keeps the weights of the last sync, the run
+        folder keeps its last checkpoint; the run ends ``"ended"``.
         """
         if not self.process.is_alive():
             return False
