@@ -1,6 +1,6 @@
 """The devices torch can train on here, the default choice and CUDA memory use.
 
-Qt-free; re-exported by :mod:`workbench.core.train.trainer.loop`.
+Qt-free.
 """
 
 from __future__ import annotations

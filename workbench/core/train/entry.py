@@ -1,6 +1,7 @@
 """The one way a run is started: :func:`make_trainer` (window thread, training process, ``workbench train``).
 
-The window's in-process worker, the training process
+A run on a thread of the window's process
+(:class:`~workbench.core.train.launch.thread_run.ThreadRun`), the training process
 (:mod:`workbench.core.train.launch.child`) and the headless ``workbench train RUN.toml``
 (:mod:`workbench.core.train.launch.headless`) all build their
 :class:`~workbench.core.train.trainer.loop.Trainer` here and then call ``fit()``, so a

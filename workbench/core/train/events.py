@@ -429,7 +429,7 @@ class EventBridge(Callback):
 
 
 def extras_from_bytes(blob: bytes) -> dict:
-    """The ``extrasReady`` dict a training process sent as bytes (``{}`` when unreadable)."""
+    """The ``ExtrasReady`` dict a training process sent as bytes (``{}`` when unreadable)."""
     try:
         return dict(tensors_from_bytes(blob))
     except Exception:  # noqa: BLE001 - a scheduler state weights_only refuses: keep the weights

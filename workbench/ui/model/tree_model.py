@@ -415,7 +415,7 @@ class ModelTreeModel(QAbstractItemModel):
         self.bn_stats_fixed = bool(flag)
 
     def set_badges(self, badges: dict[str, list]) -> None:
-        """Show probe badges: ``{module qualified name: [core.probe.activations.Badge, ...]}``.
+        """Show probe badges: ``{module qualified name: [core.probe.health.Badge, ...]}``.
 
         Replaces the previous set; rows that gained or lost a badge repaint.
         """

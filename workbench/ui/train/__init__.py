@@ -1,1 +1,1 @@
-"""The Training wing: the Training panel, its settings form, live plots and the QThread worker."""
+"""The Training wing: the Training panel, its settings form and memory, live plots, progress, the run controller."""

@@ -3,7 +3,7 @@
 :class:`TrainingSettings` edits a :class:`workbench.core.train.config.TrainConfig`:
 :meth:`TrainingSettings.config` builds one from the widgets and
 :meth:`TrainingSettings.set_config` fills the widgets from one. A small pyqtgraph
-plot previews the planned learning-rate schedule (``core.train.optim.lr_schedule_preview``)
+plot previews the planned learning-rate schedule (``core.train.trainer.optim.lr_schedule_preview``)
 and is recomputed, debounced by 150 ms, whenever a setting changes.
 """
 

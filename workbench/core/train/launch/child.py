@@ -6,8 +6,9 @@ and the trainer, says ``("ready", pid)`` and waits idle for one job, so that a
 process started ahead makes Start quick. A job is a dict (:func:`run_job`):
 the model as bytes, the config as a dict, the architecture, the checkpoint to
 resume and the callbacks to build there (``{"factory": "pkg.mod:Class", "kwargs": {...}}``,
-built as ``Class(sink, **kwargs)``: what ``sink`` gets goes back as the event
-``("sink", index, data)``; the live probes travel this way). The run is the same as everywhere:
+resolved through :func:`workbench.core.contrib.resolve` and built as ``Class(sink, **kwargs)``:
+what ``sink`` gets goes back as a :class:`~workbench.core.train.events.Sink` event
+(``index``, ``data``); the live probes travel this way). The run is the same as everywhere:
 :func:`workbench.core.train.entry.make_trainer` then ``fit()``, with one
 :class:`~workbench.core.train.events.EventBridge` whose events go back over the
 connection as ``("event", type name, fields)`` (:func:`~workbench.core.train.events.to_wire`). A reader thread turns the window's

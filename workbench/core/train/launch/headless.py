@@ -122,7 +122,7 @@ def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool 
     The run file is a file like any other: an ``arch`` that names code which is
     not a registered architecture (``pkg.mod:fn``, ``file.py:fn``), or a
     starting checkpoint that does, is built only with ``trust``
-    (:mod:`workbench.core.model.contributions`); a relative ``file.py`` path
+    (:mod:`workbench.core.contrib`); a relative ``file.py`` path
     resolves against the run file's folder.
 
     Parameters
@@ -241,7 +241,7 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
     try:
         model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
-        # the same entry point as the window's training process (core.train.child.run_job)
+        # the same entry point as the window's training process (core.train.launch.child.run_job)
         trainer = make_trainer(model, cfg, list(callbacks), arch, resume=resume)
     except WorkbenchError as e:
         out(error_line(f"{e}"))

@@ -1,7 +1,10 @@
 """The training loop: :class:`Trainer` (fit, epoch, step, validate), composed of its parts.
 
-Qt-free. The GUI runs :meth:`Trainer.fit` on a QThread through one callback; the
-headless ``workbench train run.toml`` runs it through
+Qt-free. The window runs :meth:`Trainer.fit` through a run handle
+(:class:`~workbench.core.train.handle.RunHandle`: in a training process, on torchrun's
+ranks or on a thread of its own process) with one
+:class:`~workbench.core.train.events.EventBridge` callback; the headless
+``workbench train run.toml`` runs it through
 :func:`workbench.core.train.launch.headless.train_from_toml`.
 
 Threading
@@ -114,7 +117,8 @@ class Trainer:
         custom data). Any iterables of ``(x, y)`` batches with ``len()``; an
         ``iter_epoch(epoch, start_batch)`` method makes them resumable mid-epoch.
     control : RunControl, optional
-        Shared with whoever steers the run (a GUI worker); a new one by default.
+        Shared with whoever steers the run (a thread run's
+        :class:`~workbench.core.train.launch.thread_run.ThreadRun`); a new one by default.
 
     Attributes
     ----------
