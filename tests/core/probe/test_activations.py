@@ -210,7 +210,7 @@ def test_constant_and_all_nonfinite_outputs():
 
 # -- the training callback, driven by a minimal loop with the Trainer's hook points -----------
 class _LoopTrainer:
-    """The hook order of core.train.loop.Trainer: zero_grad, forward, backward, (hook), step, on_step_end."""
+    """The hook order of core.train.trainer.loop.Trainer: zero_grad, forward, backward, (hook), step, on_step_end."""
 
     def __init__(self, model, callbacks, after_backward=True):
         self.model, self.callbacks, self.after_backward = model, callbacks, after_backward

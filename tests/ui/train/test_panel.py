@@ -247,11 +247,11 @@ def test_resuming_a_finished_run_offers_to_extend_it(host, qtbot, tmp_path):
 
 def test_the_progress_bar_reads_true_at_each_end(host, qtbot):
     """It read "epoch 2/2 · step 2/4" at the end of epoch 1, "error · starting…", and never filled."""
-    from workbench.core.train.config import TrainConfig
 
     panel = host.panel
-    panel._config, panel._run_info = TrainConfig(epochs=2), {"steps_per_epoch": 2}
-    panel._update_progress({"step": np.array([2.0]), "epoch_float": np.array([1.0]), "time": np.array([1.0]),
+    panel.run_progress.begin(2, "cpu")
+    panel.run_progress.set_plan({"steps_per_epoch": 2})
+    panel.run_progress.show_metrics({"step": np.array([2.0]), "epoch_float": np.array([1.0]), "time": np.array([1.0]),
                             "samples": np.array([64.0])})
     assert panel.progress.format().startswith("epoch 1/2 · step 2/4")
     _start(qtbot, panel, epochs=1)

@@ -14,7 +14,6 @@ import pytest
 
 from tests.ui.helpers import panel_host
 from workbench.core.model.demo import DigitsCNN
-from workbench.core.train.config import TrainConfig
 from workbench.ui.train.progress_eta import EtaEstimator, format_duration
 
 
@@ -60,14 +59,15 @@ def test_the_progress_bar_says_estimating_at_the_first_step_of_a_two_minute_run(
     win = panel_host(DigitsCNN())
     qtbot.addWidget(win)
     panel = win.panel
-    panel._config, panel._run_info = TrainConfig(epochs=2), {"steps_per_epoch": 600}
+    panel.run_progress.begin(2, "cpu")
+    panel.run_progress.set_plan({"steps_per_epoch": 600})
     panel._t0 = time.perf_counter() - 20.0  # Start was pressed 20 s ago (process start, pre-flight)
 
     def metrics(steps, times):
         m = {"step": np.array(steps, float), "loss": np.ones(len(steps)), "time": np.array(times, float),
              "epoch_float": np.array(steps, float) / 600, "samples": np.array(steps, float) * 64}
         panel._on_metrics(m)
-        panel._update_progress(m)
+        panel.run_progress.show_metrics(m)
         return panel.progress.format()
 
     text = metrics([1], [19.5])

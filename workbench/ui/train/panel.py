@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +40,6 @@ from PySide6.QtWidgets import (
 
 from workbench.core.model.architectures import WeightsOnlyModule
 from workbench.core.probe.health import Badge
-from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
-from workbench.core.train.data.loaders import INPUT_BOUND_SHARE, input_wait_text
 from workbench.core.train.devices import cuda_memory
 from workbench.core.train.events import (
     ClassCountDiffers, CommandApplied, CudaMemory, EpochEnded, ExtrasReady, Finished, FitStarted, Metrics, NonFinite,
@@ -56,16 +53,15 @@ from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.lr_find_dialog import LRFinder
-from workbench.ui.train.progress_eta import EtaEstimator
+from workbench.ui.train.run_progress import RunProgress
 from workbench.ui.train.run_controller import RunController
 from workbench.ui.train.settings_form import TrainingSettings
+from workbench.ui.train.settings_memory import SettingsMemory
 
 #: Tooltips of Start and Find LR (a model that cannot be trained puts the reason first).
 START_TIP = "Train the model shown with these settings (F5)"
 FIND_LR_TIP = ("Learning-rate range test on a copy of the model with these settings; "
                "the model itself is not changed")
-#: QSettings key of the settings of the last run started (TOML text), restored at start.
-SETTINGS_KEY = "training/config"
 #: QSettings key: train on a QThread in the window's process instead of a training process.
 IN_PROCESS_KEY = "training/in_process"
 #: How long :meth:`TrainingPanel.shutdown` waits for the run to stop, ms.
@@ -126,19 +122,18 @@ class TrainingPanel(QWidget):
             CommandApplied: self._on_command_applied,
             NonFinite: lambda e: self._on_nonfinite(e.step, e.loss, e.trace),
             ClassCountDiffers: lambda e: self._on_class_count_mismatch(e.data_classes, e.model_outputs, e.message),
-            ProgressText: lambda e: self._on_progress_text(e.text),
+            ProgressText: lambda e: self.run_progress.show_starting(e.text),
             RunError: lambda e: self._on_error(e.text),
             ExtrasReady: lambda e: self._on_extras(e.extras),
             Paused: lambda e: self.runPaused.emit(e.step),
             StateSynced: lambda e: self._on_state_synced(e.state),
             CudaMemory: lambda e: self._on_cuda_memory(e.allocated, e.reserved),
-            RanksLine: lambda e: self._on_ranks(e.text),
+            RanksLine: lambda e: self.run_progress.show_ranks(e.text),
             Finished: lambda e: self._on_finished(e.reason),
         }
         self._last_reason: str | None = None
         self._last_error: str | None = None
         self._run_dir: str | None = None
-        self._run_info: dict = {}
         self._remember_mode = True
         self._last_samples: float | None = None
         self._last_epoch_metrics: dict = {}
@@ -146,10 +141,7 @@ class TrainingPanel(QWidget):
         self._cuda_mem: tuple[float, float] | None = None
         self._paused = False
         self._config = None
-        self._rate_window: deque = deque()
-        self._eta = EtaEstimator()
         self._t0 = 0.0
-        self._samples_per_s = float("nan")
         self._build()
         self._status_timer = QTimer(self)
         self._status_timer.setInterval(500)
@@ -169,7 +161,8 @@ class TrainingPanel(QWidget):
         session.probeReports.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
         session.set_data_config_source(lambda: self.settings.config().data)
         self._qsettings = make_settings()
-        self._restore_settings()
+        self.memory = SettingsMemory(self.settings, self._qsettings)
+        self.memory.restore()
         self.settings.lr_spin.editingFinished.connect(self._on_lr_edited)
         self.settings.lr_spin.outOfRange.connect(lambda text: self._status(f"Learning rate: {text}", 8000))
         self.in_process_check.setChecked(_as_bool(self._qsettings.value(IN_PROCESS_KEY, False)))
@@ -225,22 +218,10 @@ class TrainingPanel(QWidget):
         self.in_process_check.setToolTip(
             "Off (default): training runs in its own process at full speed, and a crash there never "
             "closes the window.\nOn: training runs on a thread of the window (slower; a crash takes the window down).")
-        self.progress = QProgressBar()
-        self.progress.setObjectName("progressBar")
-        self.progress.setRange(0, 1)
-        self.progress.setValue(0)
-        self.progress.setTextVisible(True)
-        self.progress.setFormat("idle")
-        self.input_label = QLabel("")
-        self.input_label.setObjectName("inputMeterLabel")
-        self.input_label.setToolTip("Share of the step time spent waiting for the next batch over the last "
-                                    "emission window (host time, no device sync)")
-        self.ranks_label = QLabel("")
-        self.ranks_label.setObjectName("ranksLabel")
-        self.ranks_label.setToolTip("Data-parallel run: each rank's last step, samples/s and the age of its "
-                                    "last heartbeat; a rank silent for 60 s ends the run. The probes show "
-                                    "rank 0's replica; gradient norms are those after the all-reduce.")
-        self.ranks_label.setVisible(False)
+        self.run_progress = RunProgress()
+        self.progress = self.run_progress.bar
+        self.input_label = self.run_progress.input_label
+        self.ranks_label = self.run_progress.ranks_label
         #: ``"<file> (class folder <name>): <reason>"`` of the images the current run skipped as unreadable
         self.skipped_images: list[str] = []
 
@@ -281,11 +262,7 @@ class TrainingPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(split, 1)
-        bottom = QHBoxLayout()
-        bottom.addWidget(self.progress, 1)
-        bottom.addWidget(self.input_label)
-        layout.addLayout(bottom)
-        layout.addWidget(self.ranks_label)
+        layout.addWidget(self.run_progress)
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         """Settings beside the plots in a wide dock, above them in a tall narrow one."""
@@ -329,24 +306,16 @@ class TrainingPanel(QWidget):
         if handle is None:
             return False
         self._config = config
-        self._remember_settings(config)
+        self.memory.remember(config)
         self._last_reason = None
         self._last_error = None
         self._last_samples = None
         self._last_epoch_metrics = {}
-        self._samples_per_s = float("nan")
-        self._rate_window = deque()
-        self._eta.reset()
         self.skipped_images = []
-        self.input_label.setText("")
-        self.ranks_label.setText("")
-        self.ranks_label.setVisible(False)
         self._run_dir = config.run_dir
         self.plots.clear()
         self._t0 = time.perf_counter()
-        self.progress.setRange(0, max(1, config.epochs))
-        self.progress.setValue(0)
-        self.progress.setFormat("starting…")
+        self.run_progress.begin(config.epochs, config.device)
         self._run.start(handle)
         self._redraw_timer.start()
         self.settings.set_running(True)
@@ -365,8 +334,7 @@ class TrainingPanel(QWidget):
         """
         if self.is_running():
             self._run.stop()
-            if " · stopping…" not in self.progress.format():
-                self.progress.setFormat(self.progress.format() + " · stopping…")
+            self.run_progress.show_stopping()
             self._stop_timer.start()
 
     def end_training_process(self) -> bool:
@@ -457,15 +425,15 @@ class TrainingPanel(QWidget):
         """Pause at the next step boundary."""
         if self.is_running() and not self._paused:
             self._run.pause()
-            self._paused = True
+            self._paused = self.run_progress.paused = True
             self._update_buttons()
 
     def resume(self) -> None:
         """Resume a paused run."""
         if self.is_running() and self._paused:
             self._run.resume()
-            self._eta.restart_window()  # the time paused is not step time
-            self._paused = False
+            self.run_progress.eta.restart_window()  # the time paused is not step time
+            self._paused = self.run_progress.paused = False
             self._update_buttons()
 
     def is_paused(self) -> bool:
@@ -558,45 +526,18 @@ class TrainingPanel(QWidget):
         return True
 
     # ------------------------------------------------------------------ settings that follow the model / the user
-    def _remember_settings(self, config: TrainConfig) -> None:
-        """Keep the settings of the run just started for the next session (QSettings ``training/config``)."""
-        kept = TrainConfig.from_dict(config.to_dict())
-        kept.run_dir, kept.model = None, ModelConfig()
-        self._qsettings.setValue(SETTINGS_KEY, kept.to_toml())
-
-    def _restore_settings(self) -> None:
-        text = self._qsettings.value(SETTINGS_KEY, "")
-        if not text:
-            return
-        try:
-            self._show_settings(TrainConfig.from_toml(str(text)))
-        except (ValueError, TypeError):
-            self._qsettings.remove(SETTINGS_KEY)  # written by another version: start from the defaults
-
-    def _show_settings(self, cfg: TrainConfig) -> None:
-        """Put ``cfg`` in the form, keeping the device chosen here (the file's may not exist) and the run folder."""
-        cfg.device = self.settings.device_combo.currentData() or cfg.device
-        cfg.run_dir = self.settings.run_dir_edit.text().strip() or None
-        self.settings.set_config(cfg)
-
     def reset_settings(self) -> None:
         """Every training setting back to its default; the remembered settings are forgotten."""
-        self._qsettings.remove(SETTINGS_KEY)
-        self._show_settings(TrainConfig())
+        self.memory.reset()
         self._status("Training settings reset to their defaults.", 5000)
 
     def _fill_from_checkpoint(self) -> None:
         """A checkpoint was opened: show the settings it records (run.toml beside it, its config, its optimizer)."""
         ckpt = self.session.checkpoint
-        if ckpt is None or self.is_running():
-            return
-        meta = ckpt.metadata
-        cfg = settings_from_checkpoint(ckpt.path, ckpt.raw, meta.optimizer_class, meta.optimizer_hparams)
-        if cfg is None:
-            return
-        self._show_settings(cfg)
-        done = f", {meta.epoch} epochs done" if meta.epoch else ""
-        self._status(f"Training settings from {Path(ckpt.path).name}: {cfg.optimizer}, lr {cfg.lr:.3g}{done}", 8000)
+        if ckpt is not None and not self.is_running():
+            said = self.memory.fill_from_checkpoint(ckpt)
+            if said:
+                self._status(said, 8000)
 
     def _extend_finished_run(self, config) -> bool:
         """Resuming a run that already did its planned epochs: ask until which epoch to go on; False = cancel."""
@@ -740,7 +681,7 @@ class TrainingPanel(QWidget):
             handler(event)
 
     def _on_fit_started(self, info: dict) -> None:
-        self._run_info = info
+        self.run_progress.set_plan(info)
         if info.get("total_steps"):
             self.plots.expect_extent(float(info["total_steps"]), float(info.get("epochs") or math.nan))
         for metrics in info.get("history") or []:  # a resumed run: draw the epochs it continues
@@ -761,7 +702,7 @@ class TrainingPanel(QWidget):
             t = np.full(step.shape, now)
         self.plots.add_steps(step, loss, lr=m.get("lr"), epoch=m.get("epoch_float", m.get("epoch")), time=t)
         if len(step):
-            self._eta.add(float(np.asarray(t)[-1]), int(step[-1]))
+            self.run_progress.add_steps(float(np.asarray(t)[-1]), int(step[-1]))
         self._last_metrics = m  # the progress bar is repainted on the redraw tick, not per batch
         samples = m.get("samples")
         if samples is not None and len(samples):
@@ -783,57 +724,8 @@ class TrainingPanel(QWidget):
             return
         m, self._last_metrics = self._last_metrics, None
         if m is not None:
-            self._update_progress(m)
+            self.run_progress.show_metrics(m)
         self.plots.refresh_epochs(one_plot=True)  # an epoch's end: one plot per pass, not with the step curves
-
-    def _update_progress(self, m: dict) -> None:
-        def last(key, default=float("nan")):
-            arr = m.get(key)
-            return float(arr[-1]) if arr is not None and len(arr) else default
-
-        t_now, seen = last("time"), last("samples")
-        if math.isfinite(t_now) and math.isfinite(seen):
-            times, samples = m.get("time"), m.get("samples")
-            if not self._rate_window and times is not None and len(times) > 1:  # a batch of steps spans time too
-                self._rate_window.append((float(times[0]), float(samples[0])))
-            self._rate_window.append((t_now, seen))
-            while len(self._rate_window) > 2 and t_now - self._rate_window[1][0] >= 2.0:
-                self._rate_window.popleft()  # keep ~2 s of history
-            (t_a, s_a) = self._rate_window[0]
-            if t_now - t_a > 0.2:
-                self._samples_per_s = (seen - s_a) / (t_now - t_a)
-        step = int(last("step", 0))
-        epochs = self._config.epochs
-        epoch_f = last("epoch_float", last("epoch"))
-        total = last("total_steps")
-        spe = last("steps_per_epoch", self._run_info.get("steps_per_epoch", float("nan")))
-        if not math.isfinite(total) and math.isfinite(spe):
-            total = spe * epochs
-        if math.isfinite(total) and total > 0:
-            self.progress.setRange(0, int(total))
-            self.progress.setValue(min(step, int(total)))
-        # epoch_float reaches 1.0 at the last step of the first epoch: that step is still in epoch 1
-        epoch_shown = max(1, math.ceil(epoch_f - 1e-9)) if math.isfinite(epoch_f) else 1
-        parts = [f"epoch {min(epoch_shown, epochs)}/{epochs}",
-                 f"step {step}" + (f"/{int(total)}" if math.isfinite(total) else "")]
-        if math.isfinite(self._samples_per_s):
-            parts.append(f"{self._samples_per_s:,.0f} samples/s")
-        self._show_input_wait(last("input_wait"))
-        parts.append(self._eta.text(total))
-        if self._paused:
-            parts.append("paused")
-        self.progress.setFormat(" · ".join(parts))
-
-    def _show_input_wait(self, share: float) -> None:
-        """The input-bound meter: ``"data wait 12%"``, or the hint when data dominates the step time."""
-        device = (self._config.device if self._config is not None else "cpu").split(":")[0]
-        text = input_wait_text(share, device)
-        if text != self.input_label.text():
-            self.input_label.setText(text)
-        bound = math.isfinite(share) and share >= INPUT_BOUND_SHARE
-        sheet = "color: #b04000; font-weight: bold;" if bound else ""
-        if sheet != self.input_label.styleSheet():  # a style sheet re-polishes the label and lays the panel out
-            self.input_label.setStyleSheet(sheet)
 
     def _on_epoch_ended(self, m: dict) -> None:
         def num(*keys):
@@ -902,15 +794,6 @@ class TrainingPanel(QWidget):
         self._run.resolve_nonfinite(action)
         self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
 
-    def _on_ranks(self, text: str) -> None:
-        """A data-parallel run's per-rank line, on its own row under the progress bar."""
-        self.ranks_label.setText(text + " · probes: rank 0's replica")
-        self.ranks_label.setVisible(True)
-
-    def _on_progress_text(self, text: str) -> None:
-        """Before the first step (the pre-flight image scan): say where it is."""
-        self.progress.setFormat(f"starting… {text}")
-
     def _on_class_count_mismatch(self, data_classes: int, outputs: int, message: str) -> None:
         """Caught before any step: offer the fix (one click replaces the head), else show the message."""
         self._last_error = message
@@ -978,22 +861,8 @@ class TrainingPanel(QWidget):
                      10000)
         m, self._last_metrics = self._last_metrics, None
         if m is not None:  # the metrics that arrived after the last redraw tick
-            self._update_progress(m)
-        fmt = self.progress.format().replace(" · stopping…", "")
-        if fmt.startswith("starting"):  # ended before its first step
-            fmt = ""
-        # an ended run has no ETA and is no longer paused
-        fmt = " · ".join(part for part in fmt.split(" · ") if not part.startswith(("ETA", "paused")))
-        if reason == "completed":  # the bar fills; the text gives the steps done, not a planned total
-            self.progress.setValue(self.progress.maximum())
-            epochs = self._config.epochs if self._config is not None else 0
-            fmt = f"epoch {epochs}/{epochs} · step {int(self.plots.steps.last('step', 0.0))}"
-            if not math.isfinite(self._samples_per_s) and len(self._rate_window) > 1:  # a run shorter than the
-                (t_a, s_a), (t_b, s_b) = self._rate_window[0], self._rate_window[-1]  # rate's 0.2 s warm-up
-                self._samples_per_s = (s_b - s_a) / (t_b - t_a) if t_b > t_a else math.nan
-            if math.isfinite(self._samples_per_s):
-                fmt += f" · {self._samples_per_s:,.0f} samples/s"
-        self.progress.setFormat(f"{reason} · {fmt}" if fmt else reason)
+            self.run_progress.show_metrics(m)
+        self.run_progress.finish(reason, int(self.plots.steps.last("step", 0.0)))
 
     @Slot()
     def _on_thread_finished(self) -> None:

@@ -1,4 +1,4 @@
-"""core.train.threads: the GUI thread computes single-threaded, worker threads get the cores."""
+"""core.train.launch.threads: the GUI thread computes single-threaded, worker threads get the cores."""
 
 from __future__ import annotations
 

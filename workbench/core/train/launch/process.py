@@ -342,18 +342,21 @@ class TrainingProcess:
         """End the process: ``quit`` when idle, else wait ``timeout`` s for it to end, then SIGTERM, SIGKILL; never raises."""
         if self._closed:
             return
-        if self.process.is_alive() and not self.job_sent:
-            self.send(("quit",))
-            self.process.join(min(timeout, 2.0))
-        elif self.process.is_alive():  # a job that sent "finished" ends by itself
-            self.process.join(timeout)
-        if self.process.is_alive():  # multiprocessing.Process.terminate: SIGTERM to the child (no QThread)
-            self.process.terminate()
-            self.process.join(timeout)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(timeout)
-        self.close()
+        try:
+            if self.process.is_alive() and not self.job_sent:
+                self.send(("quit",))
+                self.process.join(min(timeout, 2.0))
+            elif self.process.is_alive():  # a job that sent its Finished event ends by itself
+                self.process.join(timeout)
+            if self.process.is_alive():  # multiprocessing.Process.terminate: SIGTERM to the child (no QThread)
+                self.process.terminate()
+                self.process.join(timeout)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(timeout)
+            self.close()
+        except ValueError:  # "process object is closed": another thread ended it meanwhile (atexit's end_all)
+            return
 
     def join(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for the process to end."""
@@ -408,7 +411,7 @@ class RemoteControl:
         self._send("request_stop")
 
     def pause(self) -> None:
-        """Pause at the next step boundary (the process then sends ``paused`` and ``stateSynced``)."""
+        """Pause at the next step boundary (the process then sends a ``Paused`` and a ``StateSynced`` event)."""
         self._send("pause")
 
     def resume(self) -> None:

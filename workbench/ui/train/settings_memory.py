@@ -1,0 +1,78 @@
+"""What the Training form shows when nothing is running: the last run's settings, or the opened file's.
+
+:class:`SettingsMemory` keeps the settings of the last run started for the next
+session (QSettings ``training/config``, as TOML text), puts them back when the
+window opens, resets them, and fills the form from an opened checkpoint's own
+record (the run.toml beside it, its config, its optimizer) through
+:func:`~workbench.core.train.config.settings_from_checkpoint`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
+
+__all__ = ["SettingsMemory", "SETTINGS_KEY"]
+
+#: QSettings key of the settings of the last run started (TOML text), restored at start.
+SETTINGS_KEY = "training/config"
+
+
+class SettingsMemory:
+    """The form's remembered settings (see the module docstring).
+
+    Parameters
+    ----------
+    form : TrainingSettings
+        The Training form (``config()``, ``set_config()``, ``device_combo``, ``run_dir_edit``).
+    qsettings : QSettings
+        Where the settings are kept (:func:`workbench.ui.qsettings.make_settings`).
+    """
+
+    def __init__(self, form, qsettings):
+        self.form = form
+        self.qsettings = qsettings
+
+    def remember(self, config: TrainConfig) -> None:
+        """Keep the settings of the run just started for the next session (without its folder and model)."""
+        kept = TrainConfig.from_dict(config.to_dict())
+        kept.run_dir, kept.model = None, ModelConfig()
+        self.qsettings.setValue(SETTINGS_KEY, kept.to_toml())
+
+    def restore(self) -> None:
+        """Show the remembered settings; settings written by another version are forgotten."""
+        text = self.qsettings.value(SETTINGS_KEY, "")
+        if not text:
+            return
+        try:
+            self.show(TrainConfig.from_toml(str(text)))
+        except (ValueError, TypeError):
+            self.qsettings.remove(SETTINGS_KEY)  # written by another version: start from the defaults
+
+    def show(self, cfg: TrainConfig) -> None:
+        """Put ``cfg`` in the form, keeping the device chosen here (the file's may not exist) and the run folder."""
+        cfg.device = self.form.device_combo.currentData() or cfg.device
+        cfg.run_dir = self.form.run_dir_edit.text().strip() or None
+        self.form.set_config(cfg)
+
+    def reset(self) -> None:
+        """Every training setting back to its default; the remembered settings are forgotten."""
+        self.qsettings.remove(SETTINGS_KEY)
+        self.show(TrainConfig())
+
+    def fill_from_checkpoint(self, ckpt) -> str | None:
+        """Show the settings ``ckpt`` (a :class:`~workbench.core.model.checkpoint.Checkpoint`) records.
+
+        Returns
+        -------
+        str or None
+            The status line saying where they came from, or None when the file records none.
+        """
+        meta = ckpt.metadata
+        cfg = settings_from_checkpoint(ckpt.path, ckpt.raw, meta.optimizer_class, meta.optimizer_hparams)
+        if cfg is None:
+            return None
+        self.show(cfg)
+        done = f", {meta.epoch} epochs done" if meta.epoch else ""
+        return f"Training settings from {Path(ckpt.path).name}: {cfg.optimizer}, lr {cfg.lr:.3g}{done}"
