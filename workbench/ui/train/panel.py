@@ -19,18 +19,13 @@ Dialogs go through the prompts (``confirm_stop``, ``training_error``,
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
-import numpy as np
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QGridLayout,
-    QHBoxLayout,
-    QLabel,
-    QProgressBar,
     QPushButton,
     QScrollArea,
     QSplitter,
@@ -54,6 +49,7 @@ from workbench.ui.session import Session
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.lr_find_dialog import LRFinder
 from workbench.ui.train.run_progress import RunProgress
+from workbench.ui.train.plot_feed import PlotFeed, trainable_change
 from workbench.ui.train.run_controller import RunController
 from workbench.ui.train.settings_form import TrainingSettings
 from workbench.ui.train.settings_memory import SettingsMemory
@@ -61,7 +57,7 @@ from workbench.ui.train.settings_memory import SettingsMemory
 #: Tooltips of Start and Find LR (a model that cannot be trained puts the reason first).
 START_TIP = "Train the model shown with these settings (F5)"
 FIND_LR_TIP = ("Learning-rate range test on a copy of the model with these settings; "
-               "the model itself is not changed")
+               "the model itself is not changed (Ctrl+L)")
 #: QSettings key: train on a QThread in the window's process instead of a training process.
 IN_PROCESS_KEY = "training/in_process"
 #: How long :meth:`TrainingPanel.shutdown` waits for the run to stop, ms.
@@ -141,7 +137,6 @@ class TrainingPanel(QWidget):
         self._cuda_mem: tuple[float, float] | None = None
         self._paused = False
         self._config = None
-        self._t0 = 0.0
         self._build()
         self._status_timer = QTimer(self)
         self._status_timer.setInterval(500)
@@ -175,6 +170,7 @@ class TrainingPanel(QWidget):
     def _build(self) -> None:
         self.settings = TrainingSettings(self)
         self.plots = TrainingPlots(self, prompts=self.prompts)
+        self.feed = PlotFeed(self.plots)
         self.start_button = QPushButton("Start (F5)")
         self.start_button.setObjectName("startButton")
         self.start_button.setShortcut(QKeySequence(Qt.Key.Key_F5))
@@ -182,10 +178,11 @@ class TrainingPanel(QWidget):
         self.start_button.clicked.connect(self.start)
         self.pause_button = QPushButton("Pause")
         self.pause_button.setObjectName("pauseButton")
+        self.pause_button.setToolTip("Pause at the next step boundary; press again to resume (F6)")
         self.pause_button.clicked.connect(self._on_pause_clicked)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Finish the current step, then stop (the model stays consistent)")
+        self.stop_button.setToolTip("Finish the current step, then stop (the model stays consistent) (Shift+F5)")
         self.stop_button.clicked.connect(self.stop)
         self.save_button = QPushButton("Save now")
         self.save_button.setObjectName("saveNowButton")
@@ -313,8 +310,7 @@ class TrainingPanel(QWidget):
         self._last_epoch_metrics = {}
         self.skipped_images = []
         self._run_dir = config.run_dir
-        self.plots.clear()
-        self._t0 = time.perf_counter()
+        self.feed.begin()
         self.run_progress.begin(config.epochs, config.device)
         self._run.start(handle)
         self._redraw_timer.start()
@@ -682,8 +678,7 @@ class TrainingPanel(QWidget):
 
     def _on_fit_started(self, info: dict) -> None:
         self.run_progress.set_plan(info)
-        if info.get("total_steps"):
-            self.plots.expect_extent(float(info["total_steps"]), float(info.get("epochs") or math.nan))
+        self.feed.plan(info)
         for metrics in info.get("history") or []:  # a resumed run: draw the epochs it continues
             self._on_epoch_ended(metrics)
         if info.get("run_dir"):
@@ -692,17 +687,10 @@ class TrainingPanel(QWidget):
             self._status(f"Training… run folder {self._run_dir}{note}", 8000)
 
     def _on_metrics(self, m: dict) -> None:
-        step = m.get("step")
-        loss = m.get("loss")
-        if step is None or loss is None:
+        last = self.feed.add_metrics(m)
+        if last is None:
             return
-        now = time.perf_counter() - self._t0
-        t = m.get("time", m.get("time_s"))
-        if t is None:
-            t = np.full(step.shape, now)
-        self.plots.add_steps(step, loss, lr=m.get("lr"), epoch=m.get("epoch_float", m.get("epoch")), time=t)
-        if len(step):
-            self.run_progress.add_steps(float(np.asarray(t)[-1]), int(step[-1]))
+        self.run_progress.add_steps(*last)
         self._last_metrics = m  # the progress bar is repainted on the redraw tick, not per batch
         samples = m.get("samples")
         if samples is not None and len(samples):
@@ -728,52 +716,32 @@ class TrainingPanel(QWidget):
         self.plots.refresh_epochs(one_plot=True)  # an epoch's end: one plot per pass, not with the step curves
 
     def _on_epoch_ended(self, m: dict) -> None:
-        def num(*keys):
-            for k in keys:
-                v = m.get(k)
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    return float(v)
-            return None
-
-        epoch = num("epoch")
-        completed = (epoch + 1) if epoch is not None else len(self.plots.epochs) + 1.0
-        epochs_done = num("epochs_completed")
-        if epochs_done is not None:
-            completed = epochs_done
-        self.plots.add_epoch(
-            completed, num("step") or self.plots.steps.last("step", 0.0),
-            val_loss=num("val_loss"), val_acc=num("val_acc", "val_accuracy"),
-            train_loss=num("train_loss"), time=num("time_s", "time") or (time.perf_counter() - self._t0),
-        )
+        self.feed.add_epoch(m)
         self._last_epoch_metrics = m
         skipped = [str(name) for name in (m.get("skipped") or [])]
         if skipped:
             self.skipped_images.extend(skipped)
             shown = "; ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
-            self._status(f"Epoch {int(num('epoch') or 0) + 1}: skipped {len(skipped)} unreadable image(s): {shown}",
+            epoch = m.get("epoch") if isinstance(m.get("epoch"), (int, float)) else 0
+            self._status(f"Epoch {int(epoch) + 1}: skipped {len(skipped)} unreadable image(s): {shown}",
                          20000)
 
     def _on_command_applied(self, event: CommandApplied) -> None:
         """A queued command was applied at ``event.step``: mark it on the plots, follow it, say it."""
-        command, step, epoch = event.command, float(event.step), float(event.epoch)
-        now = time.perf_counter() - self._t0
+        command, step = event.command, int(event.step)
+        self.feed.mark(command, event.step, event.epoch)
         if isinstance(command, SetTrainable):
-            changed, flag = list(command.changed or []), bool(command.flag)
-            self._follow_trainable(changed, flag)
-            names = [command.names] if isinstance(command.names, str) else list(command.names or [])
-            what = ", ".join(n or "all" for n in names[:2]) + ("…" if len(names) > 2 else "")
-            verb = "unfreeze" if flag else "freeze"
-            self.plots.mark_freeze(step, f"{verb} {what} ({len(changed)})", epoch=epoch, time=now)
+            changed = list(command.changed or [])
+            self._follow_trainable(changed, bool(command.flag))
             self.trainableChanged.emit(changed)
             self.session.trainableChanged.emit()
-            self._status(f"Step {int(step)}: {verb} {what} - {len(changed)} parameter tensors changed", 5000)
+            self._status(f"Step {step}: {trainable_change(command)} - {len(changed)} parameter tensors changed", 5000)
         elif isinstance(command, SaveNow):
             bad = list(command.nonfinite or [])
             warning = f" - it holds NaN/Inf in {', '.join(bad[:3])}{' and more' if len(bad) > 3 else ''}" if bad else ""
             self._status(f"Saved {command.saved_to or command.path or 'checkpoint'}{warning}", 15000 if bad else 5000)
         elif isinstance(command, SetLR):
-            self.plots.mark_freeze(step, f"lr {float(command.lr):.3g}", epoch=epoch, time=now)
-            self._status(f"Step {int(step)}: learning rate set to {float(command.lr):.3g}", 5000)
+            self._status(f"Step {step}: learning rate set to {float(command.lr):.3g}", 5000)
 
     def _on_nonfinite(self, step: int, loss: float, trace: dict | None = None) -> None:
         if not self.is_running():
