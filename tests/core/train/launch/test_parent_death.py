@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -108,7 +109,7 @@ def test_the_watch_ignores_a_death_signal_while_the_parent_lives():
         time.sleep(0.3)  # the watch wakes at once on the signal, checks, and goes back to sleep
         assert fired == [] and not watch.fired.is_set()
         watch.parent_pid = -1  # as if re-parented: the next check fires
-        os.kill(os.getpid(), signal.SIGUSR2) if watch.death_signal else watch._wake.set()
+        os.kill(os.getpid(), signal.SIGUSR2) if watch.death_signal else watch._wake()
         assert watch.fired.wait(5.0) and fired == [1]
     finally:
         watch.stop()
@@ -139,3 +140,27 @@ def test_a_training_process_started_from_a_thread_that_ended_lives_on():
     finally:
         proc.end()
     assert proc.exitcode == 0  # idle, asked to quit
+
+
+def test_the_death_signal_handler_takes_no_lock():
+    """A second death signal that arrives while the handler runs re-enters it on the same thread; a
+    handler that takes a lock (``threading.Event.set``) then waits for itself for ever. A rank whose
+    torchrun was SIGKILLed hung so, inside a forward, with three handler frames on its stack."""
+    watch = ParentWatch(lambda: None, os.getppid(), poll_s=60.0)
+    watch.start()
+    entered: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == threading.__file__:
+            entered.append(frame.f_code.co_name)
+        elif event == "c_call" and getattr(arg, "__name__", "") in ("acquire", "__enter__"):
+            entered.append(arg.__name__)
+
+    try:
+        sys.setprofile(profile)
+        watch._on_signal(signal.SIGUSR2, None)
+        watch._on_signal(signal.SIGUSR2, None)
+    finally:
+        sys.setprofile(None)
+        watch.stop()
+    assert entered == []

@@ -36,6 +36,7 @@ import ctypes
 import faulthandler
 import os
 import runpy
+import select
 import signal
 import sys
 import threading
@@ -129,7 +130,12 @@ class ParentWatch:
         self.poll_s = float(poll_s)
         self.fired = threading.Event()
         self.death_signal = False
-        self._wake = threading.Event()
+        # the signal handler wakes the watch thread through a pipe, never a lock: a second signal that
+        # arrives while the handler is inside threading.Event.set() re-enters the handler on the same
+        # thread and would wait for ever on the Condition's lock (a rank whose torchrun was SIGKILLed
+        # got three death signals in a row and hung so, inside a forward, for 45 minutes)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -148,7 +154,7 @@ class ParentWatch:
         """Stop watching (``on_death`` is not called any more unless it already runs); on the main thread
         the death signal is cleared and the signal's handler put back."""
         self._stopped.set()
-        self._wake.set()
+        self._wake()
         if self.death_signal and threading.current_thread() is threading.main_thread():
             set_death_signal(0)
             signal.signal(WAKE_SIGNAL, signal.SIG_DFL)
@@ -166,7 +172,14 @@ class ParentWatch:
             signal.signal(WAKE_SIGNAL, signal.SIG_DFL)
 
     def _on_signal(self, signum, frame) -> None:
-        self._wake.set()  # the watch thread checks: the thread that forked us may simply have ended
+        self._wake()  # the watch thread checks: the thread that forked us may simply have ended
+
+    def _wake(self) -> None:
+        """Wake the watch thread (async-signal-safe: one ``os.write``, no Python lock)."""
+        try:
+            os.write(self._wake_w, b"w")
+        except OSError:  # the pipe is full (the thread wakes anyway) or closed
+            pass
 
     def _watch(self) -> None:
         while not self._stopped.is_set():
@@ -174,8 +187,9 @@ class ParentWatch:
                 self.fired.set()
                 self.on_death()
                 return
-            self._wake.wait(self.poll_s)
-            self._wake.clear()
+            readable, _, _ = select.select([self._wake_r], [], [], self.poll_s)
+            if readable:
+                os.read(self._wake_r, 4096)  # every wake-up so far
 
 
 def main(argv: Sequence[str] | None = None) -> None:
