@@ -1,4 +1,5 @@
-"""The GUI entry point: ``workbench [PATH] [--arch NAME|SPEC] [--num-classes N] [--trust] [--in-process] [--screenshot OUT.png]``."""
+"""The GUI entry point: ``workbench [PATH] [--arch NAME|SPEC] [--num-classes N] [--trust] [--in-process]
+[--theme system|light|dark] [--screenshot OUT.png [--size WxH]]``."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-classes", type=int, help="num_classes for --arch")
     parser.add_argument("--trust", action="store_true", help="load pickled code in PATH without asking")
     parser.add_argument("--screenshot", metavar="OUT.png", help="render the window to a PNG and exit")
+    width, height = SCREENSHOT_SIZE
+    parser.add_argument("--size", metavar="WxH", type=_size, default=SCREENSHOT_SIZE,
+                        help=f"window size of --screenshot, e.g. 1280x800 (default {width}x{height})")
+    parser.add_argument("--theme", choices=("system", "light", "dark"),
+                        help="colors for this session (View > Theme chooses the remembered one)")
     parser.add_argument("--in-process", action="store_true",
                         help="train on a thread of the window's process instead of a training process "
                              "(this session only; the Training panel has the same setting)")
@@ -32,6 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _size(text: str) -> tuple[int, int]:
+    """``"1280x800"`` -> ``(1280, 800)`` (argparse type of ``--size``)."""
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, e.g. 1280x800, not {text!r}") from None
+    if width < 200 or height < 200:
+        raise argparse.ArgumentTypeError(f"{text}: too small (200x200 at least)")
+    return width, height
+
+
 def _arch_spec(args):
     if args.arch is None:
         return None
@@ -41,7 +58,7 @@ def _arch_spec(args):
     return ArchSpec.parse(args.arch, **extra)
 
 
-def take_screenshot(window, out: str | Path, depth: int = 1) -> Path:
+def take_screenshot(window, out: str | Path, depth: int = 1, size: tuple[int, int] = SCREENSHOT_SIZE) -> Path:
     """Render ``window`` (shown, events processed, first levels expanded) to a PNG.
 
     Parameters
@@ -51,6 +68,8 @@ def take_screenshot(window, out: str | Path, depth: int = 1) -> Path:
         Target file; its folder is created.
     depth : int
         Tree levels below the top-level modules to expand.
+    size : (int, int)
+        Window width and height, pixels.
 
     Returns
     -------
@@ -59,7 +78,7 @@ def take_screenshot(window, out: str | Path, depth: int = 1) -> Path:
     """
     from PySide6.QtWidgets import QApplication
 
-    window.resize(*SCREENSHOT_SIZE)
+    window.resize(*size)
     window.show()
     window.tree_widget.expand_to_depth(depth)
     for _ in range(5):
@@ -128,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     window = MainWindow(prompts=unattended_prompts() if args.screenshot else None)
     if args.in_process:
         window.training_panel.set_in_process(True, remember=False)
+    if args.theme:
+        window.theme.set_theme(args.theme, remember=False)
     from workbench.core.gc_freeze import freeze_startup_objects
 
     if args.screenshot:  # unattended: nothing asks, the file opens before the window is drawn
@@ -135,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         apply_tree_options(window, args)
         freeze_startup_objects()
-        out = take_screenshot(window, args.screenshot)
+        out = take_screenshot(window, args.screenshot, size=args.size)
         print(f"wrote {out}")
         window.close()
         return 0

@@ -25,6 +25,7 @@ from workbench.core.model.edits import last_layer
 from workbench.core.train.runs.folder import default_runs_root
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
+from workbench.ui.help_menu import HelpMenu
 from workbench.ui.model.details_panel import DetailsPanel
 from workbench.ui.model.tree_model import ModelTreeModel
 from workbench.ui.model.tree_view import ModelTreeWidget
@@ -33,7 +34,10 @@ from workbench.ui.prompts import Prompts
 from workbench.ui.qsettings import make_settings
 from workbench.ui.runs.runs_panel import RunsPanel
 from workbench.ui.session import Session
+from workbench.ui.theme import ThemeChooser, apply_theme, remembered_theme
 from workbench.ui.train.panel import TrainingPanel
+from workbench.ui.training_menu import TrainingMenu
+from workbench.ui.window_geometry import is_on_screen, place_on_screen
 
 
 #: Longest wait for the window to be shown before a file given on the command line opens anyway, s.
@@ -66,6 +70,12 @@ class MainWindow(QMainWindow):
     tree_model : ModelTreeModel
     training_panel : TrainingPanel
     probes_panel : ProbesPanel
+    training_menu : TrainingMenu
+        Start (F5), Pause / Resume (F6), Stop (Shift+F5), Find LR (Ctrl+L).
+    theme : ThemeChooser
+        View > Theme (System / Light / Dark).
+    help_menu : HelpMenu
+        Help > Documentation (F1), About Workbench.
 
     Signals
     -------
@@ -82,6 +92,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Workbench")
         self.setAcceptDrops(True)
         self.settings = make_settings()
+        apply_theme(remembered_theme(self.settings))  # before any plot exists: plots take its colors
         self.session = Session(self)
         self.prompts = prompts if prompts is not None else Prompts(self)
         self.undo_stack = QUndoStack(self)
@@ -98,6 +109,7 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._build_menus()
         self._connect()
+        self._default_state = self.saveState()  # View > Reset layout puts this back
         self._restore_layout()
         self.open_demo()
         if path is not None:
@@ -281,7 +293,9 @@ class MainWindow(QMainWindow):
                      tip="Per-module relative change ||a - b|| / ||a|| against another checkpoint of this architecture")
         self._action(file_menu, "C&lear comparison", lambda: self.session.set_comparison(None))
         file_menu.addSeparator()
-        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        quit_action = self._action(file_menu, "&Quit", self.close, "Ctrl+Q")
+        quit_action.setObjectName("quitAction")
+        quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         edit_menu = self.menuBar().addMenu("&Edit")
         self.undo_action = self.undo_stack.createUndoAction(self, "&Undo")
         self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
@@ -303,9 +317,19 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "&Expand all", self.tree_widget.expand_all)
         self._action(view_menu, "&Collapse all", self.tree_widget.collapse_all)
         view_menu.addSeparator()
-        for dock in (self.model_dock, self.details_dock, self.training_dock, self.probes_dock, self.runs_dock):
+        for dock in self._docks():
             view_menu.addAction(dock.toggleViewAction())
+        self.reset_layout_action = self._action(view_menu, "&Reset layout", self.reset_layout,
+                                                tip="Every dock back in its place, the window at its first size")
+        self.reset_layout_action.setObjectName("resetLayoutAction")
+        view_menu.addSeparator()
+        self.theme = ThemeChooser(view_menu, self.settings, self)
+        self.training_menu = TrainingMenu(self.menuBar(), self.training_panel)
+        self.help_menu = HelpMenu(self.menuBar(), self)
         self._rebuild_recent_menu()
+
+    def _docks(self) -> tuple[QDockWidget, ...]:
+        return (self.model_dock, self.details_dock, self.training_dock, self.probes_dock, self.runs_dock)
 
     def _rebuild_recent_menu(self) -> None:
         self.recent_menu.clear()
@@ -513,14 +537,29 @@ class MainWindow(QMainWindow):
 
     # -- persistence -----------------------------------------------------------------
     def _restore_layout(self) -> None:
+        """The last geometry and dock layout (QSettings); the first time, a size that fits the screen."""
         geometry = self.settings.value("geometry")
-        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1500, 900)
+        restored = isinstance(geometry, QByteArray) and not geometry.isEmpty() and self.restoreGeometry(geometry)
+        if not restored or not is_on_screen(self.frameGeometry()):  # first launch, or its monitor is gone
+            place_on_screen(self)
         state = self.settings.value("windowState")
         if isinstance(state, QByteArray) and not state.isEmpty() and self.restoreState(state):
             self._default_layout_pending = False
+
+    def reset_layout(self) -> None:
+        """View > Reset layout: every dock docked and shown where it starts, the window at its first size.
+
+        A maximized or full-screen window keeps its size; the docks get their default shares.
+        """
+        self.restoreState(self._default_state)
+        for dock in self._docks():
+            dock.setFloating(False)
+            dock.show()
+        self.probes_dock.raise_()
+        if not (self.isMaximized() or self.isFullScreen()):
+            place_on_screen(self, self.screen())
+        self._apply_default_dock_sizes()
+        QTimer.singleShot(0, self._apply_default_dock_sizes)  # again once the new size is laid out
 
     def save_layout(self) -> None:
         """Persist window geometry and dock layout (QSettings)."""

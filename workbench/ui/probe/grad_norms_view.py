@@ -61,7 +61,6 @@ class GradNormsView(QWidget):
         self._markers: dict[str, bool] = {}  # label -> drawn as markers (sparse) now
         self.layers: list = []  # the LayerNorm rows drawn last
         self.plots = pg.GraphicsLayoutWidget()
-        self.plots.setBackground("w")
         self.plots.setObjectName("gradNormPlot")
         self.curve_plot = self.plots.addPlot(row=0, col=0, axisItems={"left": _LogTicks("left")})
         self.curve_plot.setLogMode(y=True)

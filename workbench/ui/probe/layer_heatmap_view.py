@@ -97,7 +97,7 @@ class LayerHeatmapView(QWidget):
         self.csv_button.setToolTip("Save every layer's measurements as tidy CSV (step, module, quantity, value)")
 
         self.axis = _StepAxis()
-        self.plot = pg.PlotWidget(background="w", axisItems={"bottom": self.axis})
+        self.plot = pg.PlotWidget(axisItems={"bottom": self.axis})
         self.plot.setObjectName("layerHeatmap")
         self.plot.invertY(True)
         self.plot.setLabel("bottom", "step")

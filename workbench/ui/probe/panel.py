@@ -218,7 +218,7 @@ class ProbesPanel(QWidget):
         return row
 
     def _build_activations(self) -> QWidget:
-        self.hist_plot = pg.PlotWidget(title="Activation histogram", background="w")
+        self.hist_plot = pg.PlotWidget(title="Activation histogram")
         self.hist_plot.setObjectName("activationHistogram")
         self.hist_plot.setLabel("bottom", "value")
         self.hist_plot.setLabel("left", "count")
@@ -226,7 +226,7 @@ class ProbesPanel(QWidget):
         self.hist_bars = pg.BarGraphItem(x0=[0], x1=[1], height=[0], brush="#1f77b4", pen=None)
         self.hist_plot.addItem(self.hist_bars)
 
-        self.map_plot = pg.PlotWidget(title="Feature maps", background="w")
+        self.map_plot = pg.PlotWidget(title="Feature maps")
         self.map_plot.setObjectName("featureMapView")
         self.map_plot.setAspectLocked(True)
         self.map_plot.invertY(True)

@@ -64,7 +64,7 @@ class WeightsView(QWidget):
         self.param_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.param_combo.currentTextChanged.connect(self._on_param_changed)
 
-        self.hist_plot = pg.PlotWidget(title="Weight histogram", background="w")
+        self.hist_plot = pg.PlotWidget(title="Weight histogram")
         self.hist_plot.setObjectName("weightHistogram")
         self.hist_plot.setLabel("bottom", "weight value")
         self.hist_plot.setLabel("left", "count")
@@ -72,7 +72,7 @@ class WeightsView(QWidget):
         self.hist_plot.addItem(self.hist_bars)
         self.stats_label = QLabel(objectName="weightStats", wordWrap=True)
 
-        self.update_plot = pg.PlotWidget(title="Update ratio ‖Δw‖/‖w‖", background="w")
+        self.update_plot = pg.PlotWidget(title="Update ratio ‖Δw‖/‖w‖")
         self.update_plot.setObjectName("updateRatioPlot")
         self.update_plot.setLabel("left", "log10 ratio")
         self.update_plot.addLine(y=-3, pen=pg.mkPen("#888", style=Qt.PenStyle.DashLine))  # the ~1e-3 convention

@@ -243,7 +243,7 @@ class RunsPanel(QWidget):
             self.x_combo.addItem(f"x: {_X_TITLES[x]}", x)
         self.export_button = QPushButton("Export CSV…", objectName="runsExportCsv")
         self.export_button.setToolTip("The selected runs' metrics as one tidy CSV: run, step, epoch, metric, value")
-        self.plot = pg.PlotWidget(background="w")
+        self.plot = pg.PlotWidget()
         self.plot.setObjectName("runsPlot")
         self.plot.addLegend(offset=(-5, 5))
         self.plot.showGrid(y=True, alpha=0.3)

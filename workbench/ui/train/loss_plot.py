@@ -107,7 +107,7 @@ class EmaFilter:
 
 
 def _plot(name: str, left: str, bottom: str) -> pg.PlotWidget:
-    widget = pg.PlotWidget(background="w")
+    widget = pg.PlotWidget()
     widget.setObjectName(name)
     item = widget.getPlotItem()
     item.setDownsampling(auto=True, mode="peak")

@@ -104,7 +104,7 @@ class LRFindDialog(QDialog):
         self.result: LRFindResult | None = None
         self._lrs: list[float] = []
         self._losses: list[float] = []
-        self.plot = pg.PlotWidget(background="w")
+        self.plot = pg.PlotWidget()
         self.plot.setObjectName("lrFindPlot")
         self.plot.setLogMode(x=True, y=False)
         self.plot.setLabel("bottom", "learning rate")

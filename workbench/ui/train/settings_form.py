@@ -296,7 +296,7 @@ class TrainingSettings(QWidget):
         self.run_dir_button.setMaximumWidth(28)
         self.run_dir_button.clicked.connect(self._on_browse_run_dir)
 
-        self.preview_plot = pg.PlotWidget(background="w")
+        self.preview_plot = pg.PlotWidget()
         self.preview_plot.setObjectName("lrPreviewPlot")
         self.preview_plot.setFixedHeight(90)
         item = self.preview_plot.getPlotItem()
