@@ -241,9 +241,12 @@ class MainWindow(QMainWindow):
         self._default_layout_pending = True
 
     def _apply_default_dock_sizes(self) -> None:
-        """Give the Model dock the room its columns need (first show, when no layout was saved)."""
-        width = max(self.width(), 1200)
-        model_width = min(960, int(width * 0.58))
+        """The Model dock gets the ~570 px its seven columns need (at most 640 px), the curves the rest.
+
+        First show, when no layout was saved, and View > Reset layout.
+        """
+        width = self.width()
+        model_width = min(max(570, int(width * 0.44)), 640, width // 2)
         self.resizeDocks([self.model_dock, self.training_dock], [model_width, width - model_width],
                          Qt.Orientation.Horizontal)
         height = self.height()

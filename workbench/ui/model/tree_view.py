@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from PySide6.QtCore import QModelIndex, QPoint, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -40,8 +40,36 @@ from workbench.ui.model.tree_model import (
     node_of,
 )
 
-_COLUMN_WIDTHS = {COL_NAME: 165, COL_TYPE: 125, COL_SHAPE: 135, COL_PARAMS: 90, COL_TRAINABLE: 85,
-                  COL_FLOPS: 105, COL_TRAIN: 42, COL_CHANGE: 80}
+#: Default column widths as text samples (the width of the widest sample plus padding): the seven
+#: columns fit ~540 px, the Model dock's share of a 1280 px window. A longer Type
+#: ("AdaptiveAvgPool2d") elides, larger counts need a wider column: the user can widen any column.
+_COLUMN_SAMPLES = {COL_NAME: ("classifier",), COL_TRAIN: ("Train",), COL_TYPE: ("BatchNorm2d",),
+                   COL_SHAPE: ("[1, 512, 7, 7]",), COL_PARAMS: ("Params", "2,359,808"),
+                   COL_TRAINABLE: ("Trainable", "2,359,808"), COL_FLOPS: ("FLOPs", "23,392,000"),
+                   COL_CHANGE: ("Change",)}
+#: Room for the root's branch and two levels of indentation in the Name column, px.
+_NAME_INDENT = 56
+#: Cell padding (margins), px.
+_CELL_PAD = 8
+
+
+def default_column_widths(metrics: QFontMetrics) -> dict[int, int]:
+    """The first width of each column of the model tree, px, for the font of ``metrics``.
+
+    Parameters
+    ----------
+    metrics : QFontMetrics
+        The tree's font metrics.
+
+    Returns
+    -------
+    dict of int to int
+        Column -> width.
+    """
+    widths = {col: max(metrics.horizontalAdvance(text) for text in samples) + _CELL_PAD
+              for col, samples in _COLUMN_SAMPLES.items()}
+    widths[COL_NAME] += _NAME_INDENT
+    return widths
 
 
 class TreeController(Protocol):
@@ -121,7 +149,7 @@ class ModelTreeWidget(QWidget):
 
     def _apply_column_widths(self) -> None:
         header = self.view.header()
-        for col, width in _COLUMN_WIDTHS.items():
+        for col, width in default_column_widths(self.view.fontMetrics()).items():
             header.resizeSection(col, width)
 
     def _build_layout(self) -> None:

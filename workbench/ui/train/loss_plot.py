@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
-    QPushButton,
+    QToolButton,
     QSlider,
     QSplitter,
     QVBoxLayout,
@@ -220,15 +220,15 @@ class TrainingPlots(QWidget):
         self.smoothing_slider = QSlider(Qt.Orientation.Horizontal)
         self.smoothing_slider.setObjectName("smoothingSlider")
         self.smoothing_slider.setRange(0, 99)
-        self.smoothing_slider.setMinimumWidth(80)
+        self.smoothing_slider.setMinimumWidth(50)
         self.smoothing_slider.setValue(60)
         self.smoothing_slider.setToolTip("EMA smoothing weight of the training loss (0 = raw)")
         self.smoothing_slider.valueChanged.connect(self._on_smoothing)
         self.smoothing_label = QLabel("0.60")
-        self.csv_button = QPushButton("CSV…")
+        self.csv_button = QToolButton(text="CSV…")
         self.csv_button.setObjectName("exportCsvButton")
         self.csv_button.setToolTip("Export the curves as CSV")
-        self.png_button = QPushButton("PNG…")
+        self.png_button = QToolButton(text="PNG…")
         self.png_button.setObjectName("exportPngButton")
         self.png_button.setToolTip("Export the plots as a PNG image")
         self.csv_button.clicked.connect(self._on_export_csv)

@@ -26,6 +26,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QGridLayout,
+    QHBoxLayout,
     QPushButton,
     QScrollArea,
     QSplitter,
@@ -46,6 +47,7 @@ from workbench.core.train.trainer.control import NONFINITE_ACTIONS
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
+from workbench.ui.train.collapsible import CollapsibleSection, compact_form
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.lr_find_dialog import LRFinder
 from workbench.ui.train.run_progress import RunProgress
@@ -74,6 +76,8 @@ REDRAW_MS = 500
 #: window's relay thread and GUI thread; on 2 cores that CPU is taken from training
 #: (5 interleaved pairs: 0.87 vs 0.81 of the plain loop, GUI p99 20.3 vs 25.5 ms).
 METRICS_MS = REDRAW_MS // 2
+#: The settings inspector's first width beside the plots, px (the plots get the rest of the dock).
+INSPECTOR_WIDTH = 320
 
 
 class TrainingPanel(QWidget):
@@ -222,44 +226,65 @@ class TrainingPanel(QWidget):
         #: ``"<file> (class folder <name>): <reason>"`` of the images the current run skipped as unreadable
         self.skipped_images: list[str] = []
 
-        buttons = QGridLayout()
-        buttons.addWidget(self.start_button, 0, 0)
-        buttons.addWidget(self.pause_button, 0, 1)
-        buttons.addWidget(self.stop_button, 0, 2)
-        buttons.addWidget(self.save_button, 1, 0)
-        buttons.addWidget(self.lr_find_button, 1, 1)
-        buttons.addWidget(self.reset_button, 1, 2)
-        buttons.addWidget(self.tensorboard_button, 2, 0)
-        buttons.addWidget(self.cache_button, 2, 1)
-        buttons.addWidget(self.resume_check, 3, 0, 1, 3)
-        buttons.addWidget(self.in_process_check, 4, 0, 1, 3)
-
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        # a narrow dock scrolls the form sideways rather than clipping its fields
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
-        scroll.setWidget(self.settings)
-        scroll.setMinimumWidth(300)
-        full_width = (self.settings.minimumSizeHint().width()
-                      + scroll.verticalScrollBar().sizeHint().width() + 2 * scroll.frameWidth())
-        left = QWidget()
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(scroll, 1)
-        left_layout.addLayout(buttons)
+        self.run_options = self._build_run_options()
+        self.inspector = self._build_inspector()
         split = QSplitter(Qt.Orientation.Horizontal)
         split.setObjectName("trainingSplitter")
         self._split = split
-        split.addWidget(left)
+        split.addWidget(self.inspector)
         split.addWidget(self.plots)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         split.setChildrenCollapsible(False)
-        split.setSizes([full_width, 800])
+        split.setSizes([INSPECTOR_WIDTH, 800])
+        #: True once the user dragged the splitter: the panel stops giving the inspector its first width.
+        self._split_moved = False
+        split.splitterMoved.connect(self._on_splitter_moved)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(self._build_run_bar())
         layout.addWidget(split, 1)
         layout.addWidget(self.run_progress)
+
+    def _build_run_bar(self) -> QHBoxLayout:
+        """Start, Pause, Stop, Save now and Find LR in one row above the settings and plots: always in view."""
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 2)
+        for button in (self.start_button, self.pause_button, self.stop_button, self.save_button,
+                       self.lr_find_button):
+            bar.addWidget(button)
+        bar.addStretch(1)
+        return bar
+
+    def _build_run_options(self) -> CollapsibleSection:
+        """The inspector's last section: resume, the training process, Reset, TensorBoard, the CUDA cache."""
+        form = compact_form()
+        form.addRow(self.resume_check)
+        form.addRow(self.in_process_check)
+        buttons = QGridLayout()
+        buttons.addWidget(self.reset_button, 0, 0)
+        buttons.addWidget(self.tensorboard_button, 0, 1)
+        buttons.addWidget(self.cache_button, 1, 0, 1, 2)
+        form.addRow(buttons)
+        return CollapsibleSection("Run options", "runOptions", form, expanded=False)
+
+    def _build_inspector(self) -> QScrollArea:
+        """The settings' sections and the run options in a scroll area that scrolls up and down only."""
+        inner = QWidget(objectName="trainingInspector")
+        column = QVBoxLayout(inner)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        column.addWidget(self.settings)
+        column.addWidget(self.run_options)
+        column.addStretch(1)
+        scroll = QScrollArea(objectName="trainingSettingsScroll")
+        scroll.setWidgetResizable(True)
+        # the sections wrap their rows to the width there is; the splitter cannot make it narrower than that
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(inner)
+        scroll.setMinimumWidth(inner.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width()
+                               + 2 * scroll.frameWidth())
+        return scroll
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         """Settings beside the plots in a wide dock, above them in a tall narrow one."""
@@ -267,11 +292,14 @@ class TrainingPanel(QWidget):
         size = event.size()
         wide = size.width() >= 1.2 * size.height() or size.width() >= 900
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
-        if self._split.orientation() != orientation:
+        if self._split.orientation() != orientation or (wide and not self._split_moved):
             self._split.setOrientation(orientation)
             total = size.width() if wide else size.height()
-            first = 360 if wide else int(total * 0.4)
+            first = INSPECTOR_WIDTH if wide else int(total * 0.4)
             self._split.setSizes([first, max(100, total - first)])
+
+    def _on_splitter_moved(self, *args) -> None:
+        self._split_moved = True
 
     # ------------------------------------------------------------------ public API
     def is_running(self) -> bool:
@@ -482,6 +510,8 @@ class TrainingPanel(QWidget):
         raw = getattr(ckpt, "raw", None) or {}
         can_resume = isinstance(raw, dict) and "optimizer_state_dict" in raw
         self.resume_check.setEnabled(can_resume and not self.is_running())
+        if can_resume:  # the choice this checkpoint offers is in view
+            self.run_options.set_expanded(True)
         if not can_resume:
             self.resume_check.setChecked(False)
         self._update_train_buttons()

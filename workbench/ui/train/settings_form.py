@@ -22,8 +22,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
-    QFormLayout,
-    QGroupBox,
     QHBoxLayout,
     QLineEdit,
     QPushButton,
@@ -34,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.train.config import DataConfig, TrainConfig, format_unfreeze, parse_unfreeze
 from workbench.core.train.data.loaders import loader_settings
+from workbench.ui.train.collapsible import CollapsibleSection, compact_form
 
 #: (label, DataConfig.channels).
 CHANNELS = [("Keep", "keep"), ("Grayscale (1)", "grayscale"), ("RGB (3)", "rgb")]
@@ -230,7 +229,7 @@ class TrainingSettings(QWidget):
         self.root_edit = QLineEdit()
         self.root_edit.setObjectName("rootEdit")
         self.root_edit.setPlaceholderText("dataset root folder")
-        self.root_edit.setMinimumWidth(140)  # a path must stay readable when the dock is narrow
+        self.root_edit.setMinimumWidth(100)  # a path must stay readable when the dock is narrow
         self.root_edit.textChanged.connect(self.root_edit.setToolTip)
         self.root_button = QPushButton("…")
         self.root_button.setMaximumWidth(28)
@@ -358,50 +357,35 @@ class TrainingSettings(QWidget):
                                           else "Install the tensorboard package to enable this")
 
     def _lay_out(self) -> None:
-        data = QFormLayout()
+        """Stack the settings in collapsible sections, the everyday ones open (:attr:`sections`)."""
+        data = compact_form()
         data.addRow("Dataset", self.dataset_combo)
-        root_row = QHBoxLayout()
-        root_row.addWidget(self.root_edit, 1)
-        root_row.addWidget(self.root_button)
-        root_row.addWidget(self.download_check)
-        data.addRow("Root", root_row)
+        self._root_row = QHBoxLayout()
+        self._root_row.addWidget(self.root_edit, 1)
+        self._root_row.addWidget(self.root_button)
+        data.addRow("Root", self._root_row)
+        data.addRow(self.download_check)
+        data.addRow("Fake C,H,W", self.fake_shape_edit)
+        data.addRow("Fake samples", self.fake_size_spin)
+        data.addRow("Classes", self.classes_spin)
         data.addRow("Batch size", self.batch_spin)
         data.addRow("Validation share", self.val_spin)
-        data.addRow("Loader workers", self.workers_spin)
-        loader_row = QHBoxLayout()
-        for check in (self.shuffle_check, self.drop_last_check):
-            loader_row.addWidget(check)
-        data.addRow("", loader_row)
-        data.addRow("", self.skip_check)
-        data.addRow("Pin memory", self.pin_combo)
-        data.addRow("Persistent workers", self.persistent_combo)
-        data.addRow("Decode on GPU", self.decode_gpu_combo)
-        data.addRow("channels_last", self.channels_last_combo)
-        fake_row = QHBoxLayout()
-        fake_row.addWidget(self.fake_shape_edit, 1)
-        fake_row.addWidget(self.fake_size_spin)
-        data.addRow("Fake C,H,W / n", fake_row)
-        data.addRow("Classes", self.classes_spin)
-        self._data_form = data
-        data.addRow("Device", self.device_combo)
         data.addRow("Epochs", self.epochs_spin)
-        data.addRow("Seed", self.seed_spin)
+        data.addRow("Device", self.device_combo)
+        self._data_form = data
 
-        optim = QFormLayout()
+        optim = compact_form()
         optim.addRow("Optimizer", self.optimizer_combo)
         optim.addRow("Learning rate", self.lr_spin)
-        mom_row = QHBoxLayout()
-        mom_row.addWidget(self.momentum_spin, 1)
-        mom_row.addWidget(self.nesterov_check)
-        optim.addRow("Momentum", mom_row)
+        optim.addRow("Momentum", self.momentum_spin)
+        optim.addRow(self.nesterov_check)
         optim.addRow("Weight decay", self.wd_spin)
         optim.addRow("Backbone LR ×", self.backbone_spin)
         optim.addRow("Loss", self.loss_combo)
         optim.addRow("Grad clip", self.clip_spin)
-        optim.addRow("", self.amp_check)
         optim.addRow("Unfreeze at epoch", self.unfreeze_edit)
 
-        sched = QFormLayout()
+        sched = compact_form()
         sched.addRow("Scheduler", self.scheduler_combo)
         self._sched_rows = {
             "step_size": ("Step size (epochs)", self.step_size_spin),
@@ -414,32 +398,52 @@ class TrainingSettings(QWidget):
             sched.addRow(label, widget)
         self._sched_form = sched
         sched.addRow(self.preview_plot)
-        run_row = QHBoxLayout()
-        run_row.addWidget(self.run_dir_edit, 1)
-        run_row.addWidget(self.run_dir_button)
-        sched.addRow("Run folder", run_row)
 
-        sched.addRow("", self.tensorboard_check)
-
-        tfm = QFormLayout()
+        tfm = compact_form()
         tfm.addRow("Image size", self.image_size_spin)
         tfm.addRow("Center crop", self.center_crop_spin)
         tfm.addRow("Channels", self.channels_combo)
         tfm.addRow("Normalize", self.normalize_combo)
-        aug_row = QHBoxLayout()
-        aug_row.addWidget(self.random_crop_spin, 1)
-        aug_row.addWidget(self.flip_check)
-        tfm.addRow("Random crop pad", aug_row)
+        tfm.addRow("Random crop pad", self.random_crop_spin)
+        tfm.addRow(self.flip_check)
 
+        loader = compact_form()
+        loader.addRow("Loader workers", self.workers_spin)
+        loader.addRow(self.shuffle_check)
+        loader.addRow(self.drop_last_check)
+        loader.addRow(self.skip_check)
+        loader.addRow("Pin memory", self.pin_combo)
+        loader.addRow("Persistent workers", self.persistent_combo)
+        loader.addRow("Decode on GPU", self.decode_gpu_combo)
+        loader.addRow("channels_last", self.channels_last_combo)
+        loader.addRow(self.amp_check)
+
+        run = compact_form()
+        run_row = QHBoxLayout()
+        run_row.addWidget(self.run_dir_edit, 1)
+        run_row.addWidget(self.run_dir_button)
+        run.addRow("Run folder", run_row)
+        run.addRow(self.tensorboard_check)
+        run.addRow("Seed", self.seed_spin)
+
+        #: name -> :class:`CollapsibleSection`, top to bottom.
+        self.sections: dict[str, CollapsibleSection] = {}
         groups = QVBoxLayout()
-        for title, form in (("Data and device", data), ("Transforms and augmentation", tfm),
-                            ("Optimization", optim), ("Schedule and run", sched)):
-            box = QGroupBox(title)
-            box.setLayout(form)
-            groups.addWidget(box)
-        groups.addStretch(1)
         groups.setContentsMargins(0, 0, 0, 0)
+        groups.setSpacing(2)
+        for title, name, form, expanded in (
+                ("Data and device", "data", data, True), ("Optimization", "optimization", optim, True),
+                ("Schedule", "schedule", sched, True), ("Transforms and augmentation", "transforms", tfm, False),
+                ("Loader and speed", "loader", loader, False), ("Run folder and logging", "runFolder", run, False)):
+            section = CollapsibleSection(title, name, form, expanded)
+            self.sections[name] = section
+            groups.addWidget(section)
+        groups.addStretch(1)
         self.setLayout(groups)
+        for combo in self.findChildren(QComboBox):  # long items ("cuda:0 - NVIDIA H100 (85.0 GB)") elide
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(8)
+            combo.setMinimumWidth(combo.sizeHint().width())  # its minimumSizeHint is still its longest item
 
     def _connect_changes(self) -> None:
         self.dataset_combo.currentIndexChanged.connect(self._on_dataset_changed)
@@ -704,6 +708,11 @@ class TrainingSettings(QWidget):
         for widget in (self.workers_spin, self.pin_combo, self.persistent_combo, self.skip_check):
             widget.setEnabled(name not in ("digits", "fake"))  # in-memory: batched by indexing
         self.decode_gpu_combo.setEnabled(name == "imagefolder")
+        # rows that do not apply to this dataset leave the compact inspector
+        self._data_form.setRowVisible(self._root_row, needs_root)
+        self._data_form.setRowVisible(self.download_check, name in ("mnist", "fashionmnist", "cifar10"))
+        for widget in (self.fake_shape_edit, self.fake_size_spin, self.classes_spin):
+            self._data_form.setRowVisible(widget, name == "fake")
         self.tensorboard_check.setEnabled(bool(self.tensorboard_check.property("available")))
 
     def _on_scheduler_changed(self, *args) -> None:
