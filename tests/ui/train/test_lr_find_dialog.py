@@ -36,3 +36,17 @@ def test_find_lr_then_use_it(qtbot, tmp_path):
     assert not (tmp_path / "run").exists()  # nothing written to the runs
     assert not [t for t in live_threads() if t.objectName() == "lrFindThread"]
     assert panel.shutdown(ask=False)
+
+
+def test_the_lr_finder_legend_sits_above_the_data(qtbot):
+    """Its legend sat in the top right corner, where a diverging sweep's steep end is drawn."""
+    from workbench.ui.train.lr_find_dialog import LRFindDialog
+
+    dialog = LRFindDialog()
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    item = dialog.plot.getPlotItem()
+    names = [label.text for _, label in item.legend.items]
+    assert names == ["loss", "smoothed (EMA)"]
+    assert not item.legend.sceneBoundingRect().intersects(item.getViewBox().sceneBoundingRect())

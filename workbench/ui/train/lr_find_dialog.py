@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QV
 
 from workbench.core.train.entry import make_trainer
 from workbench.core.train.lr_finder import LRFindResult, lr_find
+from workbench.ui.plot_legend import legend_above
 from workbench.ui.threading import start_in_thread, wait_for
 
 
@@ -109,7 +110,7 @@ class LRFindDialog(QDialog):
         self.plot.setLogMode(x=True, y=False)
         self.plot.setLabel("bottom", "learning rate")
         self.plot.setLabel("left", "training loss")
-        self.plot.addLegend(offset=(-5, 5))
+        legend_above(self.plot.getPlotItem(), columns=2, row_height=20)  # never over the curve's steep end
         self.raw_curve = self.plot.plot([], [], pen=pg.mkPen("#9ecae1", width=1), name="loss")
         self.smooth_curve = self.plot.plot([], [], pen=pg.mkPen("#08519c", width=2), name="smoothed (EMA)")
         self.marks = pg.ScatterPlotItem(size=11, pen=None)
