@@ -48,7 +48,7 @@ from workbench.core.train.data.preflight import ClassCountMismatch
 __all__ = ["Event", "FitStarted", "Metrics", "ProgressText", "EpochEnded", "CommandApplied", "NonFinite",
            "ClassCountDiffers", "RunError", "ExtrasReady", "Paused", "StateSynced", "Sink", "CudaMemory", "RanksLine",
            "Finished", "EVENT_TYPES", "to_wire", "from_wire", "EventBridge", "pack_metrics", "to_cpu_copy",
-           "run_extras", "state_blob", "read_state_blob", "apply_state", "extras_from_bytes"]
+           "run_extras", "model_state", "read_state_blob", "apply_state", "extras_from_bytes"]
 
 @dataclass
 class Event:
@@ -312,13 +312,8 @@ def model_state(model: nn.Module) -> dict:
     return {"state_dict": state, "trainable": trainable}
 
 
-def state_blob(model: nn.Module) -> bytes:
-    """:func:`model_state` as bytes (:func:`~workbench.core.model.checkpoint.to_bytes`)."""
-    return to_bytes(model_state(model))
-
-
 def read_state_blob(blob: bytes) -> dict:
-    """The ``{"state_dict", "trainable"}`` of a :func:`state_blob` (weights only).
+    """The ``{"state_dict", "trainable"}`` of a :func:`model_state` sent as bytes (:func:`to_wire`; weights only).
 
     Raises
     ------

@@ -18,10 +18,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from workbench.core.train.events import Event
 
-__all__ = ["RunHandle", "RUN_KINDS"]
-
-#: The kinds of run a handle can be (``RunHandle.kind``).
-RUN_KINDS = ("thread", "process", "ddp")
+__all__ = ["RunHandle", "SteeredByControl"]
 
 
 @runtime_checkable
@@ -31,7 +28,7 @@ class RunHandle(Protocol):
     Attributes
     ----------
     kind : str
-        One of :data:`RUN_KINDS`.
+        ``"thread"``, ``"process"`` or ``"ddp"``.
     ranks : int
         Processes that train (1 unless data-parallel).
     reason : str or None
@@ -77,3 +74,32 @@ class RunHandle(Protocol):
 
     def end(self) -> bool:
         """End the run now, by force (a step that never returns); False when it cannot be (a thread)."""
+
+
+class SteeredByControl:
+    """The steering of a handle whose ``control`` takes it as it is (a
+    :class:`~workbench.core.train.trainer.control.RunControl`, or the training process's
+    :class:`~workbench.core.train.launch.process_run.JobControl`): the methods of
+    :class:`RunHandle` that only pass a call on, written once."""
+
+    control: Any
+
+    def pause(self) -> None:
+        """Pause at the next step boundary."""
+        self.control.pause()
+
+    def resume(self) -> None:
+        """Continue after :meth:`pause`."""
+        self.control.resume()
+
+    def stop(self) -> None:
+        """Stop at the next step boundary."""
+        self.control.request_stop()
+
+    def queue(self, command: Any) -> None:
+        """Apply ``command`` at the next step boundary."""
+        self.control.queue(command)
+
+    def resolve_nonfinite(self, action: str) -> None:
+        """Answer a ``NonFinite`` event."""
+        self.control.resolve_nonfinite(action)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from workbench.core.train.events import Event
 from workbench.core.train.handle import RunHandle
 from workbench.ui.threading import start_in_thread, wait_for
 
@@ -79,7 +78,7 @@ class RunController(QObject):
         self.handle = handle
         runner = _Runner(handle)
         queued = Qt.ConnectionType.QueuedConnection  # always delivered on the GUI thread
-        runner.event.connect(self._relay, queued)
+        runner.event.connect(self.event, queued)  # signal to signal: emitted again on the GUI thread
         thread = start_in_thread(runner, "trainingThread")
         thread.finished.connect(self._on_thread_finished, queued)
         self._thread = thread
@@ -143,10 +142,6 @@ class RunController(QObject):
     def end(self) -> bool:
         """End the run by force (a step that never returns); False when its kind cannot be (a thread run)."""
         return self.handle is not None and self.is_running() and self.handle.end()
-
-    @Slot(object)
-    def _relay(self, event: Event) -> None:
-        self.event.emit(event)
 
     @Slot()
     def _on_thread_finished(self) -> None:

@@ -16,7 +16,7 @@ from workbench.core.model.demo import DigitsCNN
 from workbench.core.probe.callback import ProbeCallback
 from workbench.core.train.trainer.commands import SetTrainable
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.events import Finished, Metrics, Sink, apply_state, from_wire, read_state_blob
+from workbench.core.train.events import Finished, Metrics, Sink, apply_state, from_wire
 from workbench.core.train.trainer.loop import Trainer
 from workbench.core.train.launch.process import (
     ModelNotPortable,
@@ -125,9 +125,11 @@ def test_the_window_copy_takes_the_synced_state(tmp_path):
     with torch.no_grad():
         trained.fc.weight.add_(1.0)
     trained.layer1.requires_grad_(False)
-    from workbench.core.train.events import state_blob
+    from workbench.core.train.events import StateSynced, model_state, to_wire
 
-    apply_state(window_copy, read_state_blob(state_blob(trained)))
+    name, fields = to_wire(StateSynced(model_state(trained)))  # as the training process sends it
+    assert isinstance(fields["state"], bytes)
+    apply_state(window_copy, from_wire(name, fields).state)
     assert torch.equal(window_copy.fc.weight, trained.fc.weight)
     assert not any(p.requires_grad for p in window_copy.layer1.parameters())
     assert window_copy.layer2[0].conv1.weight.requires_grad

@@ -30,6 +30,7 @@ import time
 from typing import Any, Callable
 
 from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink, from_wire
+from workbench.core.train.handle import SteeredByControl
 from workbench.core.train.launch.process import READY_TIMEOUT_S, RemoteControl, describe_exit
 
 __all__ = ["ProcessRun", "JobControl", "POLL_S"]
@@ -92,7 +93,7 @@ class JobControl(RemoteControl):
                 self._process.send(msg)
 
 
-class ProcessRun:
+class ProcessRun(SteeredByControl):
     """One job in a training process (or on torchrun's ranks), a :class:`~workbench.core.train.handle.RunHandle`.
 
     Parameters
@@ -211,24 +212,9 @@ class ProcessRun:
         emit(RunError(text))
         return "crashed"
 
-    def pause(self) -> None:  # noqa: D102 - RunHandle's
-        self.control.pause()
-
-    def resume(self) -> None:  # noqa: D102
-        self.control.resume()
-
-    def stop(self) -> None:  # noqa: D102
-        self.control.request_stop()
-
     def stop_and_save(self) -> None:
         """Stop at the next step boundary (ending a pause or a NaN question) and write ``last.pt``."""
         self.control.stop_and_save()
-
-    def queue(self, command) -> None:  # noqa: D102
-        self.control.queue(command)
-
-    def resolve_nonfinite(self, action: str) -> None:  # noqa: D102
-        self.control.resolve_nonfinite(action)
 
     def end(self) -> bool:
         """End the training process now (SIGKILL): for a step that never returns. True when it was running.

@@ -16,13 +16,15 @@ import torch
 
 from workbench.core.train.entry import make_trainer, save_last
 from workbench.core.train.events import Event, EventBridge, Finished
+from workbench.core.train.handle import SteeredByControl
+from workbench.core.train.launch.child import stop_and_save
 from workbench.core.train.launch.threads import lower_current_thread_priority, worker_thread_count
 from workbench.core.train.trainer.control import RunControl
 
 __all__ = ["ThreadRun", "training_thread_count"]
 
 
-class ThreadRun:
+class ThreadRun(SteeredByControl):
     """One ``Trainer.fit()`` on the calling thread (a :class:`~workbench.core.train.handle.RunHandle`).
 
     Parameters
@@ -63,7 +65,7 @@ class ThreadRun:
         self.control = RunControl()
         self.trainer = None
         self.reason: str | None = None
-        self._save_last = False
+        self._flags = {"save_last": False}
 
     def run(self, emit: Callable[[Event], Any]) -> str:
         """Build the trainer and run ``fit()`` here; every event to ``emit``, ``Finished`` last; the end reason."""
@@ -78,7 +80,7 @@ class ThreadRun:
             self.trainer = trainer
             reason = trainer.fit()
             bridge.send_extras(trainer)
-            if reason == "stopped" and self._save_last:
+            if reason == "stopped" and self._flags["save_last"]:
                 save_last(trainer)
         except BaseException:  # noqa: BLE001 - the run's top: report, end cleanly
             bridge.report_error(traceback.format_exc())
@@ -92,27 +94,9 @@ class ThreadRun:
             emit(Finished(reason))
         return reason
 
-    def pause(self) -> None:  # noqa: D102 - RunHandle's
-        self.control.pause()
-
-    def resume(self) -> None:  # noqa: D102
-        self.control.resume()
-
-    def stop(self) -> None:  # noqa: D102
-        self.control.request_stop()
-
     def stop_and_save(self) -> None:
         """Stop at the next step boundary (ending a pause or a NaN question) and write ``last.pt``."""
-        self._save_last = True
-        self.control.request_stop()
-        self.control.resolve_nonfinite("stop")
-        self.control.resume()
-
-    def queue(self, command) -> None:  # noqa: D102
-        self.control.queue(command)
-
-    def resolve_nonfinite(self, action: str) -> None:  # noqa: D102
-        self.control.resolve_nonfinite(action)
+        stop_and_save(self.control, self._flags)
 
     def end(self) -> bool:
         """A run in the caller's process cannot be ended by force (False)."""
