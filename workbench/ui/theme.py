@@ -13,9 +13,9 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QSettings
 from PySide6.QtGui import QAction, QActionGroup, QColor, QPalette
-from PySide6.QtWidgets import QApplication, QMenu, QProxyStyle, QStyle, QStyleFactory, QStyleOption, QWidget
+from PySide6.QtWidgets import QApplication, QMenu, QProxyStyle, QStyle, QStyleFactory, QWidget
 
-__all__ = ["THEMES", "THEME_KEY", "ThemeChooser", "apply_plot_colors", "apply_theme", "current_theme",
+__all__ = ["THEMES", "THEME_KEY", "ThemeChooser", "apply_plot_colors", "apply_theme",
            "plot_colors", "remembered_theme", "theme_palette"]
 
 #: The choices, as stored in QSettings and shown in View > Theme.
@@ -74,11 +74,6 @@ def theme_palette(name: str) -> QPalette:
         palette.setColor(QPalette.ColorGroup.Disabled, role, disabled)
     palette.setColor(QPalette.ColorGroup.Disabled, _R.Highlight, QColor(_COLORS[_R.Mid][col]))
     return palette
-
-
-def current_theme() -> str | None:
-    """The theme applied last (``None`` before :func:`apply_theme` ran)."""
-    return _current
 
 
 def apply_theme(name: str) -> None:
@@ -143,7 +138,7 @@ class DarkFusion(QProxyStyle):
     def drawPrimitive(self, element, option, painter, widget=None) -> None:  # noqa: N802 - Qt override
         """Draw ``element``; a check box with a lighter Window color in its palette."""
         if element == QStyle.PrimitiveElement.PE_IndicatorCheckBox:
-            option = type(option)(option) if type(option) is not QStyleOption else QStyleOption(option)
+            option = type(option)(option)  # a copy: the caller's option keeps its palette
             palette = QPalette(option.palette)
             palette.setColor(_R.Window, self.OUTLINE_WINDOW)
             option.palette = palette

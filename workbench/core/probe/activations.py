@@ -44,7 +44,6 @@ from workbench.core.probe.stats import (
 __all__ = [
     "ActivationProbe",
     "ActivationStats",
-    "Histogram",  # defined in workbench.core.probe.stats; docs/API.md and ui.probe.weights_view name it here
     "iter_tensor_leaves",
     "probe_batch",
     "random_input",

@@ -1,6 +1,6 @@
 """The Probes panel's Weights tab: a per-parameter weight histogram and the update ratios.
 
-``WeightsView`` only draws what core produced: :class:`~workbench.core.probe.activations.Histogram`
+``WeightsView`` only draws what core produced: :class:`~workbench.core.probe.stats.Histogram`
 objects from :func:`workbench.core.probe.gradients.weight_histograms` (live through
 ``ProbeCallback(weight_hist=...)``, after a probe batch on the probe worker, or
 on demand when idle) and the ``||dw|| / ||w||`` ratios of
@@ -19,7 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from workbench.core.probe.activations import Histogram
+from workbench.core.probe.stats import Histogram
 
 #: Horizontal room one character of an axis label takes, in pixels (to space the tick labels).
 CHAR_PX = 6.5

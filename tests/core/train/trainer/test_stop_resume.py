@@ -94,3 +94,17 @@ def test_a_stop_at_an_epoch_end_keeps_the_epoch_end_checkpoint(tmp_path):
     assert trainer.fit() == "stopped"
     ck = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
     assert (ck["epoch"], ck["step"], ck["batch_in_epoch"]) == (1, trainer.step, 0)
+
+
+def test_non_finite_weights_never_overwrite_last_pt_on_any_route(tmp_path):
+    """The window's close, Ctrl-C and a rank all save through ``save_last``: NaN weights wrote over a good
+    last.pt there (only the stop inside ``fit()`` checked)."""
+    trainer = Trainer(fresh_model(), make_config(tmp_path, "run", 3), [StopAtStep(4)])
+    assert trainer.fit() == "stopped"
+    last = tmp_path / "run" / "last.pt"
+    good = last.read_bytes()
+    with torch.no_grad():
+        next(trainer.model.parameters()).fill_(float("nan"))
+    trainer.step += 1  # a later step: the write is not the one already made
+    assert save_last(trainer) is None
+    assert last.read_bytes() == good

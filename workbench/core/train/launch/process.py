@@ -34,6 +34,7 @@ from typing import Any
 
 from torch import nn
 
+from workbench.core.contrib import FILE_MODULE_PREFIX
 from workbench.core.errors import WorkbenchError
 from workbench.core.model.checkpoint import to_bytes
 from workbench.core.train.launch.child import serve
@@ -78,7 +79,7 @@ def encode_model(model: nn.Module) -> tuple[bytes, dict[str, str]]:
     factories: dict[str, str] = {}
     for module in model.modules():
         name = type(module).__module__
-        if name.startswith("_workbench_factory_"):
+        if name.startswith(FILE_MODULE_PREFIX):
             path = getattr(sys.modules.get(name), "__file__", None)
             if path:
                 factories[name] = str(path)

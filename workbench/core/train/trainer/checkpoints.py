@@ -24,6 +24,7 @@ from workbench.core.files import atomic_save
 from workbench.core.model.checkpoint import read_checkpoint
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import set_rng_state
+from workbench.core.train.trainer.faults import nonfinite_tensors
 from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["CheckpointConnector", "LAST"]
@@ -95,15 +96,17 @@ class CheckpointConnector:
         After a stop the run continues from exactly here on Resume: the step, the
         batch of the epoch, the optimizer, scheduler and RNG states are those after
         the last finished step. A write of the same step already made (the epoch
-        end's, in the background) is waited for instead of repeated.
+        end's, in the background) is waited for instead of repeated. Weights that
+        hold NaN/Inf are never written over it (every route: a stop, Ctrl-C or
+        SIGTERM, a closing window, a rank): the previous ``last.pt`` stays.
 
         Returns
         -------
         Path or None
-            ``run_dir/last.pt``; None when the run made no run folder.
+            ``run_dir/last.pt``; None when the run made no run folder or its weights are not finite.
         """
         tr = self.trainer
-        if tr.run_dir is None:
+        if tr.run_dir is None or nonfinite_tensors(tr.model):
             return None
         path = Path(tr.run_dir) / LAST
         if self.last_step == tr.step:

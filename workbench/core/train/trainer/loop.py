@@ -65,7 +65,6 @@ from workbench.core.errors import TrainingError
 from workbench.core.model.architectures import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.freezing import apply_batchnorm_policy
-from workbench.core.model.health_check import find_nonfinite
 from workbench.core.model.names import frozen_names
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import seed_everything
@@ -518,12 +517,10 @@ class Trainer:
         """A stop finished its step: write ``last.pt`` at that step (Resume continues from exactly there).
 
         Only when the run keeps checkpoints (``checkpoint_every_epoch``) and trained
-        a step, never with non-finite weights (the previous ``last.pt`` stays);
+        a step (:meth:`CheckpointConnector.save_last` refuses non-finite weights);
         rank 0 alone writes. Written before ``status.json`` says ``stopped``.
         """
         if not self.config.checkpoint_every_epoch or self.step == 0 or self.run_dir is None:
-            return
-        if find_nonfinite(self.model):
             return
         self.checkpoints.save_last()
 
