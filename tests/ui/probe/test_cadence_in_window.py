@@ -40,7 +40,8 @@ def test_every_n_steps_typed_in_the_panel_drives_the_run_and_changes_mid_run(mai
     # a report later than that step, so the switch is found in the steps themselves)
     gaps = np.diff(steps)
     switch = int(np.argmax(gaps != 4))
-    assert gaps[switch] != 4 and switch >= 3 and steps[switch] <= changed_at
+    # the plan's step and the measured switch are read from two reports: within one old interval (4 steps)
+    assert gaps[switch] != 4 and switch >= 3 and abs(int(steps[switch]) - changed_at) <= 4, (steps, changed_at)
     assert gaps[switch] in (1, 2, 3) and len(gaps[switch + 1:]) >= 3 and set(gaps[switch + 1:]) == {2}
     grads = set(np.asarray(probes.grads.history["global"]["step"], dtype=int))
     assert set(steps) <= grads  # every full measurement has its gradient norms
