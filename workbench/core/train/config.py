@@ -23,7 +23,12 @@ else:  # pragma: no cover
 
 import tomli_w
 
-DATASETS = ("digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake")
+#: The built-in datasets; ``data.dataset`` may also be a registered name or a spec (``file.py:make_dataset``).
+DATASETS = ("digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake", "csv")
+#: ``[task] kind``: ``"auto"`` takes the dataset's own (a CSV's inferred task) or classification.
+TASK_KINDS = ("auto", "classification", "regression", "multilabel", "model_loss")
+#: How a CSV's categorical (non-numeric) feature columns become numbers.
+CATEGORICAL = ("onehot", "codes")
 NORMALIZE_PRESETS = ("auto", "imagenet", "mnist", "cifar10", "digits", "none")
 CHANNELS = ("keep", "grayscale", "rgb")
 LOSSES = ("cross_entropy", "mse", "bce_with_logits", "l1")
@@ -41,9 +46,22 @@ class DataConfig:
         One of ``"digits"`` (scikit-learn's 1,797 8x8 digits, built in, no download),
         ``"mnist"``, ``"fashionmnist"``, ``"cifar10"`` (torchvision, from ``root``),
         ``"imagefolder"`` (``root/train`` + ``root/val``, or ``root`` split by
-        ``val_fraction``) or ``"fake"`` (random tensors of ``fake_shape``).
+        ``val_fraction``), ``"fake"`` (random tensors of ``fake_shape``), ``"csv"``
+        (a table file ``root``: see ``target``), or the user's own: a registered
+        dataset name or a spec ``"pkg.mod:make"`` / ``"file.py:make"`` whose callable,
+        called with ``kwargs``, returns ``(train, val)``, ``{"train": ..., "val": ...}``
+        (optionally ``"collate_fn"``) of :class:`torch.utils.data.Dataset`.
     root : str
-        Folder of a torchvision dataset or of an ImageFolder tree. Empty: not set.
+        Folder of a torchvision dataset or of an ImageFolder tree, or the table file
+        of ``"csv"`` (``.csv``, ``.csv.gz``; ``.parquet`` with pyarrow). Empty: not set.
+    target : list of str
+        ``"csv"``: the target column(s).
+    features : list of str
+        ``"csv"``: the feature columns; empty = every column but the targets.
+    categorical : str
+        ``"csv"``: non-numeric feature columns as ``"onehot"`` columns or integer ``"codes"``.
+    kwargs : dict
+        Keyword arguments of a user dataset factory (plain data only).
     download : bool
         Let torchvision download MNIST / FashionMNIST / CIFAR10 into ``root``.
     val_fraction : float
@@ -113,6 +131,57 @@ class DataConfig:
     fake_shape: list = field(default_factory=lambda: [3, 32, 32])
     fake_size: int = 512
     num_classes: int = 10
+    target: list = field(default_factory=list)
+    features: list = field(default_factory=list)
+    categorical: str = "onehot"
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class TaskConfig:
+    """What the run optimizes and reports (``[task]`` in ``run.toml``).
+
+    Attributes
+    ----------
+    kind : str
+        ``"classification"`` (class-index targets, cross-entropy), ``"regression"``
+        (real-valued targets of any shape, MSE / L1 / Huber), ``"multilabel"``
+        (multi-hot targets, BCE with logits), ``"model_loss"`` (the model returns its
+        own loss, as Hugging Face models do when the batch holds ``labels``; a dict
+        batch is passed as keyword arguments) or ``"auto"`` (the dataset's own
+        task when it infers one, e.g. a CSV's, else classification).
+    step : str
+        A training step ``(model, batch) -> loss`` or ``-> {"loss": loss, "<metric>": value, ...}``:
+        a registered step name or a spec (``"file.py:training_step"``). Empty: the
+        built-in step of ``kind``.
+    validation_step : str
+        The same for validation; empty: ``step`` under ``torch.no_grad()``.
+    loss : str
+        The criterion, called ``loss(output, target)``: a built-in name
+        (``cross_entropy``, ``mse``, ``l1``, ``huber``, ``bce_with_logits``) or a spec
+        (a class is instantiated without arguments). Empty: the top-level ``loss``
+        for classification, else the kind's default (mse, bce_with_logits).
+    metrics : list of str
+        Names of built-in metrics (``accuracy``, ``top5``, ``mae``, ``rmse``, ``r2``,
+        ``f1``, ``map``) or specs of ``metric(output, target) -> number``
+        (averaged over samples). Empty: the kind's defaults.
+    monitor : str
+        The epoch metric ``best.pt`` follows (``val_loss``, ``val_accuracy``, ``val_r2``...).
+    mode : str
+        ``"min"`` or ``"max"``: whether a smaller or a larger ``monitor`` is better.
+    files : dict
+        ``{path: sha256}`` of the user's code files the specs name, written by the run
+        so that a replay can say when one changed.
+    """
+
+    kind: str = "auto"
+    step: str = ""
+    validation_step: str = ""
+    loss: str = ""
+    metrics: list = field(default_factory=list)
+    monitor: str = "val_loss"
+    mode: str = "min"
+    files: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -162,6 +231,8 @@ class TrainConfig:
     Attributes
     ----------
     data : DataConfig
+    task : TaskConfig
+        The task: built-in kind or the user's step, loss, metrics and best-checkpoint monitor.
     model : ModelConfig
         Used by the headless ``workbench train``; a GUI run fills it in from the
         model it trains so ``run.toml`` can be replayed.
@@ -241,6 +312,7 @@ class TrainConfig:
 
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
     epochs: int = 5
     device: str = "cpu"
     loss: str = "cross_entropy"
@@ -288,8 +360,9 @@ class TrainConfig:
         d = dict(d)
         data = _build(DataConfig, d.pop("data", {}) or {}, "[data]")
         model = _build(ModelConfig, d.pop("model", {}) or {}, "[model]")
+        task = _build(TaskConfig, d.pop("task", {}) or {}, "[task]")
         cfg = _build(cls, d, "top level")
-        cfg.data, cfg.model = data, model
+        cfg.data, cfg.model, cfg.task = data, model, task
         cfg.validate()
         return cfg
 
@@ -345,7 +418,9 @@ class TrainConfig:
             Names the field, the bad value and the allowed ones.
         """
         checks = [
-            ("data.dataset", self.data.dataset, DATASETS),
+            ("task.kind", self.task.kind, TASK_KINDS),
+            ("task.mode", self.task.mode, ("min", "max")),
+            ("data.categorical", self.data.categorical, CATEGORICAL),
             ("data.normalize", self.data.normalize, NORMALIZE_PRESETS),
             ("data.channels", self.data.channels, CHANNELS),
             ("loss", self.loss, LOSSES),
@@ -353,6 +428,11 @@ class TrainConfig:
             ("scheduler", self.scheduler, SCHEDULERS),
             ("amp_dtype", self.amp_dtype, ("bfloat16", "float16")),
         ]
+        if self.data.dataset not in DATASETS and not _names_code_or_plugin(self.data.dataset):
+            raise ValueError(f"data.dataset = {self.data.dataset!r} is not one of {', '.join(DATASETS)}, "
+                             "nor a spec (package.module:callable or file.py:callable) or a registered dataset")
+        if self.task.monitor and not isinstance(self.task.monitor, str):
+            raise ValueError(f"task.monitor = {self.task.monitor!r}: expected a metric name such as val_loss")
         for name, value, allowed in checks:
             if value not in allowed:
                 raise ValueError(f"{name} = {value!r} is not one of {', '.join(allowed)}")
@@ -368,6 +448,15 @@ class TrainConfig:
             if not ok:
                 raise ValueError(f"unfreeze[{i}] = {entry!r}: expected {{epoch = <1-based epoch>, module = \"name\"}} "
                                  "and optionally lr_factor = <number > 0>")
+
+
+def _names_code_or_plugin(name: str) -> bool:
+    """A spec (``a:b``) or a dataset an installed package registers (read from metadata; nothing imported)."""
+    if ":" in name:
+        return True
+    from workbench.core import contrib
+
+    return name in contrib.names("dataset")
 
 
 def parse_unfreeze(text: str) -> list[dict]:

@@ -55,6 +55,15 @@ class DataInfo:
         Class names when known.
     train_size, val_size : int
         Number of samples.
+    task : str
+        The task the data implies: ``"classification"`` (integer class targets),
+        ``"regression"`` (real-valued targets), ``"multilabel"`` (multi-hot targets),
+        or ``""`` when the data does not say (a user's dataset).
+    target_shape : tuple of int
+        Shape of one sample's target (``()`` for a class index, ``(k,)`` for k regression targets).
+    notes : list of str
+        What the loaders cannot guarantee for this data (e.g. an iterable dataset
+        resumes from its epoch's start), said once when the run starts.
     """
 
     name: str
@@ -63,6 +72,9 @@ class DataInfo:
     classes: list = field(default_factory=list)
     train_size: int = 0
     val_size: int = 0
+    task: str = "classification"
+    target_shape: tuple = ()
+    notes: list = field(default_factory=list)
 
 
 def normalize_stats(cfg: DataConfig, channels: int) -> tuple[tuple, tuple] | None:
