@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
-__all__ = ["legend_above"]
+__all__ = ["fit_legend_row", "legend_above"]
 
 
 def legend_above(item: pg.PlotItem, columns: int = 3, row_height: int = 34) -> pg.LegendItem:
@@ -35,3 +35,25 @@ def legend_above(item: pg.PlotItem, columns: int = 3, row_height: int = 34) -> p
     item.layout.setRowFixedHeight(0, row_height)
     item.legend = legend
     return legend
+
+
+def fit_legend_row(item: pg.PlotItem, legend: pg.LegendItem, minimum: int = 20) -> float:
+    """Make the title row of ``item`` as tall as ``legend``'s rows, so that it never reaches into the data.
+
+    Parameters
+    ----------
+    item : pg.PlotItem
+        A plot whose legend :func:`legend_above` placed.
+    legend : pg.LegendItem
+        That legend, after its entries changed.
+    minimum : int
+        Least height of the row, in pixels (an empty legend keeps it).
+
+    Returns
+    -------
+    float
+        The row's new height, in pixels.
+    """
+    height = max(float(minimum), legend.boundingRect().height())
+    item.layout.setRowFixedHeight(0, height)
+    return height

@@ -75,6 +75,7 @@ from workbench.core.train.runs.index import (
     unread_bytes,
 )
 from workbench.core.train.runs.trash import TrashedRun, restore_run, trash_run
+from workbench.ui.plot_legend import fit_legend_row, legend_above
 from workbench.ui.threading import run_in_background
 
 COLUMNS = TABLE_COLUMNS
@@ -245,7 +246,8 @@ class RunsPanel(QWidget):
         self.export_button.setToolTip("The selected runs' metrics as one tidy CSV: run, step, epoch, metric, value")
         self.plot = pg.PlotWidget()
         self.plot.setObjectName("runsPlot")
-        self.plot.addLegend(offset=(-5, 5))
+        # the legend in the plot's title row, above the data: inside the view it covered the curves' ends
+        self.legend = legend_above(self.plot.getPlotItem(), columns=3, row_height=20)
         self.plot.showGrid(y=True, alpha=0.3)
         # grid lines and labels at the major y ticks only: with the minor ones, the left axis
         # (which draws the grid across the plot) cost 10-20 ms of each zoom's repaint here
@@ -467,6 +469,7 @@ class RunsPanel(QWidget):
             self._set_curves(series)
         finally:
             self._drawing = False
+        fit_legend_row(self.plot.getPlotItem(), self.legend)
 
     def _set_curves(self, series: dict) -> None:
         for i, (name, data) in enumerate(series.items()):
