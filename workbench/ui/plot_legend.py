@@ -1,14 +1,23 @@
 """A pyqtgraph legend that never covers data: placed in the plot's title row.
 
-Shared by the wings' plots (the loss plot, the Gradients tab), which may not
-import each other.
+Shared by the wings' plots (the loss plot, the Gradients tab, the Runs overlay),
+which may not import each other. The legend takes as many columns as the plot's
+width holds (at most the number asked for), and the title row grows to its rows:
+a legend wider than its plot used to widen the plot past its widget, which cut
+off the right axis.
 """
 
 from __future__ import annotations
 
+import math
+
 import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject
 
 __all__ = ["fit_legend_row", "legend_above"]
+
+#: Pixels kept free beside the legend's columns.
+_SLACK_PX = 12
 
 
 def legend_above(item: pg.PlotItem, columns: int = 3, row_height: int = 34) -> pg.LegendItem:
@@ -19,9 +28,9 @@ def legend_above(item: pg.PlotItem, columns: int = 3, row_height: int = 34) -> p
     item : pg.PlotItem
         Its title label is hidden (the legend takes its row).
     columns : int
-        Entries per legend row.
+        Most entries per legend row (fewer when the plot is too narrow for them).
     row_height : int
-        Height of the title row, in pixels (about 17 per legend row at 8 pt).
+        Least height of the title row, in pixels (about 17 per legend row at 8 pt).
 
     Returns
     -------
@@ -29,31 +38,88 @@ def legend_above(item: pg.PlotItem, columns: int = 3, row_height: int = 34) -> p
         Also set as ``item.legend``.
     """
     legend = pg.LegendItem(colCount=columns, labelTextSize="8pt", verSpacing=-8)
+    legend.max_columns = columns
+    legend.min_row_height = row_height
     item.layout.removeItem(item.titleLabel)
     item.titleLabel.setVisible(False)
     item.layout.addItem(legend, 0, 1)
     item.layout.setRowFixedHeight(0, row_height)
     item.legend = legend
+    scene = item.scene()
+    for view in scene.views() if scene is not None else []:
+        _RefitOnResize(item, legend, view)
     return legend
 
 
-def fit_legend_row(item: pg.PlotItem, legend: pg.LegendItem, minimum: int = 20) -> float:
-    """Make the title row of ``item`` as tall as ``legend``'s rows, so that it never reaches into the data.
+def fit_legend_row(item: pg.PlotItem, legend: pg.LegendItem, minimum: int | None = None,
+                   view_width: float | None = None) -> float:
+    """Fit ``legend`` to the plot's width (columns) and the title row of ``item`` to its rows.
+
+    Call it after the legend's entries changed; a resize of the plot's view calls it by itself.
 
     Parameters
     ----------
     item : pg.PlotItem
         A plot whose legend :func:`legend_above` placed.
     legend : pg.LegendItem
-        That legend, after its entries changed.
-    minimum : int
-        Least height of the row, in pixels (an empty legend keeps it).
+        That legend.
+    minimum : int, optional
+        Least height of the row, in pixels (default: the ``row_height`` given to :func:`legend_above`).
+    view_width : float, optional
+        Width of the view the plot is drawn in (default: its viewport's width now).
 
     Returns
     -------
     float
         The row's new height, in pixels.
     """
+    columns = _columns_that_fit(item, legend, view_width)
+    if columns != legend.columnCount:
+        legend.setColumnCount(columns)
+    if minimum is None:
+        minimum = getattr(legend, "min_row_height", 20)
     height = max(float(minimum), legend.boundingRect().height())
     item.layout.setRowFixedHeight(0, height)
     return height
+
+
+def _columns_that_fit(item: pg.PlotItem, legend: pg.LegendItem, view_width: float | None) -> int:
+    """As many columns as the widest entry allows across the plot's data width (1 at least)."""
+    most = max(1, int(getattr(legend, "max_columns", legend.columnCount)))
+    if not legend.items:
+        return most
+    entry = max(sample.boundingRect().width() + label.boundingRect().width() + 6 for sample, label in legend.items)
+    width = _data_width(item, view_width)
+    if width is None:
+        return most
+    return max(1, min(most, math.floor((width - _SLACK_PX) / max(entry, 1.0))))
+
+
+def _data_width(item: pg.PlotItem, view_width: float | None) -> float | None:
+    """Width of the plot's data column: the view's width less the axes beside it (None before it is shown)."""
+    if view_width is None:
+        scene = item.scene()
+        views = scene.views() if scene is not None else []
+        view_width = views[0].viewport().width() if views else 0
+    if view_width <= 1:
+        return None
+    others = sum(item.getAxis(side).width() for side in ("left", "right") if item.getAxis(side).isVisible())
+    # a plot sharing its view (a GraphicsLayout cell) is narrower than the view; a plot widened by its
+    # legend is wider: the narrower of the two
+    cell = float(item.geometry().width())
+    return (min(cell, float(view_width)) if cell > 1 else float(view_width)) - others
+
+
+class _RefitOnResize(QObject):
+    """Refits the legend whenever the view it is drawn in is resized (an event filter, owned by the view)."""
+
+    def __init__(self, item: pg.PlotItem, legend: pg.LegendItem, view):
+        super().__init__(view)
+        self._item, self._legend = item, legend
+        view.installEventFilter(self)
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
+        """Refit after a resize; never consumes the event."""
+        if event.type() == QEvent.Type.Resize and self._item.legend is self._legend:
+            fit_legend_row(self._item, self._legend, view_width=event.size().width())
+        return False

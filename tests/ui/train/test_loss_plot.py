@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from workbench.ui.plot_buffer import PlotBuffer
+from workbench.ui.train.follow_range import X_PAD
 from workbench.ui.train.loss_plot import EmaFilter, TrainingPlots
 
 
@@ -186,7 +187,7 @@ def test_a_falling_loss_keeps_the_view_from_zero_and_moves_it_only_above_its_top
         plots.add_steps(step[chunk], loss[chunk], lr=np.full(chunk.size, 1e-3))
         plots.refresh()
     (x0, x1), (y0, y1) = vb.viewRange()
-    assert (x0, x1) == pytest.approx((0.0, 400.0))
+    assert (x0, x1) == pytest.approx((0.0, 400.0 * (1 + X_PAD)))  # the planned steps and room for the last markers
     assert y0 == pytest.approx(0.0) and y1 == pytest.approx(2.2)  # 2.0 + 8 %, rounded up to two digits
     assert len(moves) == 1  # set once, on the first refresh
     plots.add_steps(np.array([200.0]), np.array([3.0]), lr=np.array([1e-3]))  # a spike above the top
@@ -209,7 +210,7 @@ def test_a_new_run_like_the_last_keeps_the_view(plots):
         plots.add_steps(step, start_loss * np.exp(-step / 20), lr=np.full(10, 1e-3))
         plots.refresh()
         assert len(moves) == expected_moves
-    assert views[0].viewRange()[0] == pytest.approx([0.0, 69.0]) and views[0].viewRange()[1] == pytest.approx([0, 2.5])
+    assert views[0].viewRange()[0] == pytest.approx([0.0, 69.0 * (1 + X_PAD)]) and views[0].viewRange()[1] == pytest.approx([0, 2.5])
 
 
 def test_a_loss_below_zero_gets_room_below_it(plots):

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from workbench.core.probe.cadence import sparse
 from workbench.core.probe.gradients import GradNorms, layer_norms
+from workbench.ui.log_axis import LogTicks
 from workbench.ui.plot_buffer import PlotBuffer
 from workbench.ui.plot_legend import legend_above
 
@@ -35,22 +36,6 @@ def _fmt(v: float) -> str:
     return "nan" if not math.isfinite(v) else f"{v:.4g}"
 
 
-class _LogTicks(pg.AxisItem):
-    """A log axis whose ticks within a decade are 1, 2 and 5 only (pyqtgraph labels all of 2...9 when the
-    range is under a decade: 0.4, 0.5, ... 0.9 written over each other)."""
-
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802 - pyqtgraph's name
-        levels = super().tickValues(minVal, maxVal, size)
-        if not self.logMode:
-            return levels
-        return [(spacing, [v for v in values if _mantissa(v) in (1.0, 2.0, 5.0)]) for spacing, values in levels]
-
-
-def _mantissa(log10_value: float) -> float:
-    """The leading digit pattern of ``10 ** log10_value``, rounded: 1.0 for 0.01, 2.0 for 0.2, 5.0 for 50."""
-    return round(10 ** (log10_value - math.floor(log10_value + 1e-9)), 3)
-
-
 class GradNormsView(QWidget):
     """Curves of the global and probed modules' grad norms (log y) over a bar chart of the latest step."""
 
@@ -62,7 +47,7 @@ class GradNormsView(QWidget):
         self.layers: list = []  # the LayerNorm rows drawn last
         self.plots = pg.GraphicsLayoutWidget()
         self.plots.setObjectName("gradNormPlot")
-        self.curve_plot = self.plots.addPlot(row=0, col=0, axisItems={"left": _LogTicks("left")})
+        self.curve_plot = self.plots.addPlot(row=0, col=0, axisItems={"left": LogTicks("left")})
         self.curve_plot.setLogMode(y=True)
         self.curve_plot.getAxis("left").enableAutoSIPrefix(False)  # "(x0.001)" over log ticks misleads
         self.curve_plot.setLabel("bottom", "step")

@@ -14,12 +14,15 @@ import math
 
 import pyqtgraph as pg
 
-__all__ = ["FollowRange", "ceil_2_digits", "nice_ceil"]
+__all__ = ["X_PAD", "FollowRange", "ceil_2_digits", "nice_ceil"]
 
 #: Headroom above the data's top, as a share of the data's span.
 Y_PAD = 0.08
 #: Room left below a falling curve whose values can be negative, as a share of the data's span.
 Y_FALL_ROOM = 0.25
+#: Room right of a planned extent (:meth:`FollowRange.expect_x`), as a share of it: the last epoch's
+#: markers (the 16 px best-epoch star) sit at its end and were cut in half by the view's edge.
+X_PAD = 0.04
 
 
 def nice_ceil(value: float) -> float:
@@ -57,7 +60,8 @@ def _y_view(y_lo: float, y_hi: float) -> tuple[float, float]:
 class FollowRange:
     """The view of a plot the user has not zoomed follows its data, in steps.
 
-    x grows to the next 1-2-5 bound past the data (at least 25 % headroom), y
+    x grows to the next 1-2-5 bound past the data (at least 25 % headroom), or spans the planned
+    extent (:meth:`expect_x`) and :data:`X_PAD` of it more, y
     spans 0 (data never negative) or the data's minimum less 25 % of their span,
     to their maximum plus 8 % (from 0: rounded up to two digits); the view changes
     only when data leave it, and is not set again when it already shows that range. A pan or
@@ -97,7 +101,8 @@ class FollowRange:
         self._take_over()
 
     def expect_x(self, lo: float, hi: float) -> None:
-        """The x extent the data will fill (a run's planned steps): the view takes it at once and keeps it."""
+        """The x extent the data will fill (a run's planned steps): the view takes it (with :data:`X_PAD`
+        more on the right) at once and keeps it."""
         if math.isfinite(lo) and math.isfinite(hi) and hi > lo:
             self._expected = (float(lo), float(hi))
 
@@ -116,7 +121,7 @@ class FollowRange:
             if x is None or x_hi > x[1] or x_lo < x[0]:
                 e = self._expected
                 if e is not None and e[0] <= x_lo and x_hi <= e[1]:
-                    x = e
+                    x = (e[0], e[1] + X_PAD * (e[1] - e[0]))
                 else:
                     x = (x_lo, x_lo + nice_ceil(max(x_hi - x_lo, 1e-9) * 1.25))
         if self.follow_y and math.isfinite(y_lo) and math.isfinite(y_hi):

@@ -16,9 +16,11 @@ import numpy as np
 import pyqtgraph as pg
 
 from workbench.core.probe.cadence import sparse
+from workbench.ui.curve_colors import CURVE_COLORS
+from workbench.ui.log_axis import LogTicks
 from workbench.ui.plot_buffer import PlotBuffer
 
-_COLOR = (200, 60, 60)
+_COLOR = CURVE_COLORS["grad_norm"]
 #: A line for many measurements, markers alone for sparse ones.
 _LINE = {"pen": pg.mkPen(_COLOR, width=1, style=pg.QtCore.Qt.PenStyle.DotLine), "symbol": None}
 _MARKERS = {"pen": None, "symbol": "d", "symbolSize": 7, "symbolBrush": pg.mkBrush(*_COLOR), "symbolPen": None}
@@ -47,6 +49,8 @@ class GradNormOverlay:
         item = plot_widget.getPlotItem()
         self._item = item
         self.view = pg.ViewBox()
+        # 1-2-5 ticks only: pyqtgraph's 0.3, 0.4, ... 0.9 were written over each other on a short plot
+        item.setAxisItems({"right": LogTicks("right")})
         item.showAxis("right")
         item.scene().addItem(self.view)
         axis = item.getAxis("right")

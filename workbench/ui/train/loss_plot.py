@@ -40,6 +40,8 @@ from PySide6.QtWidgets import (
 from scipy.signal import lfilter
 
 from workbench.core.files import atomic_write_bytes, atomic_write_text
+from workbench.core.probe.cadence import SPARSE_POINTS
+from workbench.ui.curve_colors import CURVE_COLORS as _C
 from workbench.ui.plot_buffer import PlotBuffer
 from workbench.ui.plot_legend import legend_above
 from workbench.ui.train.follow_range import FollowRange
@@ -49,6 +51,8 @@ from workbench.ui.train.grad_norm_overlay import GradNormOverlay
 X_MODES = {"Step": "step", "Epoch": "epoch", "Wall time (s)": "time"}
 
 STEP_COLUMNS = ("step", "epoch", "time", "loss", "ema", "lr")
+#: Step curves of fewer points than this draw a marker on each (a short run's few steps are not a trend line).
+SPARSE_STEPS = SPARSE_POINTS
 EPOCH_COLUMNS = ("step", "epoch", "time", "val_loss", "val_acc", "train_loss")
 
 
@@ -156,6 +160,7 @@ class TrainingPlots(QWidget):
         self._epochs_pending: list[str] = []  # plots whose epoch curves wait for a redraw
         self._lr_skip = 0
         self._lr_dirty = False
+        self._step_markers: dict[int, bool] = {}  # id(curve) -> drawn with a marker per point now
         #: the learning-rate curve is redrawn every this many refreshes (1 = each time)
         self.lr_every = 5
         self._x = "step"
@@ -168,14 +173,14 @@ class TrainingPlots(QWidget):
         self.loss_plot = _plot("lossPlot", "loss", "step")
         item = self.loss_plot.getPlotItem()
         legend_above(item)  # in the plot's title row: it never covers a curve
-        self.loss_curve = item.plot(name="train loss", pen=pg.mkPen((120, 160, 220), width=1))
+        self.loss_curve = item.plot(name="train loss", pen=pg.mkPen(_C["train_loss"], width=1))
         # 1-px pens: Qt's raster engine strokes wide polylines far slower, and the
         # step curves repaint during the run (wide EMA pen: 0.80-0.90x train
         # throughput in benchmarks/bench_training.py, 1 px: 0.91-0.92x)
-        self.ema_curve = item.plot(name="train loss (EMA)", pen=pg.mkPen((20, 70, 170), width=1))
+        self.ema_curve = item.plot(name="train loss (EMA)", pen=pg.mkPen(_C["train_loss_ema"], width=1))
         self.val_loss_curve = item.plot(
-            name="val loss", pen=pg.mkPen((220, 110, 20), width=2), symbol="o", symbolSize=6,
-            symbolBrush=(220, 110, 20), symbolPen=None,
+            name="val loss", pen=pg.mkPen(_C["val_loss"], width=2), symbol="o", symbolSize=6,
+            symbolBrush=_C["val_loss"], symbolPen=None,
         )
         self.best_marker = item.plot(
             name="best epoch", pen=None, symbol="star", symbolSize=16,
@@ -186,23 +191,24 @@ class TrainingPlots(QWidget):
 
         self.accuracy_plot = _plot("accuracyPlot", "val accuracy", "step")
         self.acc_curve = self.accuracy_plot.getPlotItem().plot(
-            name="val accuracy", pen=pg.mkPen((30, 150, 70), width=2), symbol="o", symbolSize=6,
-            symbolBrush=(30, 150, 70), symbolPen=None,
+            name="val accuracy", pen=pg.mkPen(_C["val_acc"], width=2), symbol="o", symbolSize=6,
+            symbolBrush=_C["val_acc"], symbolPen=None,
         )
         self.acc_curve.setSkipFiniteCheck(False)
         self.accuracy_plot.getPlotItem().setYRange(0.0, 1.0, padding=0.02)
         self.accuracy_plot.getPlotItem().enableAutoRange(axis="y", enable=False)
         self.best_line = pg.InfiniteLine(
-            angle=90, movable=False, pen=pg.mkPen((230, 180, 0), width=1, style=Qt.PenStyle.DashLine),
-            label="best", labelOpts={"position": 0.9, "color": (120, 90, 0)},
+            angle=90, movable=False, pen=pg.mkPen(_C["best"], width=1, style=Qt.PenStyle.DashLine),
+            label="best", labelOpts={"position": 0.1, "color": _C["best"]},
         )
         self.best_line.setVisible(False)
         self.accuracy_plot.addItem(self.best_line, ignoreBounds=True)
+        self.accuracy_plot.getPlotItem().getViewBox().sigXRangeChanged.connect(self._anchor_best_label)
 
         self.grad_norm = GradNormOverlay(self.loss_plot)
 
         self.lr_plot = _plot("lrPlot", "learning rate", "step")
-        self.lr_curve = self.lr_plot.getPlotItem().plot(name="lr", pen=pg.mkPen((150, 60, 160), width=1))
+        self.lr_curve = self.lr_plot.getPlotItem().plot(name="lr", pen=pg.mkPen(_C["lr"], width=1))
         self.lr_curve.setSkipFiniteCheck(False)
         # the step plots' views move in steps, not at every refresh (see follow_range.py)
         self.loss_range = FollowRange(self.loss_plot)
@@ -336,9 +342,9 @@ class TrainingPlots(QWidget):
     def mark_freeze(self, step: float, text: str, epoch: float | None = None, time: float | None = None) -> pg.InfiniteLine:
         """Draw a labelled vertical line where a freeze change was applied (at ``step``)."""
         line = pg.InfiniteLine(
-            angle=90, movable=False, pen=pg.mkPen((200, 40, 40), width=1, style=Qt.PenStyle.DashLine),
+            angle=90, movable=False, pen=pg.mkPen(_C["freeze"], width=1, style=Qt.PenStyle.DashLine),
             # labels of successive markers step down the plot, so two close markers never overlap
-            label=text, labelOpts={"position": 0.95 - 0.13 * (len(self._markers) % 4), "color": (200, 40, 40),
+            label=text, labelOpts={"position": 0.95 - 0.13 * (len(self._markers) % 4), "color": _C["freeze"],
                                    "anchors": [(0, 0), (0, 0)], "fill": (255, 255, 255, 200)},
         )
         line.setToolTip(text)
@@ -422,6 +428,23 @@ class TrainingPlots(QWidget):
                 self.best_line.setPos(xe[best])
                 self.best_line.label.setText(f"best: epoch {self.best_epoch_number()}")
                 self.best_line.setVisible(bool(np.isfinite(xe[best])))
+                self._anchor_best_label()
+
+    def _anchor_best_label(self, *_args) -> None:
+        """Turn the "best: epoch N" label to the wider side of its line, standing near the bottom (where the
+        accuracy of the best epoch seldom is).
+
+        pyqtgraph centres it on the line, so a best epoch at the view's right edge (the last
+        one, the usual case) had half its label cut off.
+        """
+        if not self.best_line.isVisible():
+            return
+        (x0, x1), _ = self.accuracy_plot.getPlotItem().getViewBox().viewRange()
+        anchor = (1.0, 1.0) if self.best_line.value() > (x0 + x1) / 2 else (0.0, 1.0)
+        label = self.best_line.label
+        if label.anchors != [anchor, anchor]:
+            label.anchors = [anchor, anchor]
+            label.updatePosition()
 
     def refresh_steps(self, force: bool = False) -> None:
         """The step curves (loss, EMA, learning rate, grad-norm overlay) and the views, when steps arrived."""
@@ -435,14 +458,29 @@ class TrainingPlots(QWidget):
         if steps_dirty:
             self._dirty = False
             self._lr_dirty = True
-            self.loss_curve.setData(xs, self.steps["loss"])
-            self.ema_curve.setData(xs, self.steps["ema"])
+            self._set_step_data(self.loss_curve, xs, self.steps["loss"])
+            self._set_step_data(self.ema_curve, xs, self.steps["ema"])
         if self._lr_dirty and (force or self._lr_skip >= self.lr_every):
             self._lr_skip = 0
             self._lr_dirty = False
-            self.lr_curve.setData(xs, self.steps["lr"])
+            self._set_step_data(self.lr_curve, xs, self.steps["lr"])
         if steps_dirty:
             self._follow()
+
+    def _set_step_data(self, curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
+        """``curve.setData(x, y)``, with a marker on each point while there are fewer than :data:`SPARSE_STEPS`.
+
+        The style changes only when the curve crosses that count (a new style costs a full redraw).
+        """
+        markers = len(x) < SPARSE_STEPS
+        if self._step_markers.get(id(curve)) == markers:
+            curve.setData(x, y)
+            return
+        self._step_markers[id(curve)] = markers
+        color = curve.opts["pen"].color() if curve.opts["pen"] is not None else None
+        style = ({"symbol": "o", "symbolSize": 5, "symbolBrush": color, "symbolPen": None} if markers
+                 else {"symbol": None})
+        curve.setData(x, y, **style)
 
     def _follow(self) -> None:
         """Move the loss and lr views only when the data leave them (:class:`FollowRange`)."""
