@@ -29,14 +29,36 @@ def test_every_shortcut_is_on_its_action_and_named_in_the_button_tooltips(window
     assert panel.start_button.shortcut().isEmpty()  # F5 is the window's action: one owner, no ambiguity
 
 
-def test_the_actions_follow_the_buttons_enabled_state(window):
+def test_the_menu_lists_the_panels_own_actions_and_the_buttons_follow_them(window):
+    """The menu had QActions of its own that copied the buttons' state through an event filter."""
     panel, menu = window.training_panel, window.training_menu
+    assert menu.start_action is panel.start_action and menu.stop_action is panel.stop_action
+    assert menu.pause_action is panel.pause_action and menu.find_lr_action is panel.find_lr_action
+    assert [a for a in menu.menu.actions() if not a.isSeparator()] == panel.run_actions()
     assert menu.start_action.isEnabled() and menu.find_lr_action.isEnabled()  # the demo trains
     assert not menu.pause_action.isEnabled() and not menu.stop_action.isEnabled()  # nothing runs
-    panel.start_button.setEnabled(False)
-    assert not menu.start_action.isEnabled()
-    panel.stop_button.setEnabled(True)
-    assert menu.stop_action.isEnabled()
+    assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
+    panel.start_action.setEnabled(False)
+    assert not panel.start_button.isEnabled()
+    panel.stop_action.setEnabled(True)
+    assert panel.stop_button.isEnabled()
+    panel.start_action.setToolTip("why not (F5)")
+    assert panel.start_button.toolTip() == "why not (F5)"  # defined once, on the action
+
+
+def test_triggering_the_start_action_starts_a_run(window, qtbot, tmp_path):
+    panel = window.training_panel
+    panel.set_in_process(True, remember=False)
+    panel.settings.run_dir_edit.setText(str(tmp_path / "run"))
+    panel.settings.epochs_spin.setValue(1)
+    with qtbot.waitSignal(panel.runningChanged, timeout=10_000) as started:
+        window.training_menu.start_action.trigger()
+    assert started.args == [True] and panel.is_running()
+    assert not panel.start_action.isEnabled() and not panel.start_button.isEnabled()
+    assert panel.stop_action.isEnabled() and panel.stop_button.isEnabled()
+    with qtbot.waitSignal(panel.runningChanged, timeout=60_000):
+        qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)  # the button triggers the same action
+    assert not panel.is_running() and panel.start_button.isEnabled()
 
 
 def test_f5_on_the_training_menu_starts_and_a_disabled_start_ignores_it(window, qtbot, monkeypatch):
@@ -51,7 +73,7 @@ def test_f5_on_the_training_menu_starts_and_a_disabled_start_ignores_it(window, 
     assert calls == ["start"]
     qtbot.keyClick(window, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
     assert calls == ["start", "find lr"]
-    panel.start_button.setEnabled(False)  # as during a run, or on a weights-only tree
+    panel.start_action.setEnabled(False)  # as during a run, or on a weights-only tree
     qtbot.keyClick(window, Qt.Key.Key_F5)
     assert calls == ["start", "find lr"]
 

@@ -1,4 +1,4 @@
-"""The main window: docks (Model, Details, Training, Probes), menus, status bar.
+"""The main window: docks (Model, Details, Training, Probes, Runs), menus, status bar.
 
 Composed, not mixed in: the opened model lives in a
 :class:`~workbench.ui.session.Session`; File actions in
@@ -42,6 +42,8 @@ from workbench.ui.window_geometry import is_on_screen, place_on_screen
 
 #: Longest wait for the window to be shown before a file given on the command line opens anyway, s.
 SHOW_WAIT_S = 5.0
+#: The model tree's share of the left column's height by default (Details / Probes / Runs tabs below).
+MODEL_SHARE = 0.58
 
 
 class MainWindow(QMainWindow):
@@ -226,34 +228,42 @@ class MainWindow(QMainWindow):
         return dock
 
     def _build_docks(self) -> None:
+        """The default arrangement: the curves get the room.
+
+        Left, the module tree over one tab group (Details, Probes, Runs; Probes in
+        front); right, at full height, the Training dock: its run buttons,
+        settings inspector and the loss / val / LR plots. Sizes are set on the
+        first show (:meth:`_apply_default_dock_sizes`) when no layout was saved.
+        """
         self.setDockNestingEnabled(True)
         left, right = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
         self.model_dock = self._dock("Model", "modelDock", self.tree_widget, left)
         self.details_dock = self._dock("Details", "detailsDock", self.details, left)
         self.splitDockWidget(self.model_dock, self.details_dock, Qt.Orientation.Vertical)
         self.training_dock = self._dock("Training", "trainingDock", self.training_panel, right)
-        self.probes_dock = self._dock("Probes", "probesDock", self.probes_panel, right)
-        self.splitDockWidget(self.training_dock, self.probes_dock, Qt.Orientation.Vertical)
-        self.runs_dock = self._dock("Runs", "runsDock", self.runs_panel, right)
+        self.probes_dock = self._dock("Probes", "probesDock", self.probes_panel, left)
+        self.tabifyDockWidget(self.details_dock, self.probes_dock)
+        self.runs_dock = self._dock("Runs", "runsDock", self.runs_panel, left)
         self.tabifyDockWidget(self.probes_dock, self.runs_dock)
         self.probes_dock.raise_()
         self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
 
     def _apply_default_dock_sizes(self) -> None:
-        """The Model dock gets the ~570 px its seven columns need (at most 640 px), the curves the rest.
+        """The left column as wide as the tree's columns need (half the window at most), the Training dock the rest.
 
-        First show, when no layout was saved, and View > Reset layout.
+        The tree takes :data:`MODEL_SHARE` of the left column's height, the
+        Details / Probes / Runs tabs the rest. First show, when no layout was
+        saved, and View > Reset layout.
         """
         width = self.width()
-        model_width = min(max(570, int(width * 0.44)), 640, width // 2)
+        frame = max(0, self.model_dock.width() - self.tree_widget.width())
+        model_width = min(max(self.tree_widget.columns_width() + frame, int(width * 0.3)), width // 2)
         self.resizeDocks([self.model_dock, self.training_dock], [model_width, width - model_width],
                          Qt.Orientation.Horizontal)
         height = self.height()
-        self.resizeDocks([self.model_dock, self.details_dock], [int(height * 0.68), int(height * 0.32)],
-                         Qt.Orientation.Vertical)
-        self.resizeDocks([self.training_dock, self.probes_dock], [int(height * 0.6), int(height * 0.4)],
-                         Qt.Orientation.Vertical)
+        self.resizeDocks([self.model_dock, self.probes_dock],
+                         [int(height * MODEL_SHARE), int(height * (1.0 - MODEL_SHARE))], Qt.Orientation.Vertical)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         """On the first show without a saved layout, size the docks."""

@@ -152,6 +152,19 @@ class ModelTreeWidget(QWidget):
         for col, width in default_column_widths(self.view.fontMetrics()).items():
             header.resizeSection(col, width)
 
+    def columns_width(self) -> int:
+        """The width this widget needs to show every visible column whole, with room for a vertical scroll bar, px.
+
+        The window gives the Model dock this width by default (``MainWindow``'s
+        default dock sizes), so that no column (Name ... FLOPs) is cut on a laptop.
+        """
+        view = self.view
+        header = view.header()
+        columns = sum(header.sectionSize(c) for c in range(header.count()) if not view.isColumnHidden(c))
+        scroll_bar = view.style().pixelMetric(view.style().PixelMetric.PM_ScrollBarExtent, None, view)
+        margins = self.layout().contentsMargins()
+        return columns + scroll_bar + 2 * view.frameWidth() + margins.left() + margins.right()
+
     def _build_layout(self) -> None:
         expand = QToolButton(text="Expand all", toolTip="Expand every row")
         collapse = QToolButton(text="Collapse", toolTip="Collapse to the top level")

@@ -40,11 +40,13 @@ from PySide6.QtCore import Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTabWidget,
@@ -83,6 +85,61 @@ def stats_text(s: ActivationStats) -> str:
         f"mean {_fmt(s.mean)} &nbsp; std {_fmt(s.std)} &nbsp; min {_fmt(s.min)} &nbsp; max {_fmt(s.max)}<br>"
         f"exact zeros {s.zero_fraction:.1%} &nbsp; non-finite {s.nonfinite_fraction:.1%}"
     )
+
+
+class _StatusLabel(QLabel):
+    """A word-wrapped status line that takes no room while it has nothing to say."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.setWordWrap(True)
+        self.setVisible(False)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt override
+        """Show ``text``; an empty text hides the line."""
+        super().setText(text)
+        self.setVisible(bool(text))
+
+
+class ScrollingTabs(QTabWidget):
+    """A QTabWidget whose pages scroll when the dock is smaller than a page's minimum size.
+
+    A page with a wide tool row (the Layers heatmap's) then no longer sets the
+    minimum width of the whole Probes dock, so the dock fits beside the model
+    tree on a laptop. :meth:`addTab`, :meth:`indexOf`, :meth:`widget`,
+    :meth:`currentWidget` and :meth:`setCurrentWidget` speak of the pages
+    themselves, not of their scroll areas.
+    """
+
+    def addTab(self, page: QWidget, label: str) -> int:  # noqa: N802 - Qt override
+        """Add ``page`` inside a frameless scroll area; returns its index."""
+        scroll = QScrollArea(objectName=f"{page.objectName() or 'probePage'}Scroll")
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(page)
+        return super().addTab(scroll, label)
+
+    def widget(self, index: int) -> QWidget | None:
+        """The page at ``index`` (not its scroll area)."""
+        scroll = super().widget(index)
+        return scroll.widget() if isinstance(scroll, QScrollArea) else scroll
+
+    def indexOf(self, page: QWidget) -> int:  # noqa: N802 - Qt override
+        """Index of ``page`` (or of its scroll area), -1 when it is not a tab."""
+        for index in range(self.count()):
+            if self.widget(index) is page or super().widget(index) is page:
+                return index
+        return -1
+
+    def currentWidget(self) -> QWidget | None:  # noqa: N802 - Qt override
+        """The page shown."""
+        return self.widget(self.currentIndex())
+
+    def setCurrentWidget(self, page: QWidget) -> None:  # noqa: N802 - Qt override
+        """Show ``page``."""
+        index = self.indexOf(page)
+        if index >= 0:
+            self.setCurrentIndex(index)
 
 
 class ProbesPanel(QWidget):
@@ -142,11 +199,16 @@ class ProbesPanel(QWidget):
         self.run_button = QPushButton("Run probe batch", objectName="runProbeButton")
         self.run_button.setToolTip("One forward pass in eval() mode without gradients, off the GUI thread")
         self.run_button.clicked.connect(self.run_probe_batch)
-        self.status = QLabel(objectName="probeStatus")
+        # the source names elide in a narrow dock (the full name is in the list and the tooltip)
+        self.source_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.source_combo.setMinimumContentsLength(12)
+        self.source_combo.setToolTip("Input of the probe batch: random data of the input shape, or the first "
+                                     "samples of the training settings' dataset")
+        self.status = _StatusLabel(objectName="probeStatus")
         top = QHBoxLayout()
         for w in (self.source_combo, QLabel("N"), self.batch_spin, self.run_button):
             top.addWidget(w)
-        top.addWidget(self.status, 1)
+        top.addStretch(1)
         cadence = self._build_cadence()
 
         self.probed_list = QListWidget(objectName="probedList")
@@ -161,7 +223,7 @@ class ProbesPanel(QWidget):
         lv.addWidget(self.probed_list, 1)
         lv.addWidget(self.remove_button)
 
-        self.tabs = QTabWidget(objectName="probeTabs")
+        self.tabs = ScrollingTabs(objectName="probeTabs")
         self.tabs.addTab(self._build_activations(), "Activations")
         self.grads = GradNormsView()
         self.tabs.addTab(self.grads, "Gradients")
@@ -178,11 +240,14 @@ class ProbesPanel(QWidget):
         split.setStretchFactor(1, 4)
         split.setSizes([160, 640])
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(4)
         layout.addLayout(top)
+        layout.addWidget(self.status)
         layout.addLayout(cadence)
         layout.addWidget(split, 1)
 
-    def _build_cadence(self) -> QHBoxLayout:
+    def _build_cadence(self) -> QVBoxLayout:
         """The live cadence: a time budget or every N steps, and the line that says what it does."""
         every, budget = self._callback.cadence_setting()
         self.cadence_combo = QComboBox(objectName="probeCadenceCombo")
@@ -214,8 +279,12 @@ class ProbesPanel(QWidget):
         row.addWidget(self.cadence_combo)
         row.addWidget(self.budget_spin)
         row.addWidget(self.every_spin)
-        row.addWidget(self.cadence_label, 1)
-        return row
+        row.addStretch(1)
+        column = QVBoxLayout()  # the explanation under the controls, across the dock: fewer lines
+        column.setSpacing(2)
+        column.addLayout(row)
+        column.addWidget(self.cadence_label)
+        return column
 
     def _build_activations(self) -> QWidget:
         self.hist_plot = pg.PlotWidget(title="Activation histogram")

@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QKeySequence
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QGridLayout,
@@ -60,6 +60,10 @@ from workbench.ui.train.settings_memory import SettingsMemory
 START_TIP = "Train the model shown with these settings (F5)"
 FIND_LR_TIP = ("Learning-rate range test on a copy of the model with these settings; "
                "the model itself is not changed (Ctrl+L)")
+PAUSE_TIP = "Pause at the next step boundary; press again to resume (F6)"
+STOP_TIP = "Finish the current step, then stop (the model stays consistent) (Shift+F5)"
+#: Shortcut of each run action, by objectName (the tooltips above name them too).
+RUN_SHORTCUTS = {"startAction": "F5", "pauseAction": "F6", "stopAction": "Shift+F5", "findLrAction": "Ctrl+L"}
 #: QSettings key: train on a QThread in the window's process instead of a training process.
 IN_PROCESS_KEY = "training/in_process"
 #: How long :meth:`TrainingPanel.shutdown` waits for the run to stop, ms.
@@ -78,6 +82,8 @@ REDRAW_MS = 500
 METRICS_MS = REDRAW_MS // 2
 #: The settings inspector's first width beside the plots, px (the plots get the rest of the dock).
 INSPECTOR_WIDTH = 320
+#: The inspector's share of the height when it stands above the plots (a narrow dock); the curves get the rest.
+STACKED_INSPECTOR_SHARE = 0.36
 
 
 class TrainingPanel(QWidget):
@@ -175,19 +181,10 @@ class TrainingPanel(QWidget):
         self.settings = TrainingSettings(self)
         self.plots = TrainingPlots(self, prompts=self.prompts)
         self.feed = PlotFeed(self.plots)
-        self.start_button = QPushButton("Start (F5)")
-        self.start_button.setObjectName("startButton")
-        self.start_button.setShortcut(QKeySequence(Qt.Key.Key_F5))
-        self.start_button.setToolTip(START_TIP)
-        self.start_button.clicked.connect(self.start)
-        self.pause_button = QPushButton("Pause")
-        self.pause_button.setObjectName("pauseButton")
-        self.pause_button.setToolTip("Pause at the next step boundary; press again to resume (F6)")
-        self.pause_button.clicked.connect(self._on_pause_clicked)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Finish the current step, then stop (the model stays consistent) (Shift+F5)")
-        self.stop_button.clicked.connect(self.stop)
+        self._build_run_actions()
+        self.start_button = self._action_button(self.start_action, "startButton")
+        self.pause_button = self._action_button(self.pause_action, "pauseButton")
+        self.stop_button = self._action_button(self.stop_action, "stopButton")
         self.save_button = QPushButton("Save now")
         self.save_button.setObjectName("saveNowButton")
         self.save_button.setToolTip("Write a checkpoint into the run folder at the next step boundary")
@@ -196,12 +193,9 @@ class TrainingPanel(QWidget):
         self.cache_button.setObjectName("emptyCacheButton")
         self.cache_button.setToolTip("torch.cuda.empty_cache(): give cached, unused GPU memory back")
         self.cache_button.clicked.connect(self.empty_cuda_cache)
-        self.lr_find_button = QPushButton("Find LR…")
-        self.lr_find_button.setObjectName("findLrButton")
-        self.lr_find_button.setToolTip(FIND_LR_TIP)
         self.lr_finder = LRFinder(self, self._lr_find_config, self.session, self.settings.lr_spin.setValue,
                                   self.prompts.training_error)
-        self.lr_find_button.clicked.connect(lambda: self.lr_finder.start())
+        self.lr_find_button = self._action_button(self.find_lr_action, "findLrButton")
         self.tensorboard_button = QPushButton("TensorBoard…")
         self.tensorboard_button.setObjectName("tensorboardButton")
         self.tensorboard_button.setToolTip("Copy the command that opens the last run in TensorBoard "
@@ -242,9 +236,63 @@ class TrainingPanel(QWidget):
         split.splitterMoved.connect(self._on_splitter_moved)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(self._build_run_bar())
+        self._run_bar = QWidget(objectName="runBar")
+        self._run_bar.setLayout(self._build_run_bar())
+        layout.addWidget(self._run_bar)
         layout.addWidget(split, 1)
         layout.addWidget(self.run_progress)
+
+    def _build_run_actions(self) -> None:
+        """Start (F5), Pause / Resume (F6), Stop (Shift+F5) and Find LR (Ctrl+L): one QAction each.
+
+        The run bar's buttons show these actions (``QToolButton.setDefaultAction``)
+        and the window's Training menu lists the same objects, so text, tooltip,
+        shortcut and enabled state are defined here once.
+        """
+        def action(text: str, icon_text: str, name: str, shortcut: str, tip: str, slot) -> QAction:
+            act = QAction(text, self, objectName=name)
+            act.setIconText(icon_text)  # the button's text; the menu shows ``text``
+            act.setShortcut(QKeySequence(shortcut))
+            act.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            act.setToolTip(tip)
+            act.setStatusTip(tip)
+            act.triggered.connect(slot)
+            return act
+
+        # lambdas, not bound methods: a script (or a test) that replaces panel.start is obeyed
+        self.start_action = action("&Start", "Start (F5)", "startAction", RUN_SHORTCUTS["startAction"], START_TIP,
+                                   lambda: self.start())
+        self.pause_action = action("&Pause", "Pause", "pauseAction", RUN_SHORTCUTS["pauseAction"], PAUSE_TIP,
+                                   lambda: self._on_pause_clicked())
+        self.stop_action = action("S&top", "Stop", "stopAction", RUN_SHORTCUTS["stopAction"], STOP_TIP,
+                                  lambda: self.stop())
+        self.find_lr_action = action("&Find LR…", "Find LR…", "findLrAction", RUN_SHORTCUTS["findLrAction"],
+                                     FIND_LR_TIP, lambda: self.lr_finder.start())
+        self.addActions(self.run_actions())  # the keys work in the panel alone too (one action: never ambiguous)
+
+    @staticmethod
+    def _action_button(action: QAction, name: str) -> QPushButton:
+        """A QPushButton that triggers ``action`` and shows it: its icon text, tooltip and enabled state.
+
+        The action is the one owner (a QToolButton's ``setDefaultAction`` in
+        push-button form): setting the action's state changes the button, never
+        the other way round.
+        """
+        button = QPushButton(objectName=name)
+
+        def follow() -> None:
+            button.setText(action.iconText())
+            button.setToolTip(action.toolTip())
+            button.setEnabled(action.isEnabled())
+
+        follow()
+        action.changed.connect(follow)
+        button.clicked.connect(lambda: action.isEnabled() and action.trigger())
+        return button
+
+    def run_actions(self) -> list[QAction]:
+        """Start, Pause / Resume, Stop and Find LR, in menu order (the Training menu lists them)."""
+        return [self.start_action, self.pause_action, self.stop_action, self.find_lr_action]
 
     def _build_run_bar(self) -> QHBoxLayout:
         """Start, Pause, Stop, Save now and Find LR in one row above the settings and plots: always in view."""
@@ -286,16 +334,40 @@ class TrainingPanel(QWidget):
                                + 2 * scroll.frameWidth())
         return scroll
 
+    def _side_by_side_width(self) -> int:
+        """The least width that shows the settings beside the plots, px (inspector + plots + handle + margins)."""
+        margins = self.layout().contentsMargins()
+        return (self.inspector.minimumWidth() + self.plots.minimumSizeHint().width() + self._split.handleWidth()
+                + margins.left() + margins.right())
+
+    def minimumSizeHint(self):  # noqa: N802 - Qt override
+        """As narrow as the settings *above* the plots need: a dock narrower than side by side stacks them.
+
+        The splitter's own minimum is that of its orientation; reporting the
+        stacked one lets the Training dock share a laptop screen with the model tree
+        (:meth:`resizeEvent` turns the splitter before anything would be squeezed).
+        """
+        from PySide6.QtCore import QSize
+
+        margins = self.layout().contentsMargins()
+        parts = (self._run_bar, self.inspector, self.plots, self.run_progress)
+        width = max(max(p.minimumSizeHint().width(), p.minimumWidth()) for p in parts)
+        height = (self._run_bar.minimumSizeHint().height() + self.inspector.minimumSizeHint().height()
+                  + self.plots.minimumSizeHint().height() + self.run_progress.minimumSizeHint().height()
+                  + self._split.handleWidth() + 3 * self.layout().spacing())
+        return QSize(width + margins.left() + margins.right(), height + margins.top() + margins.bottom())
+
     def resizeEvent(self, event) -> None:  # noqa: N802
-        """Settings beside the plots in a wide dock, above them in a tall narrow one."""
+        """Settings beside the plots in a wide dock, above them (a smaller share) in a narrow or tall one."""
         super().resizeEvent(event)
         size = event.size()
-        wide = size.width() >= 1.2 * size.height() or size.width() >= 900
+        wide = size.width() >= self._side_by_side_width() and (
+            size.width() >= 1.2 * size.height() or size.width() >= 900)
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
         if self._split.orientation() != orientation or (wide and not self._split_moved):
             self._split.setOrientation(orientation)
             total = size.width() if wide else size.height()
-            first = INSPECTOR_WIDTH if wide else int(total * 0.4)
+            first = INSPECTOR_WIDTH if wide else int(total * STACKED_INSPECTOR_SHARE)
             self._split.setSizes([first, max(100, total - first)])
 
     def _on_splitter_moved(self, *args) -> None:
@@ -664,10 +736,12 @@ class TrainingPanel(QWidget):
         if not running:
             self._paused = False
         self._update_train_buttons()
-        self.stop_button.setEnabled(running)
-        self.pause_button.setEnabled(running)
+        self.stop_action.setEnabled(running)
+        self.pause_action.setEnabled(running)
         self.save_button.setEnabled(running)
-        self.pause_button.setText("Resume" if running and self._paused else "Pause")
+        resume = running and self._paused
+        self.pause_action.setText("&Resume" if resume else "&Pause")
+        self.pause_action.setIconText("Resume" if resume else "Pause")
         self.cache_button.setVisible(_cuda_available())
         self.resume_check.setEnabled(not running and self.resume_check.isEnabled())
 
@@ -685,9 +759,9 @@ class TrainingPanel(QWidget):
         """Start and Find LR: enabled when idle with a trainable model, else disabled with the reason as tooltip."""
         reason = None if self.is_running() else self.untrainable_reason()
         can = not self.is_running() and reason is None
-        for button, tip in ((self.start_button, START_TIP), (self.lr_find_button, FIND_LR_TIP)):
-            button.setEnabled(can)
-            button.setToolTip(tip if reason is None else f"{reason}\n\n{tip}")
+        for action, tip in ((self.start_action, START_TIP), (self.find_lr_action, FIND_LR_TIP)):
+            action.setEnabled(can)
+            action.setToolTip(tip if reason is None else f"{reason}\n\n{tip}")
 
     def _status(self, text: str, ms: int = 0) -> None:
         self.session.show_status(text, ms)
