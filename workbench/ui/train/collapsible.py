@@ -83,8 +83,25 @@ class CollapsibleSection(QWidget):
         """Open (True) or shut (False) the section, as a click on its title does."""
         self.toggle.setChecked(flag)
 
-    def _on_toggled(self, flag: bool) -> None:
+    def set_fixed(self, fixed: bool, why: str = "") -> None:
+        """Disable the content (a run is using these settings) and say ``why`` in its tooltips; False undoes it.
+
+        The title stays clickable, so the settings of the run can still be read.
+        """
+        self.content.setEnabled(not fixed)
+        self.content.setToolTip(why if fixed else "")
+        self.set_note(why if fixed else "")
+
+    def set_note(self, text: str) -> None:
+        """A line added to the title's tooltip (e.g. what a run lets you change here); "" removes it."""
+        self._fixed_why = text
+        self._on_toggled(self.is_expanded(), emit=False)
+
+    def _on_toggled(self, flag: bool, emit: bool = True) -> None:
         self.toggle.setArrowType(Qt.ArrowType.DownArrow if flag else Qt.ArrowType.RightArrow)
-        self.toggle.setToolTip(f"{'Hide' if flag else 'Show'} the {self.toggle.text()} settings")
+        tip = f"{'Hide' if flag else 'Show'} the {self.toggle.text()} settings"
+        why = getattr(self, "_fixed_why", "")
+        self.toggle.setToolTip(f"{tip}\n{why}" if why else tip)
         self.content.setVisible(flag)
-        self.toggled.emit(flag)
+        if emit:
+            self.toggled.emit(flag)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QGridLayout,
     QHBoxLayout,
+    QLabel,
     QPushButton,
     QScrollArea,
     QSplitter,
@@ -62,6 +63,10 @@ FIND_LR_TIP = ("Learning-rate range test on a copy of the model with these setti
                "the model itself is not changed (Ctrl+L)")
 PAUSE_TIP = "Pause at the next step boundary; press again to resume (F6)"
 STOP_TIP = "Finish the current step, then stop (the model stays consistent) (Shift+F5)"
+#: Shown above the settings during a run.
+LIVE_NOTE = ("<b>During this run</b> the learning rate (type it, then Enter) and freezing (the Model tree's "
+             "Train boxes) change live, from the next step. The other settings are fixed for this run: stop to "
+             "change them.")
 #: Shortcut of each run action, by objectName (the tooltips above name them too).
 RUN_SHORTCUTS = {"startAction": "F5", "pauseAction": "F6", "stopAction": "Shift+F5", "findLrAction": "Ctrl+L"}
 #: QSettings key: train on a QThread in the window's process instead of a training process.
@@ -322,6 +327,11 @@ class TrainingPanel(QWidget):
         column = QVBoxLayout(inner)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(2)
+        #: during a run: what the user can still change, and where
+        self.live_note = QLabel(LIVE_NOTE, objectName="liveNote", wordWrap=True)
+        self.live_note.setContentsMargins(6, 2, 2, 4)
+        self.live_note.setVisible(False)
+        column.addWidget(self.live_note)
         column.addWidget(self.settings)
         column.addWidget(self.run_options)
         column.addStretch(1)
@@ -415,6 +425,7 @@ class TrainingPanel(QWidget):
         self._run.start(handle)
         self._redraw_timer.start()
         self.settings.set_running(True)
+        self.live_note.setVisible(True)
         self._update_buttons()
         if str(config.device).startswith("cuda"):
             self._status_timer.start()
@@ -942,6 +953,7 @@ class TrainingPanel(QWidget):
         self._redraw_timer.stop()
         self.plots.refresh(force=True)
         self.settings.set_running(False)
+        self.live_note.setVisible(False)
         self._update_buttons()
         self._refresh_resume_check()
         self.session.set_running(False)  # the window re-reads requires_grad and weights on this

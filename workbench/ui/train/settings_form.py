@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QHBoxLayout,
+    QLabel,
     QLineEdit,
     QPushButton,
     QSpinBox,
@@ -59,6 +60,10 @@ SCHEDULERS = [("None", "none"), ("StepLR", "step"), ("MultiStepLR", "multistep")
 LR_TIP = "Learning rate (the peak LR for OneCycleLR); type e.g. 3e-4"
 LR_LIVE_TIP = ("Live: type a learning rate (e.g. 1e-4) and press Enter; the run uses it from the next step "
                "(marked on the loss plot, recorded in edits.jsonl)")
+#: Tooltip of a settings section (and its widgets) that a run uses and cannot change.
+FIXED_TIP = "Fixed for this run; stop to change."
+#: Tooltip of the Optimization section during a run (the LR in it is live).
+OPTIMIZATION_RUN_TIP = "The learning rate is live: type a value and press Enter. The rest is " + FIXED_TIP[0].lower() + FIXED_TIP[1:]
 #: Training samples per dataset (for the LR preview's steps per epoch), before the val split.
 _TRAIN_SIZES = {"digits": 1797, "mnist": 60000, "fashionmnist": 60000, "cifar10": 50000}
 
@@ -376,7 +381,16 @@ class TrainingSettings(QWidget):
 
         optim = compact_form()
         optim.addRow("Optimizer", self.optimizer_combo)
-        optim.addRow("Learning rate", self.lr_spin)
+        self.lr_live_tag = QLabel("live", objectName="lrLiveTag")
+        self.lr_live_tag.setToolTip(LR_LIVE_TIP)
+        self.lr_live_tag.setStyleSheet("QLabel { color: palette(highlighted-text); background: palette(highlight);"
+                                       " border-radius: 3px; padding: 0px 4px; font-weight: bold; }")
+        self.lr_live_tag.setVisible(False)  # during a run only
+        lr_row = QHBoxLayout()
+        lr_row.setSpacing(4)
+        lr_row.addWidget(self.lr_spin, 1)
+        lr_row.addWidget(self.lr_live_tag)
+        optim.addRow("Learning rate", lr_row)
         optim.addRow("Momentum", self.momentum_spin)
         optim.addRow(self.nesterov_check)
         optim.addRow("Weight decay", self.wd_spin)
@@ -656,6 +670,11 @@ class TrainingSettings(QWidget):
         for widget in live:
             widget.setEnabled(True)
         self.lr_spin.setToolTip(LR_LIVE_TIP if running else LR_TIP)
+        self.lr_live_tag.setVisible(running)
+        for name, section in self.sections.items():  # whole sections without a live setting: fixed, saying so
+            if not any(section.isAncestorOf(widget) for widget in live):
+                section.set_fixed(running, FIXED_TIP)
+        self.sections["optimization"].set_note(OPTIMIZATION_RUN_TIP if running else "")
         if not running:
             self._on_dataset_changed()
             self._on_scheduler_changed()
