@@ -208,17 +208,35 @@ def _is_numeric(series) -> bool:
     return bool(is_numeric_dtype(series.dtype))
 
 
-def _fit_features(df, columns: list[str], train: np.ndarray, encoding: str, file: str) -> TableInfo:
-    """Fit the numeric scaling and the categories on the training rows ``train``."""
+def _numeric_block(df, columns: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(x, missing)``: the columns as a fresh float32 ``(N, k)`` array and its non-finite mask (None: none)."""
+    x = df[columns].to_numpy(dtype=np.float32, copy=True)  # scaled in place later
+    bad = ~np.isfinite(x)
+    return x, (bad if bad.any() else None)
+
+
+def _fit_numeric(x: np.ndarray, missing: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column ``(mean, std)`` of the training rows ``x``, ignoring missing values (std 0 -> 1)."""
+    if missing is None:
+        mean = x.mean(axis=0, dtype=np.float64)
+        std = x.std(axis=0, dtype=np.float64)
+    else:
+        count = np.maximum((~missing).sum(axis=0), 1)
+        mean = np.where(missing, 0.0, x).sum(axis=0, dtype=np.float64) / count
+        std = np.sqrt((np.where(missing, 0.0, x - mean) ** 2).sum(axis=0) / count)
+    return mean, np.where(std > 0, std, 1.0)
+
+
+def _fit_features(df, columns: list[str], train: np.ndarray, encoding: str, file: str,
+                  x: np.ndarray | None, missing: np.ndarray | None) -> TableInfo:
+    """Fit the numeric scaling and the categories on the training rows ``train``.
+
+    ``x`` and ``missing`` are the numeric columns as :func:`_numeric_block` returns them.
+    """
     info = TableInfo(source=file, columns=list(columns), encoding=encoding)
     numeric = [c for c in columns if _is_numeric(df[c])]
     if numeric:
-        x = df[numeric].to_numpy(dtype=np.float64)[train]
-        finite = np.isfinite(x)
-        count = finite.sum(axis=0)
-        mean = np.where(finite, x, 0.0).sum(axis=0) / np.maximum(count, 1)
-        std = np.sqrt((np.where(finite, x - mean, 0.0) ** 2).sum(axis=0) / np.maximum(count, 1))
-        std = np.where(std > 0, std, 1.0)
+        mean, std = _fit_numeric(x[train], None if missing is None else missing[train])
         info.numeric = {c: (float(m), float(s)) for c, m, s in zip(numeric, mean, std)}
     for col in columns:
         if col in info.numeric:
@@ -247,25 +265,26 @@ def encode_features(df, table: TableInfo) -> np.ndarray:
     -------
     numpy.ndarray
         ``(N, len(table.feature_names))`` float32 inputs in ``table.feature_names``
-        order. Counts of missing numeric values are written to ``table.missing``.
+        order; ``table`` is left unchanged.
     """
+    numeric = list(table.numeric)
+    x, missing = _numeric_block(df, numeric) if numeric else (None, None)
+    return _encode(df, table, x, missing)
+
+
+def _encode(df, table: TableInfo, x: np.ndarray | None, missing: np.ndarray | None) -> np.ndarray:
+    """:func:`encode_features` with the numeric block already read (``x`` is scaled in place)."""
     import pandas as pd
 
-    blocks: list[np.ndarray] = []
     numeric = list(table.numeric)
     if numeric:
-        x = df[numeric].to_numpy(dtype=np.float32, copy=True)  # scaled in place below
-        bad = ~np.isfinite(x)
-        if bad.any():
-            per_col = bad.sum(axis=0)
-            table.missing = {c: int(k) for c, k in zip(numeric, per_col) if k}
-            x[bad] = 0.0  # after scaling a missing value is the training mean, i.e. 0
+        if missing is not None:
+            x[missing] = 0.0  # no inf - inf below
         stats = np.array(list(table.numeric.values()), dtype=np.float32)
         x -= stats[:, 0]
         x /= stats[:, 1]
-        if bad.any():
-            x[bad] = 0.0
-        blocks.append(x)
+        if missing is not None:
+            x[missing] = 0.0  # the training mean, scaled
     n = len(df)
     cat_blocks = {}
     for col, cats in table.categorical.items():
@@ -279,7 +298,7 @@ def encode_features(df, table: TableInfo) -> np.ndarray:
             out = codes.astype(np.float32).reshape(n, 1)
         cat_blocks[col] = out
     if not cat_blocks:  # all numeric: already in column order
-        return blocks[0] if blocks else np.zeros((n, 0), dtype=np.float32)
+        return x
     num_at = {c: i for i, c in enumerate(numeric)}
     ordered = [x[:, num_at[c]:num_at[c] + 1] if c in num_at else cat_blocks[c] for c in table.columns]
     return np.ascontiguousarray(np.concatenate(ordered, axis=1), dtype=np.float32)
@@ -407,14 +426,19 @@ def table_datasets(cfg: DataConfig, task: str = "", scale_targets: bool = True
     if len(df) < 2:
         raise DataError(f"{file} has {len(df)} rows with a target value; it needs at least 2")
     train, val = _split_rows(len(df), cfg.val_fraction, cfg.split_seed, file)
-    table = _fit_features(df, features, train, cfg.categorical, file)
+    numeric = [c for c in features if _is_numeric(df[c])]
+    x, missing = _numeric_block(df, numeric) if numeric else (None, None)
+    table = _fit_features(df, features, train, cfg.categorical, file, x, missing)
     table.target, table.dropped_rows = targets, dropped
-    x = torch.from_numpy(encode_features(df, table))
+    if missing is not None:
+        table.missing = {c: int(k) for c, k in zip(numeric, missing.sum(axis=0)) if k}
+    x = _encode(df, table, x, missing)
     y = _encode_target(df, targets, task if task in TASKS else infer_task(df, targets), train, scale_targets,
                        table, file)
     info = _data_info(table, len(train), len(val), y)
     tr, va = torch.from_numpy(train), torch.from_numpy(val)
-    return TableDataset(x[tr], y[tr], table), TableDataset(x[va], y[va], table), info
+    return (TableDataset(torch.from_numpy(x[train]), y[tr], table),
+            TableDataset(torch.from_numpy(x[val]), y[va], table), info)
 
 
 def _data_info(table: TableInfo, n_train: int, n_val: int, y: torch.Tensor) -> dict[str, Any]:
