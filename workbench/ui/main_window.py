@@ -233,7 +233,7 @@ class MainWindow(QMainWindow):
         Left, the module tree over one tab group (Details, Probes, Runs; Probes in
         front); right, at full height, the Training dock: its run buttons,
         settings inspector and the loss / val / LR plots. Sizes are set on the
-        first show (:meth:`_apply_default_dock_sizes`) when no layout was saved.
+        first show (:meth:`apply_default_dock_sizes`) when no layout was saved.
         """
         self.setDockNestingEnabled(True)
         left, right = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
@@ -249,7 +249,7 @@ class MainWindow(QMainWindow):
         self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
 
-    def _apply_default_dock_sizes(self) -> None:
+    def apply_default_dock_sizes(self) -> None:
         """The left column as wide as the tree's columns need (half the window at most), the Training dock the rest.
 
         The tree takes :data:`MODEL_SHARE` of the left column's height, the
@@ -270,7 +270,7 @@ class MainWindow(QMainWindow):
         super().showEvent(event)
         if self._default_layout_pending:
             self._default_layout_pending = False
-            self._apply_default_dock_sizes()
+            self.apply_default_dock_sizes()
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -571,8 +571,8 @@ class MainWindow(QMainWindow):
         self.probes_dock.raise_()
         if not (self.isMaximized() or self.isFullScreen()):
             place_on_screen(self, self.screen())
-        self._apply_default_dock_sizes()
-        QTimer.singleShot(0, self._apply_default_dock_sizes)  # again once the new size is laid out
+        self.apply_default_dock_sizes()
+        QTimer.singleShot(0, self.apply_default_dock_sizes)  # again once the new size is laid out
 
     def save_layout(self) -> None:
         """Persist window geometry and dock layout (QSettings)."""

@@ -70,6 +70,8 @@ SOURCE_RANDOM = "Random data (input shape)"
 SOURCE_DATASET = "Training dataset (first samples)"
 CADENCE_BUDGET = "Time budget"
 CADENCE_EVERY = "Every N steps"
+#: Title size of the activation histogram and feature maps (their tab is narrow beside the tree).
+TITLE_SIZE = "9pt"
 
 
 def _fmt(v: float) -> str:
@@ -287,7 +289,8 @@ class ProbesPanel(QWidget):
         return column
 
     def _build_activations(self) -> QWidget:
-        self.hist_plot = pg.PlotWidget(title="Activation histogram")
+        self.hist_plot = pg.PlotWidget()
+        self.hist_plot.setTitle("Activation histogram", size=TITLE_SIZE)
         self.hist_plot.setObjectName("activationHistogram")
         self.hist_plot.setLabel("bottom", "value")
         self.hist_plot.setLabel("left", "count")
@@ -295,7 +298,8 @@ class ProbesPanel(QWidget):
         self.hist_bars = pg.BarGraphItem(x0=[0], x1=[1], height=[0], brush="#1f77b4", pen=None)
         self.hist_plot.addItem(self.hist_bars)
 
-        self.map_plot = pg.PlotWidget(title="Feature maps")
+        self.map_plot = pg.PlotWidget()
+        self.map_plot.setTitle("Feature maps", size=TITLE_SIZE)
         self.map_plot.setObjectName("featureMapView")
         self.map_plot.setAspectLocked(True)
         self.map_plot.invertY(True)
@@ -632,14 +636,14 @@ class ProbesPanel(QWidget):
         edges = h.edges if math.isfinite(h.lo) else np.arange(len(h.counts) + 1, dtype=float)
         self.hist_bars.setOpts(x0=edges[:-1], x1=edges[1:], height=h.counts)
         self.hist_plot.setYRange(0.0, float(max(np.max(h.counts, initial=0.0), 1.0)))
-        self.hist_plot.setTitle(f"Activation histogram — {s.label}")
+        self.hist_plot.setTitle(f"Activation histogram — {s.label}", size=TITLE_SIZE)
         self._show_image(s)
         self.stats_label.setText(stats_text(s))
 
     def _show_image(self, s: ActivationStats) -> None:
         if s.image is None:
             self.map_image.clear()
-            self.map_plot.setTitle(f"No picture for a {len(s.shape)}-D output")
+            self.map_plot.setTitle(f"No picture for a {len(s.shape)}-D output", size=TITLE_SIZE)
             return
         img = s.image
         if s.image_kind == "channels":
@@ -652,7 +656,7 @@ class ProbesPanel(QWidget):
             levels = (lo, hi if hi > lo else lo + 1.0)
             title = f"Heatmap — {'×'.join(map(str, img.shape))} (rows × features)"
         self.map_image.setImage(img, levels=levels, autoLevels=False)
-        self.map_plot.setTitle(title)
+        self.map_plot.setTitle(title, size=TITLE_SIZE)
         self.map_plot.autoRange()
 
     # ------------------------------------------------------------------ weights
