@@ -14,10 +14,13 @@ import math
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject
 
-__all__ = ["fit_legend_row", "legend_above"]
+__all__ = ["MAX_HEIGHT_SHARE", "fit_legend_row", "legend_above"]
 
 #: Pixels kept free beside the legend's columns.
 _SLACK_PX = 12
+#: Largest share of the view's height the legend may take; in a shorter plot it is hidden (its names
+#: go to the plot's tooltip) rather than leaving the data a sliver.
+MAX_HEIGHT_SHARE = 0.4
 
 
 def legend_above(item: pg.PlotItem, columns: int = 3, row_height: int = 34) -> pg.LegendItem:
@@ -52,7 +55,7 @@ def legend_above(item: pg.PlotItem, columns: int = 3, row_height: int = 34) -> p
 
 
 def fit_legend_row(item: pg.PlotItem, legend: pg.LegendItem, minimum: int | None = None,
-                   view_width: float | None = None) -> float:
+                   view_width: float | None = None, view_height: float | None = None) -> float:
     """Fit ``legend`` to the plot's width (columns) and the title row of ``item`` to its rows.
 
     Call it after the legend's entries changed; a resize of the plot's view calls it by itself.
@@ -65,8 +68,9 @@ def fit_legend_row(item: pg.PlotItem, legend: pg.LegendItem, minimum: int | None
         That legend.
     minimum : int, optional
         Least height of the row, in pixels (default: the ``row_height`` given to :func:`legend_above`).
-    view_width : float, optional
-        Width of the view the plot is drawn in (default: its viewport's width now).
+    view_width, view_height : float, optional
+        Size of the view the plot is drawn in (default: its viewport's size now). A legend
+        taller than :data:`MAX_HEIGHT_SHARE` of that height is hidden, its names in the plot's tooltip.
 
     Returns
     -------
@@ -79,6 +83,21 @@ def fit_legend_row(item: pg.PlotItem, legend: pg.LegendItem, minimum: int | None
     if minimum is None:
         minimum = getattr(legend, "min_row_height", 20)
     height = max(float(minimum), legend.boundingRect().height())
+    if view_height is None:
+        scene = item.scene()
+        views = scene.views() if scene is not None else []
+        view_height = views[0].viewport().height() if views else 0
+    fits = view_height <= 1 or not legend.items or height <= MAX_HEIGHT_SHARE * view_height
+    if fits != legend.isVisible():
+        # a hidden item still takes its room in a QGraphicsLayout: out of the layout while hidden
+        if fits:
+            item.layout.addItem(legend, 0, 1)
+        else:
+            item.layout.removeItem(legend)
+        legend.setVisible(fits)
+    item.setToolTip("" if fits else "\n".join(label.text for _, label in legend.items))
+    if not fits:
+        height = 4.0
     item.layout.setRowFixedHeight(0, height)
     return height
 
@@ -88,7 +107,9 @@ def _columns_that_fit(item: pg.PlotItem, legend: pg.LegendItem, view_width: floa
     most = max(1, int(getattr(legend, "max_columns", legend.columnCount)))
     if not legend.items:
         return most
-    entry = max(sample.boundingRect().width() + label.boundingRect().width() + 6 for sample, label in legend.items)
+    # the label's text, not the LabelItem (which the legend's layout stretches to its column's width)
+    entry = max(sample.boundingRect().width() + label.item.boundingRect().width() + 12
+                for sample, label in legend.items)
     width = _data_width(item, view_width)
     if width is None:
         return most
@@ -104,10 +125,9 @@ def _data_width(item: pg.PlotItem, view_width: float | None) -> float | None:
     if view_width <= 1:
         return None
     others = sum(item.getAxis(side).width() for side in ("left", "right") if item.getAxis(side).isVisible())
-    # a plot sharing its view (a GraphicsLayout cell) is narrower than the view; a plot widened by its
-    # legend is wider: the narrower of the two
-    cell = float(item.geometry().width())
-    return (min(cell, float(view_width)) if cell > 1 else float(view_width)) - others
+    # the view's width, not the plot's: a plot widened by its legend is wider than its view, and during a
+    # resize the plot still has its old width (a plot in a one-column GraphicsLayout is only its margins narrower)
+    return float(view_width) - others
 
 
 class _RefitOnResize(QObject):
@@ -121,5 +141,6 @@ class _RefitOnResize(QObject):
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
         """Refit after a resize; never consumes the event."""
         if event.type() == QEvent.Type.Resize and self._item.legend is self._legend:
-            fit_legend_row(self._item, self._legend, view_width=event.size().width())
+            size = event.size()
+            fit_legend_row(self._item, self._legend, view_width=size.width(), view_height=size.height())
         return False

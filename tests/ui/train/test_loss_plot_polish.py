@@ -159,3 +159,19 @@ def test_a_short_run_draws_its_step_curves_with_markers_then_lines(plots):
     for curve in (plots.loss_curve, plots.ema_curve, plots.lr_curve):
         assert curve.opts["symbol"] is None, curve.name()
         assert curve.opts["pen"] is not None
+
+
+def test_the_legend_takes_more_columns_when_the_plot_grows(qtbot):
+    w = TrainingPlots()
+    qtbot.addWidget(w)
+    w.resize(300, 330)
+    w.show()
+    qtbot.waitExposed(w)
+    qtbot.wait(30)
+    legend = w.loss_plot.getPlotItem().legend
+    narrow = legend.columnCount
+    w.resize(1000, 430)
+    qtbot.wait(60)
+    assert legend.columnCount == 3 > narrow
+    view = w.loss_plot.getPlotItem().getViewBox().sceneBoundingRect()
+    assert not legend.sceneBoundingRect().intersects(view)

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from workbench.core.probe.cadence import sparse
 from workbench.core.probe.gradients import GradNorms, layer_norms
+from workbench.ui.axis_fit import axis_font, category_ticks, fit_axis_title
 from workbench.ui.log_axis import LogTicks
 from workbench.ui.plot_buffer import PlotBuffer
 from workbench.ui.plot_legend import legend_above
@@ -30,6 +31,11 @@ _PENS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e37
 _FROZEN_BRUSH = pg.mkBrush(180, 180, 180, 110)
 #: At most this many layer names label the bar chart's axis.
 MAX_TICKS = 10
+#: Longest layer name under a bar, in characters (longer ones are shortened in the middle; the tooltip has them whole).
+MAX_NAME_CHARS = 16
+#: Axis titles, longest first: the longest that fits the plot's height is shown.
+CURVE_TITLES = ("grad norm (L2)", "grad norm", "norm")
+BAR_TITLES = ("log10 grad norm", "log10 norm", "log10")
 
 
 def _fmt(v: float) -> str:
@@ -51,11 +57,11 @@ class GradNormsView(QWidget):
         self.curve_plot.setLogMode(y=True)
         self.curve_plot.getAxis("left").enableAutoSIPrefix(False)  # "(x0.001)" over log ticks misleads
         self.curve_plot.setLabel("bottom", "step")
-        self.curve_plot.setLabel("left", "grad norm (L2)")
+        self.curve_plot.setLabel("left", CURVE_TITLES[0])
         self.legend = legend_above(self.curve_plot, columns=4, row_height=20)  # never over the latest points
         self.curve_plot.showGrid(y=True, alpha=0.3)
         self.bars_plot = self.plots.addPlot(row=1, col=0, title="Latest step, per layer (grey: frozen)")
-        self.bars_plot.setLabel("left", "log10 grad norm")
+        self.bars_plot.setLabel("left", BAR_TITLES[0])
         self.bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8, brush="#2ca02c", pen=None)
         self.frozen_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8, brush=_FROZEN_BRUSH, pen=None)
         self.bars_plot.addItem(self.frozen_bars)
@@ -66,6 +72,11 @@ class GradNormsView(QWidget):
         v.setContentsMargins(0, 0, 0, 0)
         v.addWidget(self.plots, 1)
         v.addWidget(self.label)
+        self._tick_names: list[str] = []  # the bars' full names, left to right
+        self._ticks: list | None = None  # the bottom axis's ticks last set
+        self.bars_plot.getViewBox().sigResized.connect(self._fit_axes)
+        self.curve_plot.getViewBox().sigResized.connect(self._fit_axes)
+        self.plots.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
     def clear(self) -> None:
         """Forget history, curves and bars (a new model)."""
@@ -112,6 +123,43 @@ class GradNormsView(QWidget):
         """The title row as tall as the legend's rows (4 names a row), so that it never reaches into the data."""
         self.curve_plot.layout.setRowFixedHeight(0, max(20.0, self.legend.boundingRect().height()))
 
+    def _fit_axes(self, *_args) -> None:
+        """Bar names that do not overlap (shortened, every k-th) and axis titles that fit the plots' heights."""
+        axis = self.bars_plot.getAxis("bottom")
+        vb = self.bars_plot.getViewBox()
+        names = self._tick_names
+        # the first bar's centre lies 0.6 bar slots inside the view (the x range is -0.6 .. n - 0.4)
+        lead = vb.mapRectToScene(vb.boundingRect()).left() + 0.6 * vb.width() / max(len(names) + 0.2, 1.0)
+        ticks = category_ticks(names, vb.width(), axis_font(axis), max_chars=MAX_NAME_CHARS, lead_px=lead)
+        if len(ticks) > MAX_TICKS:
+            ticks = ticks[::math.ceil(len(ticks) / MAX_TICKS)]
+        if ticks != self._ticks:
+            self._ticks = ticks
+            axis.setTicks([ticks])
+        fit_axis_title(self.curve_plot, "left", CURVE_TITLES)
+        fit_axis_title(self.bars_plot, "left", BAR_TITLES)
+
+    def bar_at(self, scene_pos) -> int | None:
+        """Index of the bar under a scene position (None outside the bar chart)."""
+        vb = self.bars_plot.getViewBox()
+        if not self.layers or not vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        i = int(round(vb.mapSceneToView(scene_pos).x()))
+        return i if 0 <= i < len(self.layers) else None
+
+    def _all_bars_text(self) -> str:
+        return "\n".join(f"{r.module or '(model)'}: {_fmt(r.norm) if r.state == 'trainable' else r.state}"
+                         for r in self.layers[:60])
+
+    def _on_mouse_moved(self, pos) -> None:
+        """The tooltip names the bar under the mouse in full (the axis may show it shortened, or not at all)."""
+        i = self.bar_at(pos)
+        if i is None:
+            self.bars_plot.setToolTip(self._all_bars_text())
+            return
+        r = self.layers[i]
+        self.bars_plot.setToolTip(f"{r.module or '(model)'}: {_fmt(r.norm) if r.state == 'trainable' else r.state}")
+
     def drawn_as_markers(self, label: str) -> bool:
         """True when the curve of ``label`` shows its measurements as markers without a line."""
         return bool(self._markers.get(label))
@@ -130,15 +178,11 @@ class GradNormsView(QWidget):
         self.bars.setOpts(x=x[ok], y0=np.full(ok.sum(), lo), height=logs[ok] - lo, width=0.8)
         fz = np.array([r.state == "frozen" for r in rows], dtype=bool)
         self.frozen_bars.setOpts(x=x[fz], y0=np.full(fz.sum(), lo), height=np.full(fz.sum(), hi - lo), width=0.8)
-        every = max(1, math.ceil(len(rows) / MAX_TICKS))
-        ticks = [(float(i), (rows[i].module or "(model)") + (" (frozen)" if fz[i] else ""))
-                 for i in range(0, len(rows), every)]
-        self.bars_plot.getAxis("bottom").setTicks([ticks])
+        self._tick_names = [(r.module or "(model)") + (" (frozen)" if fz[i] else "") for i, r in enumerate(rows)]
+        self._fit_axes()
         self.bars_plot.setXRange(-0.6, max(len(rows) - 0.4, 0.6), padding=0)
         self.bars_plot.setYRange(lo, hi)
-        self.bars_plot.setToolTip("\n".join(
-            f"{r.module or '(model)'}: {_fmt(r.norm) if r.state == 'trainable' else r.state}" for r in rows[:60]
-        ))
+        self.bars_plot.setToolTip(self._all_bars_text())
         text = (f"step {step}: global grad norm {_fmt(grads.global_norm)}; "
                 f"{len(grads.params)} parameters with gradients, {len(grads.frozen)} frozen")
         no_curve = [n or "(model)" for n in probed if n not in grads.modules]

@@ -21,10 +21,12 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from workbench.core.probe.layer_history import SORT_KEYS, LayerHistory, display_levels
 from workbench.core.probe.layer_stats import LOG_QUANTITIES, QUANTITIES, QUANTITY_TITLES, LayerSnapshot
+from workbench.ui.axis_fit import axis_font, elide_middle
 
 #: Redraw at most this often while reports arrive, ms.
 REDRAW_MS = 250
@@ -32,6 +34,8 @@ REDRAW_MS = 250
 MAX_LAYER_TICKS = 30
 #: Vertical pixels per layer-name label.
 LABEL_PX = 15
+#: Longest layer name on the vertical axis, in characters (shortened in the middle; hovering names it whole).
+MAX_NAME_CHARS = 22
 
 _SORT_TITLES = {"execution": "execution order", "name": "name", "worst": "worst latest value"}
 _COLORMAPS = {"update_ratio": "CET-D1"}  # diverging: the 1e-3 reference is the middle colour
@@ -135,6 +139,7 @@ class LayerHeatmapView(QWidget):
         self.png_button.clicked.connect(self._on_export_png)
         self.csv_button.clicked.connect(self._on_export_csv)
         scene = self.plot.scene()
+        self.plot.getPlotItem().vb.sigResized.connect(self._set_layer_ticks)
         scene.sigMouseMoved.connect(self._on_mouse_moved)
         scene.sigMouseClicked.connect(self._on_mouse_clicked)
 
@@ -193,18 +198,29 @@ class LayerHeatmapView(QWidget):
         else:
             image.clear()
         names = [h.names[i] for i in self.rows]
-        fit = max(1, int(self.plot.getPlotItem().vb.height() / LABEL_PX))  # labels that fit without overlapping
-        every = max(1, math.ceil(len(names) / min(MAX_LAYER_TICKS, fit)))
-        ticks = [[(i + 0.5, n) for i, n in enumerate(names) if i % every == 0], []]
-        if ticks != self._ticks:  # new ticks re-measure every label (~8 ms for 500 layers): only when they change
-            self._ticks = ticks
-            self.plot.getAxis("left").setTicks(ticks)
+        self._set_layer_ticks()
         unit = " (log10)" if q in LOG_QUANTITIES else ""
         title = (f"{QUANTITY_TITLES[q].replace(' (log10)', '')}{unit}: {len(names)} layers x "
                  f"{self._matrix.shape[1] if self._matrix.ndim == 2 else 0} measurements")
         if title != self._title:
             self._title = title
             self.plot.setTitle(title)
+
+    def _set_layer_ticks(self, *_args) -> None:
+        """Label as many layers as fit the plot's height (every k-th), their names shortened in the middle.
+
+        Called at each refresh and when the plot is resized: a tab first drawn small labels more layers
+        once it grows.
+        """
+        names = [self.history.names[i] for i in self.rows]
+        axis = self.plot.getAxis("left")
+        label_px = max(LABEL_PX, QFontMetricsF(axis_font(axis)).height())
+        fit = max(1, int(self.plot.getPlotItem().vb.height() / label_px))  # labels that fit without overlapping
+        every = max(1, math.ceil(len(names) / min(MAX_LAYER_TICKS, fit)))
+        ticks = [[(i + 0.5, elide_middle(n, MAX_NAME_CHARS)) for i, n in enumerate(names) if i % every == 0], []]
+        if ticks != self._ticks:  # new ticks re-measure every label (~8 ms for 500 layers): only when they change
+            self._ticks = ticks
+            axis.setTicks(ticks)
 
     # ------------------------------------------------------------------ cells
     def cell_at(self, scene_pos: QPointF) -> tuple[str, int, float] | None:
@@ -237,6 +253,7 @@ class LayerHeatmapView(QWidget):
         cell = self.cell_at(pos)
         if cell is not None:
             self.hover.setText(self.describe(*cell))
+            self.plot.setToolTip(cell[0])  # the full module name (the axis may show it shortened)
 
     def _on_mouse_clicked(self, event) -> None:
         cell = self.cell_at(event.scenePos())
