@@ -28,9 +28,10 @@ def make(width=4):
 
 
 def test_kinds_and_their_entry_point_groups():
-    assert contrib.KINDS == ("architecture", "dataset", "step", "metric", "probe")
+    assert contrib.KINDS == ("architecture", "dataset", "step", "metric", "loss", "probe")
     assert [contrib.group(k) for k in contrib.KINDS] == [
-        "workbench.architectures", "workbench.datasets", "workbench.steps", "workbench.metrics", "workbench.probes"]
+        "workbench.architectures", "workbench.datasets", "workbench.steps", "workbench.metrics", "workbench.losses",
+        "workbench.probes"]
     with pytest.raises(ValueError, match="unknown contribution kind 'model'; the kinds are architecture"):
         contrib.names("model")
 

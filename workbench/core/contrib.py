@@ -7,9 +7,10 @@ only when used (as napari's npe2 manifests do). The kinds are :data:`KINDS`:
 kind                    entry-point group               the callable
 ======================  ==============================  ==========================================
 ``"architecture"``      ``workbench.architectures``     ``factory(**kwargs) -> nn.Module``
-``"dataset"``           ``workbench.datasets``          settled by the part that trains on it
-``"step"``              ``workbench.steps``             settled by the part that trains with it
-``"metric"``            ``workbench.metrics``           settled by the part that reports it
+``"dataset"``           ``workbench.datasets``          ``make(**kwargs) -> (train, val)`` or ``{"train", "val", "collate_fn"}``
+``"step"``              ``workbench.steps``             ``step(model, batch) -> loss`` or ``{"loss": loss, ...}``
+``"metric"``            ``workbench.metrics``           ``metric(output, target) -> number``
+``"loss"``              ``workbench.losses``            ``loss(output, target) -> 0-d tensor`` (a class: built without arguments)
 ``"probe"``             ``workbench.probes``            ``Class(sink, **kwargs) -> Callback``
 ======================  ==============================  ==========================================
 
@@ -65,7 +66,7 @@ __all__ = ["KINDS", "BUILTINS", "Contribution", "group", "contributions", "names
            "resolve", "load_callable", "plain_kwargs", "no_downloads"]
 
 #: The kinds of contribution, singular; the entry-point group of each is :func:`group`.
-KINDS = ("architecture", "dataset", "step", "metric", "probe")
+KINDS = ("architecture", "dataset", "step", "metric", "loss", "probe")
 
 #: Workbench's own contributions: kind -> name -> ``"pkg.mod:attr"`` (imported when resolved).
 BUILTINS: dict[str, dict[str, str]] = {
@@ -73,6 +74,7 @@ BUILTINS: dict[str, dict[str, str]] = {
     "dataset": {},
     "step": {},
     "metric": {},
+    "loss": {},
     "probe": {"live_probes": "workbench.core.probe.callback:ProbeCallback"},
 }
 

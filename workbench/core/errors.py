@@ -116,3 +116,11 @@ class DataError(WorkbenchError):
 
 class TrainingError(WorkbenchError):
     """A training step or run could not continue."""
+
+
+class StepError(TrainingError, ValueError):
+    """A training or validation step got a batch it cannot use, or returned no usable loss.
+
+    The message says what the batch holds (shapes, dtypes) or what the step
+    returned, and what to change (a built-in task, a ``[task] step``...).
+    """

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from workbench.core.files import atomic_write_text
-from workbench.core.train.data.loaders import to_device
+from workbench.core.train.data.batch import move
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.core.train.trainer.loop import Trainer
@@ -214,16 +214,14 @@ def lr_find(trainer: Trainer, min_lr: float = 1e-7, max_lr: float = 10.0, steps:
     tr.model.train()
     tr.apply_bn_policy()
     try:
-        for i, (xb, yb) in zip(range(steps), _batches(tr.train_loader)):
+        for i, batch in zip(range(steps), _batches(tr.train_loader)):
             lr = min_lr * (max_lr / min_lr) ** (i / (steps - 1))
             for g, f in zip(opt.param_groups, factors):
                 g["lr"] = lr * f
-            xb = to_device(xb, dev, False, fmt)
-            yb = yb.to(dev)
+            batch = move(batch, dev, False, fmt)
             opt.zero_grad(set_to_none=True)
             with tr.autocast():
-                out = tr.net(xb)
-                loss = tr.loss_fn(out.float() if out.dtype != torch.float32 else out, yb)
+                loss = tr.task.train_step(tr.net, batch).loss
             value = float(loss.item())
             if not math.isfinite(value):
                 result.reason = "nonfinite"

@@ -57,7 +57,8 @@ def test_a_batch_the_model_cannot_take_is_named_with_its_shape(tmp_path):
     model = nn.Sequential(nn.Flatten(), nn.Linear(10, 2))  # takes 10 features; the images have 192
     trainer = Trainer(model, cfg)
     assert trainer.fit() == "error" and trainer.step == 0
-    assert "the first training batch (16, 3, 8, 8) does not go through the model" in str(trainer.error)
+    assert ("the first training batch ((16, 3, 8, 8) float32, (16,) int64) does not go through the model"
+            in str(trainer.error))
     assert not (tmp_path / "run").exists()
 
 

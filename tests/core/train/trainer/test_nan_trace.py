@@ -14,6 +14,11 @@ from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.trainer.loop import Trainer
 from workbench.core.train.trainer.nan_trace import trace_nonfinite
 
+
+def _ce(model, batch):
+    x, y = batch
+    return nn.functional.cross_entropy(model(x), y)
+
 BREAKS_AT = 5  # the step after which layer3.1.bn2 outputs Inf
 
 
@@ -76,7 +81,7 @@ def test_a_finite_forward_with_an_inf_gradient_names_the_parameter():
     model.layer4[1].relu = nn.Sequential(nn.ReLU(), Boom())  # the backward of layer4.1 turns Inf
     x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
     before = model.layer1[0].bn1.running_mean.clone()
-    trace = trace_nonfinite(model, x, y, nn.functional.cross_entropy, step=12)
+    trace = trace_nonfinite(model, (x, y), _ce, step=12)
     assert trace.phase == "backward"
     # backward reaches layer4.1.bn2 first after the Inf appears (the block's second relu call feeds the output)
     assert trace.parameter.startswith("layer4.1.") and trace.module == trace.parameter.rpartition(".")[0]
@@ -87,7 +92,7 @@ def test_a_finite_forward_with_an_inf_gradient_names_the_parameter():
 
 def test_a_finite_batch_says_the_failure_did_not_repeat():
     model = torchvision.models.resnet18(num_classes=10)
-    trace = trace_nonfinite(model, torch.randn(2, 3, 32, 32), torch.tensor([1, 2]), nn.functional.cross_entropy, 3)
+    trace = trace_nonfinite(model, (torch.randn(2, 3, 32, 32), torch.tensor([1, 2])), _ce, 3)
     assert trace.phase == "none" and "did not repeat" in trace.text()
 
 

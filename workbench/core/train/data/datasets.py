@@ -20,11 +20,12 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Subset, TensorDataset
+from torch.utils.data import Dataset, IterableDataset, Subset, TensorDataset
 
 from workbench.core.errors import DataError
-from workbench.core.train.config import DataConfig
+from workbench.core.train.config import DATASETS, DataConfig
 from workbench.core.train.data.loaders import EpochLoader, batch_count, epoch_seed, loader_settings
+from workbench.core.train.data.user_data import IterableLoader, UserData, user_datasets
 
 #: Per-channel ``(mean, std)`` of each normalization preset.
 NORMALIZE_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -225,7 +226,14 @@ def build_datasets(cfg: DataConfig, encoded: bool = False) -> tuple[Dataset, Dat
         return _torchvision(cfg)
     if name == "imagefolder":
         return _imagefolder(cfg, encoded)
-    raise DataError(f"unknown dataset {name!r}; choose digits, mnist, fashionmnist, cifar10, imagefolder or fake")
+    if name == "csv":
+        from workbench.core.train.data.tabular import table_datasets
+
+        return table_datasets(cfg)
+    if name not in DATASETS:
+        data = user_datasets(name, cfg.kwargs)
+        return data.train, data.val, _user_info(name, data)
+    raise DataError(f"unknown dataset {name!r}; choose {', '.join(DATASETS)}, or give a spec (file.py:make_dataset)")
 
 
 def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "cpu",
@@ -248,6 +256,8 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
     device = torch.device(device)
     on = cfg.decode_on_gpu is True or (cfg.decode_on_gpu == "auto" and device.type == "cuda")
     encoded = cfg.dataset == "imagefolder" and on
+    if cfg.dataset not in DATASETS:
+        return _user_loaders(cfg, seed, device, shard)
     train_ds, val_ds, info = build_datasets(cfg, encoded)
     if isinstance(train_ds, TensorDataset):
         (xt, yt), (xv, yv) = train_ds.tensors, val_ds.tensors
@@ -267,6 +277,34 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
                         shard=shard, **extra)
     val = EpochLoader(val_ds, cfg.batch_size, seed, False, False, settings, cfg.skip_unreadable, **extra)
     return train, val, info
+
+
+def _user_info(spec: str, data: UserData) -> DataInfo:
+    notes = []
+    if isinstance(data.train, IterableDataset):
+        notes.append("an iterable dataset yields its own order: a run resumed mid-epoch draws the batches done "
+                     "again and drops them (the same batches only if the dataset is deterministic)")
+    return DataInfo(spec, (), 0, [], len(data.train), len(data.val), task="", notes=notes)
+
+
+def _user_loaders(cfg: DataConfig, seed: int, device: torch.device, shard: tuple[int, int]):
+    """Loaders of a user's datasets: seeded and resumable (:class:`EpochLoader`) when map-style."""
+    data = user_datasets(cfg.dataset, cfg.kwargs)
+    info = _user_info(cfg.dataset, data)
+    settings = loader_settings(cfg, device)
+    loaders = []
+    for ds, train in ((data.train, True), (data.val, False)):
+        if isinstance(ds, IterableDataset):
+            if train and shard[1] > 1:
+                raise DataError(f"data.dataset {cfg.dataset!r}: an iterable dataset cannot be split between "
+                                f"{shard[1]} processes by Workbench; give a map-style dataset for data-parallel runs")
+            loaders.append(IterableLoader(ds, cfg.batch_size, cfg.drop_last and train, data.collate_fn,
+                                          settings.num_workers, settings.pin_memory))
+        else:
+            loaders.append(EpochLoader(ds, cfg.batch_size, seed, cfg.shuffle and train, cfg.drop_last and train,
+                                       settings, cfg.skip_unreadable, collate=data.collate_fn,
+                                       shard=shard if train else (0, 1)))
+    return loaders[0], loaders[1], info
 
 
 def _split(n: int, cfg: DataConfig) -> tuple[torch.Tensor, torch.Tensor]:

@@ -32,10 +32,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset, default_collate, get_worker_info
 
 from workbench.core.errors import DataError
+from workbench.core.train.data.batch import move, tensors
 
 __all__ = ["LoaderSettings", "loader_settings", "epoch_seed", "usable_cores", "EpochSampler", "SeededSamples",
            "Unreadable", "collate_samples", "EpochLoader", "DevicePrefetcher", "sample_path",
-           "input_wait_text", "INPUT_BOUND_SHARE", "to_device"]
+           "input_wait_text", "INPUT_BOUND_SHARE"]
 
 #: At most this many workers by default: past 8, more processes rarely load faster and cost memory.
 MAX_AUTO_WORKERS = 8
@@ -346,7 +347,7 @@ class EpochLoader:
 
 
 class DevicePrefetcher:
-    """Iterate ``(x, y)`` batches one ahead, the next one's copy to ``device`` issued before the current is used.
+    """Iterate batches one ahead, the next one's copy to ``device`` issued before the current is used.
 
     On CUDA the copy runs on a side stream from (pinned) host memory with
     ``non_blocking=True``, so it overlaps the current step's kernels; the
@@ -356,7 +357,8 @@ class DevicePrefetcher:
 
     Parameters
     ----------
-    batches : iterable of (Tensor, Tensor)
+    batches : iterable
+        Batches of any structure (:mod:`workbench.core.train.data.batch`): ``(x, y)``, dicts of tensors...
     device : torch.device
     memory_format : torch.memory_format, optional
         Applied to 4-D inputs ``(N, C, H, W)`` (e.g. ``torch.channels_last``).
@@ -369,11 +371,10 @@ class DevicePrefetcher:
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
 
     def _copy(self, batch):
-        xb, yb = batch
         if self.stream is None:
-            return to_device(xb, self.device, False, self.memory_format), to_device(yb, self.device, False)
+            return move(batch, self.device, False, self.memory_format)
         with torch.cuda.stream(self.stream):
-            return to_device(xb, self.device, True, self.memory_format), to_device(yb, self.device, True)
+            return move(batch, self.device, True, self.memory_format)
 
     def _next(self):
         """The next batch on the device, or None at the end.
@@ -396,9 +397,8 @@ class DevicePrefetcher:
             if self.stream is not None:
                 main = torch.cuda.current_stream(self.device)
                 main.wait_stream(self.stream)
-                for t in current:
-                    if isinstance(t, torch.Tensor):
-                        t.record_stream(main)
+                for t in tensors(current):
+                    t.record_stream(main)
             ahead = self._next()
             yield current
 
@@ -429,12 +429,3 @@ def input_wait_text(share: float, device_type: str = "cpu") -> str:
         more = " or Decode on GPU" if device_type == "cuda" else ""
         return f"input-bound {share:.0%}: more loader workers{more}"
     return f"data wait {share:.0%}"
-
-
-def to_device(t, device, non_blocking: bool, memory_format: torch.memory_format | None = None):
-    """``t.to(device)``, in ``memory_format`` when ``t`` is a 4-D ``(N, C, H, W)`` batch; non-tensors as they are."""
-    if not isinstance(t, torch.Tensor):
-        return t
-    if memory_format is not None and t.dim() == 4:
-        return t.to(device, non_blocking=non_blocking, memory_format=memory_format)
-    return t.to(device, non_blocking=non_blocking)

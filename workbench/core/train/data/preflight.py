@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 
-from workbench.core.errors import DataError
+from workbench.core.errors import DataError, StepError
+from workbench.core.train.data.batch import describe, move
 
 __all__ = ["ClassCountMismatch", "preflight", "image_files", "unreadable_images"]
 
@@ -76,22 +77,43 @@ def unreadable_images(paths: Iterable[str], progress: Callable[[int, int], Any] 
     return bad
 
 
-def _first_batch(loader) -> tuple[torch.Tensor, torch.Tensor] | None:
+def first_batch(loader) -> Any:
+    """The first batch of epoch 0 of ``loader`` (any structure), or None when it yields none.
+
+    Raises
+    ------
+    DataError
+        The loader cannot make it (an unreadable file...).
+    """
     batches = loader.iter_epoch(0) if hasattr(loader, "iter_epoch") else iter(loader)
-    for xb, yb in batches:
-        return xb, yb
+    for batch in batches:
+        return batch
     return None
 
 
+def _outputs(model: nn.Module, batch: Any) -> int | None:
+    """Outputs of ``model`` on an ``(input, target)`` batch's input when it gives ``(N, C)`` logits, else None."""
+    if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+        return None
+    try:
+        out = model(batch[0])
+    except Exception:  # noqa: BLE001 - only a hint for the message
+        return None
+    return int(out.shape[1]) if isinstance(out, torch.Tensor) and out.dim() == 2 else None
+
+
 def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, *, num_classes: int | None,
-              classification: bool, datasets: tuple = (), progress: Callable[[str], Any] | None = None,
-              skip_unreadable: bool = False) -> str | None:
+              classification: bool, step: Callable[[nn.Module, Any], Any], datasets: tuple = (),
+              progress: Callable[[str], Any] | None = None, skip_unreadable: bool = False) -> str | None:
     """Check a run before its first step; return a note for the user, or None.
 
     1. Every image file of an ImageFolder opens (``datasets``: the train and
        validation datasets).
-    2. One batch of each split goes through the model (``eval()``, no grad;
-       the train/eval mode of every module is put back).
+    2. One batch of each split goes through the run's step (``step(model, batch)``:
+       its task's ``eval_step``, returning an object with ``.output``), in
+       ``eval()`` and without grad; the train/eval mode of every module is put back.
+       The message names the split, the batch's shapes and dtypes and what failed
+       (a shape, a dtype, a missing ``loss`` key).
     3. For a classification loss, the model has at least as many outputs as the
        data has classes (more outputs only give a note).
 
@@ -122,17 +144,23 @@ def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, 
         with torch.no_grad():
             for split, loader in (("training", train_loader), ("validation", val_loader)):
                 try:
-                    batch = _first_batch(loader) if loader is not None else None
+                    batch = first_batch(loader) if loader is not None else None
                 except DataError as e:
                     raise DataError(f"the first {split} batch: {e}") from e
                 if batch is None:
                     continue
+                batch = move(batch, device)
                 try:
-                    out = model(batch[0].to(device))
+                    out = getattr(step(model, batch), "output", None)
                 except torch.OutOfMemoryError:
                     raise  # an out-of-memory error ends the run as one (with its batch-size hint)
                 except Exception as e:  # noqa: BLE001 - reported with the split it came from
-                    raise DataError(f"the first {split} batch {tuple(batch[0].shape)} does not go through the "
+                    outputs = _outputs(model, batch) if classification and num_classes else None
+                    if outputs is not None and outputs < num_classes:
+                        raise ClassCountMismatch(num_classes, outputs) from e  # the likely cause, said plainly
+                    if isinstance(e, StepError):  # the step's own message: what the batch holds and what to do
+                        raise DataError(f"the first {split} batch {describe(batch)}: {e}") from e
+                    raise DataError(f"the first {split} batch {describe(batch)} does not go through the "
                                     f"model: {type(e).__name__}: {e}") from e
                 if outputs is None and isinstance(out, torch.Tensor) and out.dim() == 2:
                     outputs = int(out.shape[1])

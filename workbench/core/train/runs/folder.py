@@ -37,6 +37,9 @@ METRICS_COLUMNS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "
                    "input_wait", "best")
 
 
+#: Numbers of an epoch's metrics dict that are not metrics.csv columns (``time`` is written as ``time_s``).
+_NOT_COLUMNS = ("time", "epoch_time")
+
 #: The run's state for each end reason of ``Trainer.fit()``: a user's stop is not a crash.
 STATES = {"completed": "finished", "stopped": "stopped", "error": "crashed", "nonfinite": "crashed",
           "oom": "crashed"}
@@ -174,9 +177,14 @@ class MetricsCSV:
             self._write()
 
     def append(self, metrics: dict) -> None:
-        """Add one epoch row (keys of :data:`METRICS_COLUMNS`; missing ones left blank)."""
+        """Add one epoch row: the keys of :data:`METRICS_COLUMNS` (missing ones left blank), then every
+        other number in ``metrics`` (a task's metrics: ``val_r2``, ``train_iou``...) as a column of its own."""
+        for k, v in metrics.items():
+            if k not in self.columns and k not in _NOT_COLUMNS and isinstance(v, (int, float)) \
+                    and not isinstance(v, bool):
+                self.columns.append(k)
         row = {}
-        for k in METRICS_COLUMNS:
+        for k in self.columns:
             v = metrics.get(k, "")
             if isinstance(v, float) and math.isnan(v):
                 v = ""

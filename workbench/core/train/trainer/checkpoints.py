@@ -66,6 +66,7 @@ class CheckpointConnector:
             "batch_in_epoch": tr.batch_in_epoch,
             "samples": tr.samples,
             "best_val_loss": tr.best_val_loss,
+            "best_score": tr.best_score,
             "optimizer_param_names": [list(n) for n in tr.group_names],
             "config": tr.config.to_dict(),
             "history": [dict(h) for h in tr.history],
@@ -231,6 +232,10 @@ class CheckpointConnector:
         tr.samples = int(payload.get("samples") or 0)
         bvl = payload.get("best_val_loss")
         tr.best_val_loss = float(bvl) if bvl is not None else math.inf
+        score = payload.get("best_score")  # absent from files of older versions: best.pt followed val_loss
+        tr.best_score = float(score) if score is not None else (tr.best_val_loss if bvl is not None else math.nan)
+        if math.isinf(tr.best_score):
+            tr.best_score = math.nan
         tr.history = [dict(h) for h in payload.get("history") or []]
         tr.carry_epoch_loss(payload.get("epoch_loss_sum"), payload.get("epoch_loss_count"))
         if payload.get("rng_state"):

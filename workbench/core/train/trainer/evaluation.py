@@ -1,4 +1,4 @@
-"""Validation of a run: mean loss and accuracy over the validation loader. Qt-free."""
+"""Validation of a run: mean loss and the task's metrics over the validation loader. Qt-free."""
 
 from __future__ import annotations
 
@@ -6,54 +6,61 @@ import math
 
 import torch
 
+from workbench.core.train.data.batch import move
+from workbench.core.train.task.metrics import Mean, column
 from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["validate"]
 
 
-def validate(trainer: TrainerLike) -> tuple[float, float]:
-    """Validation loss and accuracy under ``model.eval()`` + ``torch.no_grad()``.
+def validate(trainer: TrainerLike) -> dict[str, float]:
+    """Validation loss and metrics under ``model.eval()`` + ``torch.no_grad()``.
 
     Parameters
     ----------
     trainer : TrainerLike
-        Its model, ``val_loader`` (``(x, y)`` batches), ``loss_fn`` and device.
+        Its model, ``val_loader``, ``task`` (:class:`~workbench.core.train.task.tasks.Task`) and device.
 
     Returns
     -------
-    (float, float)
-        Mean loss per sample and accuracy in [0, 1] (NaN when the targets
-        are not class indices or the validation set is empty). The model is
-        back in ``train()`` mode afterwards (frozen BatchNorm policy applied).
+    dict
+        ``val_loss`` (mean loss per sample), then each metric of the task under
+        its ``metrics.csv`` column (:func:`~workbench.core.train.task.metrics.column`:
+        ``val_acc``, ``val_top5``, ``val_r2``...) and each value a user's
+        validation step returns (``val_<name>``). NaN where a metric does not
+        apply or the validation set is empty. The model is back in ``train()``
+        mode afterwards (frozen BatchNorm policy applied).
     """
-    if trainer.val_loader is None:
-        return math.nan, math.nan
+    task = trainer.task
+    if trainer.val_loader is None or task is None:
+        return {"val_loss": math.nan}
     was_training = trainer.model.training
     trainer.model.eval()
-    total, loss_sum, correct, classification = 0, None, None, True
+    total, loss_sum = 0, None
+    metrics = task.new_metrics()
+    logged: dict[str, Mean] = {}
     try:
         with torch.no_grad():
             loader = trainer.val_loader
             batches = loader.iter_epoch(0) if hasattr(loader, "iter_epoch") else iter(loader)
-            for xb, yb in batches:
-                xb, yb = xb.to(trainer.device), yb.to(trainer.device)
+            for batch in batches:
+                batch = move(batch, trainer.device)
                 with trainer.autocast():
-                    out = trainer.model(xb)
-                out = out.float()
-                loss = trainer.loss_fn(out, yb).detach() * xb.shape[0]
+                    out = task.eval_step(trainer.model, batch)
+                loss = out.loss.detach().float() * out.n
                 loss_sum = loss if loss_sum is None else loss_sum + loss
-                if classification and out.dim() == 2 and not yb.is_floating_point() and yb.dim() == 1:
-                    c = (out.argmax(1) == yb).sum()
-                    correct = c if correct is None else correct + c
-                else:
-                    classification = False
-                total += int(xb.shape[0])
+                for m in metrics:
+                    m.update(out.output, out.target, out.n)
+                for name, value in out.logged.items():
+                    logged.setdefault(name, Mean(name)).add_value(value, out.n)
+                total += out.n
     finally:
         if was_training:
             trainer.model.train()
             trainer.apply_bn_policy()
     if total == 0:
-        return math.nan, math.nan
-    val_loss = float(loss_sum.item()) / total
-    acc = float(correct.item()) / total if classification and correct is not None else math.nan
-    return val_loss, acc
+        return {"val_loss": math.nan, **{column(m.name): math.nan for m in metrics}}
+    result = {"val_loss": float(loss_sum.item()) / total}
+    result.update({column(m.name): m.compute() for m in metrics})
+    result.update({f"val_{name}": m.compute() for name, m in logged.items()})
+    return result

@@ -130,9 +130,10 @@ class FaultHandler:
         batch = tr.last_batch
         if batch is None:
             return None
-        xb, yb = batch
+        task = tr.task
         try:
-            tr.nonfinite_trace = trace_nonfinite(tr.model, xb, yb, tr.loss_fn, step, tr.autocast, exact=exact)
+            tr.nonfinite_trace = trace_nonfinite(tr.model, batch, lambda m, b: task.train_step(m, b).loss, step,
+                                                 tr.autocast, exact=exact)
         except Exception:  # noqa: BLE001 - a trace must never turn a NaN into a crash
             traceback.print_exc()
         return tr.nonfinite_trace

@@ -61,7 +61,7 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from workbench.core.errors import TrainingError
+from workbench.core.errors import TrainingError, WorkbenchError
 from workbench.core.model.architectures import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.freezing import apply_batchnorm_policy
@@ -77,11 +77,16 @@ from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.evaluation import validate
 from workbench.core.train.trainer.faults import FaultHandler, Restart, nonfinite_tensors
 from workbench.core.train.trainer.hooks import Callback
-from workbench.core.train.data.loaders import DevicePrefetcher, to_device
+from workbench.core.train.data.batch import move
+from workbench.core.train.data.loaders import DevicePrefetcher
 from workbench.core.train.data.preflight import preflight
 from workbench.core.train.trainer.rank_sync import RankSync
 from workbench.core.train.trainer.strategy import SingleProcess, strategy_for
 from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_status
+from workbench.core.train.task import specs as task_specs
+from workbench.core.train.task.build import build_task, resolve_kind
+from workbench.core.train.task.metrics import Mean
+from workbench.core.train.task.tasks import Task
 
 __all__ = ["Trainer", "TB_FLUSH_S"]
 
@@ -153,6 +158,12 @@ class Trainer:
     history : list of dict
         Epoch metrics (:data:`EPOCH_KEYS`).
     best_val_loss : float
+    best_score : float
+        The best value so far of ``config.task.monitor`` (``best.pt`` follows it).
+    task : Task or None
+        How a batch becomes a loss and metrics (:mod:`workbench.core.train.task`), built by :meth:`prepare`.
+    kind : str
+        The task's settled kind (``classification``, ``regression``, ``multilabel``, ``model_loss``).
     run_dir : Path or None
         The run folder (set by :meth:`prepare`).
     optimizer, scheduler
@@ -191,7 +202,9 @@ class Trainer:
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler = None
         self.scaler = None
-        self.loss_fn: nn.Module = optim.build_loss(config.loss)
+        self.task: Task | None = None
+        self.kind = ""
+        self.best_score = math.nan
         self.train_loader = self.val_loader = None
         self.info = None
         #: what prepare() changed in the data settings to fit the model (e.g. grayscale -> rgb), or None
@@ -213,7 +226,7 @@ class Trainer:
         #: the run's ``torch.utils.tensorboard.SummaryWriter`` (rank 0, ``config.tensorboard`` and the
         #: tensorboard package installed), else None; callbacks may add to it (probe histograms)
         self.tensorboard = None
-        #: the latest training batch ``(x, y)`` (a reference, kept for the NaN trace)
+        #: the latest training batch, on the device (a reference, kept for the NaN trace)
         self.last_batch: tuple | None = None
         #: where the last non-finite loss came from (``faults.trace``), or None
         self.nonfinite_trace = None
@@ -226,6 +239,7 @@ class Trainer:
         self._wait = 0.0  # seconds spent waiting for batches in this fit()
         self._epoch_wait = 0.0
         self._epoch_loss: list = []
+        self._epoch_logged: dict[str, Mean] = {}  # values a user's step returns beside "loss", this epoch
         self._epoch_loss_carry: tuple[float, int] = (0.0, 0)  # a resumed epoch's loss sum and count before it
         self._epoch_t0 = 0.0
         self._epoch_samples = 0
@@ -408,8 +422,10 @@ class Trainer:
         self.channels_last = _wants_channels_last(cfg.channels_last, self.device, self.model)
         if self.channels_last:
             self.model.to(memory_format=torch.channels_last)
+        task_specs.pin(cfg, Path.cwd())  # a user's file specs absolute, with their hashes (run.toml replays them)
         if self._data is not None:
             self.train_loader, self.val_loader = self._data
+            self._build_task()
         else:
             from workbench.core.train.data.datasets import TensorBatchLoader, build_loaders, fit_channels_to_model
 
@@ -420,10 +436,11 @@ class Trainer:
             for loader in (self.train_loader, self.val_loader):
                 if isinstance(loader, TensorBatchLoader) and self.device.type != "cpu":
                     loader.to(self.device)
+            self._build_task()
             # before any step and before the run folder exists: images readable, batches fit, enough outputs
             note = preflight(self.model, self.train_loader, self.val_loader, self.device,
                              num_classes=self.info.num_classes if self.info is not None else None,
-                             classification=cfg.loss == "cross_entropy",
+                             classification=self.kind == "classification", step=self.task.eval_step,
                              datasets=tuple(getattr(ld, "dataset", None) for ld in (self.train_loader,
                                                                                     self.val_loader)),
                              progress=lambda text: self.call("on_progress", self, text),
@@ -442,6 +459,29 @@ class Trainer:
         # CUDA: keep step losses on the device and read them at the emission cadence.
         self._defer_loss = self.device.type == "cuda"
         self._prepared = True
+
+    def _build_task(self) -> None:
+        """Settle the task's kind (``auto``: the data's, else the first batch's) and build it.
+
+        Raises
+        ------
+        DataError
+            A spec cannot be imported or a built-in name is unknown (named with its setting).
+        """
+        from workbench.core.errors import DataError
+        from workbench.core.train.data.preflight import first_batch
+
+        info_task = getattr(self.info, "task", "") if self.info is not None else ""
+        batch = None
+        if self.config.task.kind == "auto" and not info_task and not self.config.task.step:
+            batch = first_batch(self.train_loader)
+        self.kind = resolve_kind(self.config, info_task, batch)
+        try:
+            self.task = build_task(self.config, self.kind)
+        except (ValueError, TypeError) as e:
+            raise DataError(f"[task]: {e}") from e
+        except WorkbenchError as e:
+            raise DataError(f"[task]: {e}") from e
 
     def build_optimizer(self, group_names: list[list[str]] | None = None, roles: list[str] | None = None):
         cfg = self.config
@@ -661,6 +701,7 @@ class Trainer:
         if self.batch_in_epoch == 0:
             self._apply_scheduled_unfreeze()
             self._epoch_loss = []
+            self._epoch_logged = {}
             self._epoch_loss_carry = (0.0, 0)
             self._epoch_t0 = time.perf_counter()
             self._epoch_samples = 0
@@ -675,13 +716,13 @@ class Trainer:
                 return
             t = clock()
             try:
-                xb, yb = next(it)
+                batch = next(it)
             except StopIteration:
                 return
             waited = clock() - t
             self._wait += waited
             self._epoch_wait += waited
-            self._train_step(xb, yb, n_batches)
+            self._train_step(batch, n_batches)
 
     def _apply_scheduled_unfreeze(self) -> None:
         """``config.unfreeze`` entries of the epoch about to start: unfrozen before its first step.
@@ -708,19 +749,20 @@ class Trainer:
         dtype = torch.bfloat16 if self.device.type == "cpu" or self.config.amp_dtype == "bfloat16" else torch.float16
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
-    def _train_step(self, xb, yb, n_batches: int) -> None:
+    def _train_step(self, batch, n_batches: int) -> None:
         dev = self.device
-        non_blocking = dev.type == "cuda"
-        xb = to_device(xb, dev, non_blocking, torch.channels_last if self.channels_last else None)
-        yb = yb.to(dev, non_blocking=non_blocking)
+        batch = move(batch, dev, dev.type == "cuda", torch.channels_last if self.channels_last else None)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
-        self.last_batch = (xb, yb)  # a reference (one batch of memory) for the NaN trace (faults.trace)
+        self.last_batch = batch  # a reference (one batch of memory) for the NaN trace (faults.trace)
         with self.autocast():
-            out = self.net(xb)
-            loss = self.loss_fn(out.float() if out.dtype != torch.float32 else out, yb)
+            result = self.task.train_step(self.net, batch)
+        loss = result.loss
+        out = result.output
         on_cuda = self._defer_loss
-        n = int(xb.shape[0])
+        n = result.n
+        for name, value in result.logged.items():
+            self._epoch_logged.setdefault(name, Mean(name)).add_value(value, n)
         # data-parallel: every rank logs (and judges NaN on) the same global loss
         logged, n = self.strategy.reduce(loss, n, deferred=on_cuda)
         if not on_cuda:
@@ -756,7 +798,7 @@ class Trainer:
                 opt.step()
             if self.scheduler is not None and not optim.is_per_epoch(self.scheduler):
                 self.scheduler.step()
-        del out, xb
+        del out, batch, result
         lr_used = self.lr_used
         self.step += 1
         self.batch_in_epoch += 1
@@ -820,7 +862,8 @@ class Trainer:
         self.strategy.sync_buffers()
         train_loss = self._epoch_train_loss()
         epoch_time = time.perf_counter() - self._epoch_t0
-        val_loss, val_acc = self.validate()
+        val = self.validate()
+        val_loss = val["val_loss"]
         bad = nonfinite_tensors(self.model)
         if bad:  # never write NaN weights into last.pt / best.pt without saying so
             self.faults.nonfinite_state(self.step, bad)
@@ -830,15 +873,17 @@ class Trainer:
         self.batch_in_epoch = 0
         if self.scheduler is not None and optim.is_per_epoch(self.scheduler) and math.isfinite(val_loss):
             self.scheduler.step(val_loss)
-        best = math.isfinite(val_loss) and val_loss < self.best_val_loss
-        if best:
+        if math.isfinite(val_loss) and val_loss < self.best_val_loss:
             self.best_val_loss = val_loss
-        metrics = {"epoch": finished, "step": self.step, "train_loss": train_loss, "val_loss": val_loss,
-                   "val_acc": val_acc, "lr": self.lr, "time": time.perf_counter() - self._t0,
+        logged = {f"train_{name}": m.compute() for name, m in self._epoch_logged.items()}
+        metrics = {"epoch": finished, "step": self.step, "train_loss": train_loss, "val_acc": math.nan,
+                   **val, **logged, "lr": self.lr, "time": time.perf_counter() - self._t0,
                    "samples_per_s": self._epoch_samples / epoch_time if epoch_time > 0 else math.nan,
-                   "best": bool(best), "epoch_time": epoch_time,
+                   "epoch_time": epoch_time,
                    "input_wait": min(1.0, self._epoch_wait / epoch_time) if epoch_time > 0 else math.nan,
                    "skipped": self._take_skipped()}
+        best = self._is_best(metrics)
+        metrics["best"] = best
         self.history.append(metrics)
         if self._csv is not None:
             self._csv.append({**metrics, "time_s": metrics["time"], "best": int(best)})
@@ -847,20 +892,49 @@ class Trainer:
             paths = [self.run_dir / "last.pt"] + ([self.run_dir / "best.pt"] if best else [])
             self.checkpoints.save_in_background(payload, paths)
         if self._tb is not None:  # at the epoch's last global step, as metrics.csv's step column
-            for k, tag in (("train_loss", "epoch/train_loss"), ("val_loss", "val/loss"), ("val_acc", "val/accuracy")):
-                if math.isfinite(metrics[k]):
-                    self._tb.add_scalar(tag, metrics[k], self.step)
+            tags = {"train_loss": "epoch/train_loss", "val_loss": "val/loss", "val_acc": "val/accuracy"}
+            for k in dict.fromkeys(("train_loss", *val, *logged)):
+                v = metrics[k]
+                tag = tags.get(k) or (f"val/{k[4:]}" if k.startswith("val_") else f"epoch/{k}")
+                if isinstance(v, float) and math.isfinite(v):
+                    self._tb.add_scalar(tag, v, self.step)
             # no flush here: the writer's own thread flushes every TB_FLUSH_S (an explicit flush made the
             # training thread wait ~7 ms per epoch for the file write, ~3 % of a 3-epoch digits run)
         self.call("on_epoch_end", self, metrics)
+
+    def monitor_key(self) -> str:
+        """The ``metrics.csv`` column ``best.pt`` follows: ``config.task.monitor`` (``val_accuracy`` is ``val_acc``)."""
+        key = self.config.task.monitor or "val_loss"
+        return "val_acc" if key in ("val_accuracy", "accuracy") else key
+
+    def _is_best(self, metrics: dict) -> bool:
+        """Whether this epoch's monitored metric beats :attr:`best_score` (then it becomes the best).
+
+        A monitor this run does not report (a typo, a metric of another task) ends
+        the run with an error naming the metrics it has, at the first epoch's end.
+        """
+        key = self.monitor_key()
+        if key not in metrics:
+            have = [k for k, v in metrics.items() if isinstance(v, float) and k not in ("time", "epoch_time", "lr",
+                                                                                         "samples_per_s", "input_wait")]
+            raise TrainingError(f"[task] monitor = {self.config.task.monitor!r} is not a metric of this run; "
+                                f"choose one of {', '.join(have)}")
+        value = metrics[key]
+        if not (isinstance(value, float) and math.isfinite(value)):
+            return False
+        better = math.isnan(self.best_score) or (value > self.best_score if self.config.task.mode == "max"
+                                                 else value < self.best_score)
+        if better:
+            self.best_score = value
+        return better
 
     def _take_skipped(self) -> list[str]:
         """Image files skipped as unreadable (``skip_unreadable``) since the last epoch end, by name."""
         return [name for loader in (self.train_loader, self.val_loader) if hasattr(loader, "take_skipped")
                 for name in loader.take_skipped()]
 
-    def validate(self) -> tuple[float, float]:
-        """Validation loss and accuracy (:func:`workbench.core.train.trainer.evaluation.validate`)."""
+    def validate(self) -> dict[str, float]:
+        """``{"val_loss": ..., "val_acc": ..., "val_<metric>": ...}`` (:func:`workbench.core.train.trainer.evaluation.validate`)."""
         return validate(self)
 
     def apply_bn_policy(self) -> None:

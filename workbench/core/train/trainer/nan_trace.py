@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Any
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -107,8 +108,7 @@ class _Found(Exception):
     """Raised by a forward hook to end the re-run at the first non-finite output."""
 
 
-def trace_nonfinite(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
-                    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], step: int,
+def trace_nonfinite(model: nn.Module, batch: Any, loss_of: Callable[[nn.Module, Any], torch.Tensor], step: int,
                     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
                     exact: bool = True) -> NonFiniteTrace:
     """Re-run one batch and name where its first non-finite value appeared.
@@ -117,12 +117,11 @@ def trace_nonfinite(model: nn.Module, inputs: torch.Tensor, targets: torch.Tenso
     ----------
     model : nn.Module
         In the mode of the failing step (``train()``); left in that mode.
-    inputs : Tensor
-        The batch, e.g. ``(N, C, H, W)``, on the model's device.
-    targets : Tensor
-        ``(N,)`` class indices (or what ``loss_fn`` takes).
-    loss_fn : callable
-        ``loss_fn(output, targets) -> scalar``; called on the float32 output.
+    batch : object
+        The batch, on the model's device: ``(inputs, targets)``, a dict of tensors...
+    loss_of : callable
+        ``loss_of(model, batch) -> 0-d tensor``: the run's step (its task's
+        ``train_step(model, batch).loss``), called under ``autocast``.
     step : int
         The failing global step (for the message).
     autocast : callable
@@ -161,16 +160,14 @@ def trace_nonfinite(model: nn.Module, inputs: torch.Tensor, targets: torch.Tenso
             p.grad = None
         try:
             with autocast():
-                out = model(inputs)
-            out = out.float() if isinstance(out, torch.Tensor) and out.dtype != torch.float32 else out
+                loss = loss_of(model, batch)
         except _Found:
-            out = None
+            loss = None
         finally:
             for h in handles:
                 h.remove()
             handles = []
-        if out is not None:
-            loss = loss_fn(out, targets)
+        if loss is not None:
             if _bad(loss):
                 found.update(phase="loss", module="", kind=_kind(loss))
             elif loss.requires_grad:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from workbench.core.train.config import TrainConfig
+from workbench.core.train.task.tasks import Task
 from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
 
@@ -113,9 +114,12 @@ class TrainerLike(Protocol):
         Parameter names of each optimizer param group.
     optimizer, scheduler, scaler
         Built by ``prepare()`` (None before; ``scaler`` only with float16 AMP on CUDA).
-    loss_fn : nn.Module
+    task : Task or None
+        How a batch becomes a loss and metrics; None before ``prepare()``.
+    best_score : float
+        The best value so far of the monitored metric (NaN before the first epoch end).
     train_loader, val_loader
-        Iterables of ``(x, y)`` batches, or None before ``prepare()``.
+        Iterables of batches (``(x, y)``, dicts of tensors...), or None before ``prepare()``.
     run_dir : Path or None
     lr_used : float
         The head LR the next step uses.
@@ -123,8 +127,8 @@ class TrainerLike(Protocol):
     error : Exception or None
     reason_override : str or None
         An end reason that overrides ``completed`` / ``stopped``.
-    last_batch : (Tensor, Tensor) or None
-        The latest training batch (for the NaN trace).
+    last_batch : object or None
+        The latest training batch, on the device (for the NaN trace).
     nonfinite_trace : NonFiniteTrace or None
     lr : float
         Current head LR (read-only).
@@ -176,7 +180,8 @@ class TrainerLike(Protocol):
     optimizer: torch.optim.Optimizer | None
     scheduler: Any
     scaler: Any
-    loss_fn: nn.Module
+    task: Task | None
+    best_score: float
     train_loader: Any
     val_loader: Any
     run_dir: Path | None
@@ -184,7 +189,7 @@ class TrainerLike(Protocol):
     resumed: bool
     error: BaseException | None
     reason_override: str | None
-    last_batch: tuple | None
+    last_batch: Any
     nonfinite_trace: NonFiniteTrace | None
 
     @property

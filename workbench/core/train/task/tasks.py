@@ -1,0 +1,225 @@
+"""The tasks: how a batch becomes a loss (and metrics), for the built-in kinds and for a user's step.
+
+Every part of a run that puts a batch through the model asks the run's
+:class:`Task`: the training step, validation, the LR finder, the NaN trace and
+the pre-flight check. So freezing, probes, the NaN trace, staged unfreezing,
+replay and data parallelism work for any task: they act on the model and on
+what the task returns, never on the batch's structure.
+
+The shapes of code accepted are those of the anchors: Lightning's
+``training_step(batch, batch_idx)`` returning a loss or a dict with ``"loss"``
+(here ``step(model, batch)``, the model passed since it is not ``self``), and a
+Hugging Face model that returns its own loss when the batch holds ``labels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from workbench.core.errors import StepError
+from workbench.core.train.data.batch import batch_size, describe, split_xy
+from workbench.core.train.task.metrics import Metric, build_metric
+
+__all__ = ["StepOutput", "Task", "CriterionTask", "ModelLossTask", "StepTask", "StepError"]
+
+
+@dataclass
+class StepOutput:
+    """What one step made of one batch.
+
+    Attributes
+    ----------
+    loss : Tensor
+        0-d float32 tensor: the batch's mean loss (what ``backward()`` is called on).
+    n : int
+        Samples in the batch (the weight of ``loss`` in an epoch's mean).
+    output, target
+        The model's output and the batch's target, for the built-in metrics
+        (None for a user's step, which reports its own metrics).
+    logged : dict
+        ``{name: number or 0-d tensor}`` the step returned beside ``"loss"``.
+    """
+
+    loss: torch.Tensor
+    n: int
+    output: Any = None
+    target: Any = None
+    logged: dict = field(default_factory=dict)
+
+
+class Task:
+    """How a run turns a batch into a loss and validation metrics.
+
+    Attributes
+    ----------
+    kind : str
+        ``"classification"``, ``"regression"``, ``"multilabel"``, ``"model_loss"`` or ``"step"``.
+    metric_names : tuple of str
+        The validation metrics made by :meth:`new_metrics` (without the ``val_`` prefix).
+    """
+
+    kind = ""
+
+    def __init__(self, metrics: tuple = ()):
+        #: (name, fn or None) of each validation metric
+        self.metric_specs: list[tuple[str, Callable | None]] = list(metrics)
+
+    @property
+    def metric_names(self) -> tuple:
+        return tuple(name for name, _ in self.metric_specs)
+
+    def train_step(self, model: nn.Module, batch: Any) -> StepOutput:
+        """The loss of ``batch`` (on the model's device) under the caller's autocast and grad mode.
+
+        Raises
+        ------
+        StepError
+            The batch does not fit the task or the step returned no loss; the message says what to change.
+        """
+        raise NotImplementedError
+
+    def eval_step(self, model: nn.Module, batch: Any) -> StepOutput:
+        """The validation loss of ``batch`` (called under ``model.eval()`` and ``torch.no_grad()``)."""
+        return self.train_step(model, batch)
+
+    def new_metrics(self) -> list[Metric]:
+        """Fresh accumulators of the validation metrics of one epoch."""
+        return [build_metric(name, fn) for name, fn in self.metric_specs]
+
+
+def _float(t: torch.Tensor) -> torch.Tensor:
+    return t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float32 else t
+
+
+class CriterionTask(Task):
+    """``loss(model(input), target)`` on ``(input, target)`` batches: classification, regression, multi-label.
+
+    Parameters
+    ----------
+    kind : str
+        ``"classification"``, ``"regression"`` or ``"multilabel"`` (for messages and defaults).
+    criterion : callable
+        ``criterion(output, target) -> 0-d tensor``, called on the float32 output.
+    metrics : sequence of (name, fn or None)
+    """
+
+    def __init__(self, kind: str, criterion: Callable, metrics: tuple = ()):
+        super().__init__(metrics)
+        self.kind = kind
+        self.criterion = criterion
+
+    def train_step(self, model, batch):
+        try:
+            x, y = split_xy(batch, self.kind)
+        except ValueError as e:
+            raise StepError(str(e)) from None
+        out = model(x)
+        if not isinstance(out, torch.Tensor):
+            raise StepError(f"the model returned a {type(out).__name__}, not a tensor, for the {self.kind} task: "
+                            "choose the model_loss task (if it returns its own loss) or give a training step")
+        out = _float(out)
+        try:
+            loss = self.criterion(out, y)
+        except Exception as e:  # noqa: BLE001 - named with the shapes that met
+            raise StepError(f"the {self.kind} loss cannot compare the output {describe(out)} with the target "
+                            f"{describe(y)}: {type(e).__name__}: {e}") from e
+        return StepOutput(_scalar(loss, "the loss"), batch_size(x), out, y)
+
+
+class ModelLossTask(Task):
+    """The model computes its own loss: ``model(**batch)`` for a dict batch (Hugging Face), else ``model(*batch)``.
+
+    The loss is ``output.loss`` (a ``ModelOutput``), ``output["loss"]`` (a dict)
+    or the output itself when it is a 0-d tensor.
+    """
+
+    kind = "model_loss"
+
+    def train_step(self, model, batch):
+        if isinstance(batch, Mapping):
+            out = model(**batch)
+        elif isinstance(batch, (tuple, list)):
+            out = model(*batch)
+        else:
+            out = model(batch)
+        loss = getattr(out, "loss", None)
+        if loss is None and isinstance(out, Mapping):
+            loss = out.get("loss")
+        if loss is None and isinstance(out, torch.Tensor) and out.dim() == 0:
+            loss = out
+        if loss is None:
+            hint = " (a Hugging Face model returns its loss only when the batch holds labels)" \
+                if isinstance(batch, Mapping) and "labels" not in batch else ""
+            raise StepError(f"the model returned {type(out).__name__} without a loss for the batch "
+                            f"{describe(batch)}{hint}: the model_loss task needs an output with .loss, "
+                            "a dict with \"loss\", or a 0-d tensor")
+        return StepOutput(_scalar(_float(loss), "the model's loss"), batch_size(batch))
+
+
+class StepTask(Task):
+    """A user's ``step(model, batch) -> loss`` or ``-> {"loss": loss, "<metric>": value, ...}``.
+
+    Parameters
+    ----------
+    step : callable
+        The training step.
+    validation_step : callable, optional
+        The validation step (default: ``step``, called under ``torch.no_grad()``).
+    where : str
+        The spec the step came from, for messages (``"my_task.py:training_step"``).
+    Every value the step returns beside ``"loss"`` becomes a metric by its
+    name: averaged over the epoch's training steps (``train_<name>``) and over
+    the validation batches (``val_<name>``).
+    """
+
+    kind = "step"
+
+    def __init__(self, step: Callable, validation_step: Callable | None = None, where: str = "the step"):
+        super().__init__()
+        self.step = step
+        self.validation_step = validation_step
+        self.where = where
+
+    def train_step(self, model, batch):
+        return self._call(self.step, model, batch, self.where)
+
+    def eval_step(self, model, batch):
+        if self.validation_step is None:
+            return self._call(self.step, model, batch, self.where)
+        return self._call(self.validation_step, model, batch, f"{self.where} (validation_step)")
+
+    def new_metrics(self) -> list[Metric]:
+        """None: a user's step sees no output and target here; it reports its metrics in its dict."""
+        return []
+
+    @staticmethod
+    def _call(fn, model, batch, where):
+        result = fn(model, batch)
+        logged = {}
+        if isinstance(result, Mapping):
+            if "loss" not in result:
+                raise StepError(f"{where} returned a dict without \"loss\" (keys: {', '.join(map(str, result))}): "
+                                "return the loss tensor, or a dict with a \"loss\" entry")
+            logged = {str(k): v for k, v in result.items() if k != "loss"}
+            loss = result["loss"]
+        else:
+            loss = result
+        if not isinstance(loss, torch.Tensor):
+            raise StepError(f"{where} returned {type(loss).__name__} as the loss: return a tensor (the batch's "
+                            "mean loss, with its graph) so that backward() can run")
+        return StepOutput(_scalar(_float(loss), f"the loss of {where}"), batch_size(batch), logged=logged)
+
+
+def _scalar(loss: Any, what: str) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor):
+        raise StepError(f"{what} is a {type(loss).__name__}, not a tensor")
+    if loss.dim() != 0:
+        if loss.numel() == 1:
+            return loss.reshape(())
+        raise StepError(f"{what} has shape {tuple(loss.shape)}, not a single number: reduce it (e.g. .mean())")
+    return loss
