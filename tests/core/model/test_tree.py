@@ -155,9 +155,10 @@ def test_shared_module_flops_map_to_first_name():
     model = TiedLM()
     root = build_summary(model)
     x_shape = (2, 3)
-    # integer input: build the example by hand via the model's forward
-    with pytest.raises(InputShapeError):
-        annotate_shapes_and_flops(root, x_shape)  # float zeros into an Embedding fails clearly
+    # an embedding first: the example is int64 ids of that shape (core.model.example_input)
+    tokens = 2 * 3
+    assert annotate_shapes_and_flops(root, x_shape) == 2 * (2 * tokens * 6 * 6) + 2 * tokens * 6 * 11
+    assert root.find("embed").output_shape == (2, 3, 6) and root.output_shape == (2, 3, 11)
     # annotate with a model that takes floats: wrap the tail
     tail = nn.Sequential()
     tail.block = model.block

@@ -21,7 +21,9 @@ Counting rules
 
 FLOPs and output shapes
 -----------------------
-:func:`annotate_shapes_and_flops` runs one forward pass on a zero input under
+:func:`annotate_shapes_and_flops` runs one forward pass on an example input
+(:mod:`workbench.core.model.example_input`: zeros of the typed shape, token ids
+for an embedding model, or a real batch's input) under
 ``torch.no_grad()`` in eval mode (each module's own training flag is restored
 afterwards), with a forward hook per module for output shapes and
 ``torch.utils.flop_counter.FlopCounterMode`` for FLOPs. ``node.flops`` is
@@ -41,6 +43,7 @@ import torch
 from torch import nn
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.model.example_input import ExampleInput, example_input, model_device_dtype
 from workbench.core.formatting import (
     format_bytes,
     format_count,
@@ -496,25 +499,6 @@ def train_state(node: ModuleNode) -> int | None:
     return TRAIN_PARTIAL
 
 
-def _model_device_dtype(model: nn.Module) -> tuple[torch.device, torch.dtype]:
-    """Device of the first parameter/buffer and the first floating dtype (defaults cpu, float32)."""
-    device = None
-    dtype = None
-    for t in _first_tensors(model):
-        if device is None:
-            device = t.device
-        if dtype is None and t.is_floating_point():
-            dtype = t.dtype
-        if device is not None and dtype is not None:
-            break
-    return device or torch.device("cpu"), dtype or torch.float32
-
-
-def _first_tensors(model: nn.Module) -> Iterator[torch.Tensor]:
-    yield from model.parameters()
-    yield from model.buffers()
-
-
 def _describe_output(out) -> tuple[int, ...] | str:
     """Shape of a tensor output; for containers the first tensor's shape or a short description."""
     if isinstance(out, torch.Tensor):
@@ -539,28 +523,36 @@ def _describe_output(out) -> tuple[int, ...] | str:
 
 def annotate_shapes_and_flops(
     root: ModuleNode,
-    input_shape: Sequence[int] | str,
+    input_shape: Sequence[int] | str | None = None,
     device: str | torch.device | None = None,
     *,
     label: str | None = None,
+    example: ExampleInput | None = None,
 ) -> int:
     """Run one forward pass and fill ``output_shape`` and ``flops`` of every node.
 
-    The model runs on a zero tensor of ``input_shape`` (dtype: the model's first
-    floating dtype, float32 by default) under ``torch.no_grad()`` in eval mode;
-    every module's training flag is restored afterwards and every hook removed,
-    also when the forward fails.
+    The model runs on ``example`` when given, else on the example input of
+    :func:`workbench.core.model.example_input.example_input` for ``input_shape``:
+    a zero tensor in the model's first floating dtype (float32 by default), or
+    int64 token ids below ``num_embeddings`` for a model whose first layer is an
+    ``nn.Embedding``. It runs under ``torch.no_grad()`` in eval mode; every
+    module's training flag is restored afterwards and every hook removed, also
+    when the forward fails.
 
     Parameters
     ----------
     root : ModuleNode
         Root from :func:`build_summary`.
-    input_shape : sequence of int or str
-        ``(N, C, H, W)`` for images, or ``"1,3,224,224"``.
+    input_shape : sequence of int or str, optional
+        ``(N, C, H, W)`` for images, ``(N, L)`` token ids, or ``"1,3,224,224"``;
+        may be left out for an embedding model (ids ``(1, 16)``) or with ``example``.
     device : str or torch.device, optional
         Device of the input; default: the device of the model's parameters.
     label : str, optional
         Model name for error messages (e.g. ``"resnet18"``); default: class name.
+    example : ExampleInput, optional
+        What to call the model with (e.g. a real batch's input,
+        :func:`~workbench.core.model.example_input.from_batch`); wins over ``input_shape``.
 
     Returns
     -------
@@ -572,16 +564,25 @@ def annotate_shapes_and_flops(
     ------
     InputShapeError
         When the forward pass fails (wrong input shape, wrong channel count...).
+    ValueError
+        Neither ``example`` nor ``input_shape`` for a model without hints, or a
+        shape that is not positive integers.
     WorkbenchError
         Passed through unchanged when the model raises one (e.g. a weights-only
         tree, whose forward needs an architecture).
     """
     from torch.utils.flop_counter import FlopCounterMode
 
-    shape = parse_shape(input_shape)
     model = root.module
-    model_device, dtype = _model_device_dtype(model)
-    dev = torch.device(device) if device is not None else model_device
+    dev = torch.device(device) if device is not None else model_device_dtype(model)[0]
+    if example is None:
+        shape = parse_shape(input_shape) if input_shape is not None else None
+        example = example_input(model, shape, device=dev)
+        what = f"input shape ({','.join(str(d) for d in example.shape)})"
+    else:
+        example = example.to(dev)
+        shape = example.shape
+        what = f"example input {example.describe()}"
     by_module: dict[int, ModuleNode] = {id(n.module): n for n in root.walk()}
     shapes: dict[int, object] = {}  # filled by the hooks; written to the nodes only on success
 
@@ -594,21 +595,18 @@ def annotate_shapes_and_flops(
     counter = FlopCounterMode(display=False)
     try:
         model.eval()
-        x = torch.zeros(shape, dtype=dtype, device=dev)
         with torch.no_grad(), counter:
-            model(x)
+            example.call(model)
     except WorkbenchError:
         raise
     except Exception as exc:  # any failure inside user/torchvision forward code
         name = label or root.type_name
-        dims = ",".join(str(d) for d in shape)
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         expected = _expected_rank(model)
         if expected is not None and len(shape) != expected[0]:  # say it in the user's terms, not torch's
             first_line = f"{expected[1]} takes {expected[0]} numbers {expected[2]}, got {len(shape)}"
         raise InputShapeError(
-            f"input shape ({dims}) does not fit {name}: {first_line}; "
-            "set the input shape the model expects",
+            f"{what} does not fit {name}: {first_line}; set the input shape the model expects",
             shape,
         ) from exc
     finally:
