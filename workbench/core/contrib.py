@@ -70,7 +70,8 @@ KINDS = ("architecture", "dataset", "step", "metric", "loss", "probe")
 
 #: Workbench's own contributions: kind -> name -> ``"pkg.mod:attr"`` (imported when resolved).
 BUILTINS: dict[str, dict[str, str]] = {
-    "architecture": {"digits_cnn": "workbench.core.model.demo:DigitsCNN"},
+    "architecture": {"digits_cnn": "workbench.core.model.demo:DigitsCNN",
+                     "tabular_mlp": "workbench.core.model.tabular_mlp:tabular_mlp"},
     "dataset": {},
     "step": {},
     "metric": {},

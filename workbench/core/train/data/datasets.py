@@ -199,7 +199,7 @@ def _random_crop(xb: torch.Tensor, pad: int, shifts: torch.Tensor) -> torch.Tens
 
 
 # ---------------------------------------------------------------- datasets
-def build_datasets(cfg: DataConfig, encoded: bool = False) -> tuple[Dataset, Dataset, DataInfo]:
+def build_datasets(cfg: DataConfig, encoded: bool = False, task: str = "") -> tuple[Dataset, Dataset, DataInfo]:
     """Build the training and validation datasets of ``cfg``.
 
     Returns
@@ -229,7 +229,9 @@ def build_datasets(cfg: DataConfig, encoded: bool = False) -> tuple[Dataset, Dat
     if name == "csv":
         from workbench.core.train.data.tabular import table_datasets
 
-        return table_datasets(cfg)
+        train, val, fields = table_datasets(cfg, task=task if task in ("classification", "regression",
+                                                                      "multilabel") else "")
+        return train, val, DataInfo(**fields)
     if name not in DATASETS:
         data = user_datasets(name, cfg.kwargs)
         return data.train, data.val, _user_info(name, data)
@@ -237,7 +239,7 @@ def build_datasets(cfg: DataConfig, encoded: bool = False) -> tuple[Dataset, Dat
 
 
 def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "cpu",
-                  shard: tuple[int, int] = (0, 1)):
+                  shard: tuple[int, int] = (0, 1), task: str = ""):
     """Build ``(train_loader, val_loader, info)``.
 
     In-memory datasets (digits, fake) get :class:`TensorBatchLoader`; the others
@@ -258,7 +260,7 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
     encoded = cfg.dataset == "imagefolder" and on
     if cfg.dataset not in DATASETS:
         return _user_loaders(cfg, seed, device, shard)
-    train_ds, val_ds, info = build_datasets(cfg, encoded)
+    train_ds, val_ds, info = build_datasets(cfg, encoded, task)
     if isinstance(train_ds, TensorDataset):
         (xt, yt), (xv, yv) = train_ds.tensors, val_ds.tensors
         train = TensorBatchLoader(xt, yt, cfg.batch_size, cfg.shuffle, cfg.drop_last, seed,

@@ -30,11 +30,12 @@ from workbench.core.train.trainer.edit_log import EDITS_FILE, ReplayEdits, read_
 from workbench.core.train.entry import make_trainer, save_last
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.data.loaders import input_wait_text
+from workbench.core.train.task import specs as task_specs
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.core.train.trainer.loop import Trainer
 
-__all__ = ["train_from_toml", "lr_find_from_toml", "lr_find_dir", "model_from_config", "check_run_trust",
+__all__ = ["fill_table_model_kwargs", "train_from_toml", "lr_find_from_toml", "lr_find_dir", "model_from_config", "check_run_trust",
            "PrintProgress", "error_text"]
 
 
@@ -55,6 +56,9 @@ class PrintProgress(Callback):
         self.debug = debug
 
     def on_fit_start(self, trainer):
+        info = trainer.info
+        for note in getattr(info, "notes", None) or []:
+            self.out(f"data: {note}")
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in trainer.model.parameters())
         self.out(f"run folder: {trainer.run_dir}")
@@ -65,6 +69,9 @@ class PrintProgress(Callback):
 
     def on_epoch_end(self, trainer, m):
         acc = f"  val_acc {m['val_acc'] * 100:.1f}%" if math.isfinite(m["val_acc"]) else ""
+        acc += "".join(f"  {k} {v:.4g}" for k, v in m.items()  # the task's other metrics (val_r2, train_iou...)
+                       if k.startswith(("val_", "train_")) and k not in ("val_loss", "val_acc", "train_loss")
+                       and isinstance(v, float) and math.isfinite(v))
         self.out(f"epoch {m['epoch'] + 1}/{trainer.config.epochs}  step {m['step']}  "
                  f"train_loss {m['train_loss']:.4f}  val_loss {m['val_loss']:.4f}{acc}  "
                  f"lr {m['lr']:.3g}  {m['samples_per_s']:.0f} samples/s  {m['epoch_time']:.1f} s"
@@ -192,9 +199,10 @@ def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
     Raises
     ------
     TrustRequired
-        The run file's ``[model] arch``, or the ``arch`` entry of the checkpoint
-        it starts from, names code that is not a registered architecture, or
-        that checkpoint is a pickle needing trust. Nothing it names ran.
+        The run file's ``[model] arch``, its dataset, step, loss or metric specs
+        (:func:`workbench.core.train.task.specs.check_trust`), or the ``arch``
+        entry of the checkpoint it starts from, names code that is not
+        registered, or that checkpoint is a pickle needing trust. Nothing it named ran.
     CheckpointError
         The starting checkpoint cannot be read (corrupt, unreadable).
     """
@@ -202,9 +210,11 @@ def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
 
     path = Path(path)
     try:
-        mc = TrainConfig.from_toml(path).model
+        cfg = TrainConfig.from_toml(path)
     except (OSError, ValueError, TypeError):
         return
+    task_specs.check_trust(cfg, path, trust=trust)
+    mc = cfg.model
     if mc.arch:
         ArchSpec.from_file({"name": mc.arch, "kwargs": mc.kwargs}, path, trust=trust)
     start_path = start_file(mc, path.parent)
@@ -213,6 +223,27 @@ def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
     ckpt = read_checkpoint(start_path, trust=trust)  # a pickle needing trust is refused here too
     if not mc.arch and ckpt.metadata.arch:
         ArchSpec.from_file(ckpt.metadata.arch, ckpt.path, trust=trust)
+
+
+def fill_table_model_kwargs(cfg: TrainConfig) -> None:
+    """``[model] arch = "tabular_mlp"`` without ``in_features``: its sizes from the data (the features, the outputs).
+
+    The table is read once more than the run itself reads it (1M rows x 20 columns:
+    ~1.7 s here); ``cfg.model.kwargs`` then records the sizes, so the run.toml the
+    run writes builds the same model without reading the data first.
+
+    Raises
+    ------
+    DataError
+        The table cannot be read.
+    """
+    if cfg.model.arch != "tabular_mlp" or "in_features" in cfg.model.kwargs:
+        return
+    from workbench.core.train.data.datasets import build_datasets
+
+    _, _, info = build_datasets(cfg.data, task=cfg.task.kind)
+    outputs = int(info.num_classes) or int(info.target_shape[0] if info.target_shape else 1)
+    cfg.model.kwargs = {**cfg.model.kwargs, "in_features": int(info.input_shape[0]), "num_outputs": outputs}
 
 
 def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callbacks=(), *,
@@ -239,6 +270,11 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
         out(error_line(f"{path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}"))
         return None
     try:
+        task_specs.check_trust(cfg, path, trust=trust)  # before anything the file names is imported
+        task_specs.pin(cfg, path.parent)  # its file specs resolve against the run file's folder
+        for line in task_specs.changed_files(cfg):
+            out(f"note: {line}: the replay runs the file as it is now")
+        fill_table_model_kwargs(cfg)
         model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         # the same entry point as the window's training process (core.train.launch.child.run_job)

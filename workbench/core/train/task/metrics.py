@@ -5,8 +5,9 @@ Built-in metrics by name (the column each writes into ``metrics.csv``, with the
 
 * classification: ``accuracy`` (``val_acc``: the name earlier runs used), ``top5``;
 * regression: ``mae``, ``rmse``, ``r2`` (coefficient of determination,
-  ``1 - SS_res / SS_tot`` over every target element, as
-  ``sklearn.metrics.r2_score`` with ``multioutput="variance_weighted"``);
+  ``1 - SS_res / SS_tot`` with ``SS_tot`` about each target column's mean and
+  both summed over the columns: ``sklearn.metrics.r2_score`` with
+  ``multioutput="variance_weighted"``);
 * multi-label: ``f1`` (micro-averaged at logit 0, i.e. probability 0.5) and
   ``map`` (mean average precision over labels: torchmetrics'
   ``MultilabelAveragePrecision``, when torchmetrics is installed).
@@ -126,15 +127,21 @@ class TopK(_Sums):
 
 
 def _regression_pair(output, target):
+    """``(N, k)`` float64 views of the output and the target (None when their sizes differ)."""
     if not isinstance(output, torch.Tensor) or not isinstance(target, torch.Tensor):
         return None
-    if target.numel() != output.numel():
+    if target.numel() != output.numel() or output.dim() == 0:
         return None
-    return output.detach().double().reshape(-1), target.detach().double().reshape(-1)
+    n = output.shape[0]
+    return output.detach().double().reshape(n, -1), target.detach().double().reshape(n, -1)
 
 
 class _Regression(_Sums):
-    """Sums of errors and targets over every target element."""
+    """Sums of errors over every target element, and per target column (``t``, ``tt``) for ``SS_tot``."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = 0
 
     def update(self, output, target, n):
         pair = _regression_pair(output, target)
@@ -143,8 +150,10 @@ class _Regression(_Sums):
             return
         o, t = pair
         d = o - t
-        self.add(abs=d.abs().sum(), sq=(d * d).sum(), t=t.sum(), tt=(t * t).sum())
-        self.count += 0 if self.count < 0 else int(t.numel())
+        self.add(abs=d.abs().sum(), sq=(d * d).sum(), t=t.sum(0), tt=(t * t).sum(0))
+        if self.count >= 0:
+            self.count += int(t.numel())
+            self.rows += int(t.shape[0])
 
 
 class MAE(_Regression):
@@ -171,9 +180,10 @@ class R2(_Regression):
     name = "r2"
 
     def compute(self):
-        if self.count <= 1:
+        if self.count <= 1 or self.rows <= 1:
             return math.nan
-        ss_tot = self.get("tt") - self.get("t") ** 2 / self.count
+        t, tt = self.sums["t"], self.sums["tt"]
+        ss_tot = float((tt - t * t / self.rows).sum().item())
         return 1.0 - self.get("sq") / ss_tot if ss_tot > 0 else math.nan
 
 

@@ -81,6 +81,9 @@ def _sha256(path: Path) -> str:
 def pin(cfg: TrainConfig, base: str | Path) -> None:
     """Make ``cfg``'s file specs absolute (resolved against ``base``) and record each file's SHA-256.
 
+    A relative CSV ``[data] root`` that names a file in ``base`` becomes absolute too
+    (an example folder holds its run.toml and its table side by side).
+
     Idempotent: an absolute spec stays, a hash already recorded is kept (so a
     replay keeps the hash of the original run and :func:`changed_files` can
     compare). A missing file is left for the step that imports it to report.
@@ -97,6 +100,9 @@ def pin(cfg: TrainConfig, base: str | Path) -> None:
 
     if cfg.data.dataset not in DATASETS:
         cfg.data.dataset = absolute(cfg.data.dataset)
+    root = Path(cfg.data.root).expanduser() if cfg.data.dataset == "csv" and cfg.data.root else None
+    if root is not None and not root.is_absolute() and (base / root).is_file():  # a table beside the run file
+        cfg.data.root = str((base / root).resolve())
     t = cfg.task
     t.step = absolute(t.step) if t.step else t.step
     t.validation_step = absolute(t.validation_step) if t.validation_step else t.validation_step

@@ -431,7 +431,8 @@ class Trainer:
 
             self.data_note = fit_channels_to_model(cfg.data, self.model)
             self.train_loader, self.val_loader, self.info = build_loaders(cfg.data, seed=cfg.seed, device=self.device,
-                                                                          shard=(self.rank, self.world_size))
+                                                                          shard=(self.rank, self.world_size),
+                                                                          task=cfg.task.kind)
             self.loader_note = getattr(getattr(self.train_loader, "settings", None), "note", None)
             for loader in (self.train_loader, self.val_loader):
                 if isinstance(loader, TensorBatchLoader) and self.device.type != "cpu":
