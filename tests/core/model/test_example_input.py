@@ -136,3 +136,13 @@ def test_an_example_that_does_not_fit_names_what_it_holds():
     assert str(info.value).startswith("example input input_ids=(2, 3) float32 does not fit dicty:")
     assert info.value.input_shape == (2, 3)
     assert model.training and not any(m._forward_hooks for m in model.modules())
+
+
+def test_the_warm_up_of_an_embedding_model_takes_its_hinted_shape():
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.launch.process import make_warm_up
+
+    config = TrainConfig(data=DataConfig(dataset="digits", batch_size=4))
+    assert make_warm_up(tiny_transformer(), config, None)["input_shape"] == [16]
+    assert make_warm_up(tiny_transformer(), config, (1, 32))["input_shape"] == [32]
+    assert make_warm_up(DigitsCNN(), config, None) is None  # no hint, no typed shape: nothing to warm

@@ -196,6 +196,20 @@ def test_random_input_rejects_bad_shapes():
         random_input((0, 3))
 
 
+def test_random_input_for_an_embedding_model_is_token_ids_and_the_probe_runs():
+    class Mean(nn.Module):
+        def forward(self, x):
+            return x.mean(dim=1)
+
+    model = nn.Sequential(nn.Embedding(100, 32), nn.TransformerEncoderLayer(32, 4, 64, batch_first=True),
+                          Mean(), nn.Linear(32, 3))
+    x = random_input((4, 16), model=model)
+    assert x.dtype == torch.int64 and tuple(x.shape) == (4, 16) and 0 <= int(x.min()) and int(x.max()) < 100
+    assert random_input((4, 16), model=nn.Linear(16, 2)).dtype == torch.float32
+    stats = probe_batch(model, x, ["0", "3"])
+    assert stats["0"].shape == (4, 16, 32) and stats["3"].shape == (4, 3)
+
+
 def test_constant_and_all_nonfinite_outputs():
     model = nn.Identity()
     with ActivationProbe(model) as probe:

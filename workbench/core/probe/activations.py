@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from workbench.core.model.example_input import example_input, token_embedding
 from workbench.core.probe.stats import (
     DEFAULT_BINS,
     N_SCALARS,
@@ -486,8 +487,25 @@ def model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def random_input(input_shape: Sequence[int], device="cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """A standard-normal batch of shape ``input_shape`` (e.g. ``(N, C, H, W)``).
+def random_input(
+    input_shape: Sequence[int], device="cpu", dtype: torch.dtype = torch.float32, *, model: nn.Module | None = None
+) -> torch.Tensor:
+    """A random batch of shape ``input_shape``: the probes' "random data".
+
+    Standard-normal values of ``dtype`` (e.g. ``(N, C, H, W)`` images), or, for a
+    ``model`` whose first layer is an ``nn.Embedding``, int64 token ids ``(N, L)``
+    below its ``num_embeddings`` -- the rule of
+    :func:`workbench.core.model.example_input.example_input`. Drawn from the global RNG.
+
+    Parameters
+    ----------
+    input_shape : sequence of int
+        With the batch dimension first.
+    device : str or torch.device
+    dtype : torch.dtype
+        Of a float batch; ids are always int64.
+    model : nn.Module, optional
+        The model the batch is for (its hints choose ids or floats).
 
     Raises
     ------
@@ -497,6 +515,8 @@ def random_input(input_shape: Sequence[int], device="cpu", dtype: torch.dtype = 
     shape = tuple(int(d) for d in input_shape)
     if not shape or any(d <= 0 for d in shape):
         raise ValueError(f"probe batch: input shape {shape} must be non-empty with positive sizes")
+    if model is not None and token_embedding(model) is not None:
+        return example_input(model, shape, fill="randn", device=device, seed=None).args[0]
     return torch.randn(shape, device=device, dtype=dtype)
 
 

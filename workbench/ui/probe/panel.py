@@ -54,6 +54,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.model.example_input import default_input_shape
 from workbench.core.probe.activations import ActivationStats, dataset_batch, random_input
 from workbench.core.probe.cadence import CadencePlan, describe_plan, describe_setting
 from workbench.core.probe.callback import ProbeCallback, ProbeReport
@@ -569,11 +570,12 @@ class ProbesPanel(QWidget):
             if data_cfg is None:
                 return None, "no training settings to take the dataset from"
             return (lambda: dataset_batch(data_cfg, n)), None
-        shape = self.session.input_shape
+        model = self.session.model
+        shape = self.session.input_shape or (default_input_shape(model) if model is not None else None)
         if not shape:
             return None, "set an input shape first (e.g. 1,3,224,224 above the tree)"
         shape = (n, *tuple(shape)[1:])
-        return (lambda: random_input(shape)), None
+        return (lambda: random_input(shape, model=model)), None
 
     def _after_probes_changed(self) -> None:
         self._callback.set_probed(self._probed)

@@ -37,6 +37,7 @@ from torch import nn
 from workbench.core.contrib import FILE_MODULE_PREFIX
 from workbench.core.errors import WorkbenchError
 from workbench.core.model.checkpoint import to_bytes
+from workbench.core.model.example_input import default_input_shape
 from workbench.core.train.launch.child import serve
 
 __all__ = ["TrainingProcess", "RemoteControl", "ModelNotPortable", "encode_model", "callback_spec", "make_job",
@@ -152,15 +153,20 @@ def make_warm_up(model: nn.Module, config, input_shape) -> dict | None:
         The window's model.
     config : TrainConfig
         The settings the next run will likely use (device, optimizer, AMP, batch size).
-    input_shape : tuple of int
+    input_shape : tuple of int or None
         The model's input shape with a batch dimension, ``(N, C, H, W)``; N is replaced by the batch size.
+        None takes the model's own hint (:func:`workbench.core.model.example_input.default_input_shape`:
+        ``(1, 16)`` token ids for a model whose first layer is an ``nn.Embedding``).
 
     Returns
     -------
     dict or None
         None when there is nothing to warm: no input shape, a device other than
         the CPU, a model larger than :data:`WARM_MAX_BYTES`, or one that cannot cross.
+        ``input_shape`` is one sample's shape (an embedding model's batch is int64 ids:
+        :func:`workbench.core.model.example_input.example_input` on the process's copy).
     """
+    input_shape = input_shape or default_input_shape(model)
     if not input_shape or len(input_shape) < 2 or not str(config.device).startswith("cpu"):
         return None
     size = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
