@@ -241,26 +241,37 @@ class MeanAveragePrecision(Metric):
         return float(multilabel_average_precision(scores, targets, num_labels=scores.shape[1]))
 
 
-class Mean(_Sums):
-    """The sample-weighted mean of a number per batch (a user metric, or a value a step returns)."""
+class Mean(Metric):
+    """The sample-weighted mean of a number per batch (a user metric, or a value a step returns).
+
+    The values are kept as they come (0-d tensors stay on their device) and summed
+    once in :meth:`compute`: one ``detach`` per step instead of several small ops.
+    """
 
     def __init__(self, name: str, fn: Callable[[Any, Any], Any] | None = None):
-        super().__init__()
         self.name = name
         self.fn = fn
+        self.values: list = []
+        self.weights: list[int] = []
 
     def update(self, output, target, n):
         self.add_value(self.fn(output, target), n)
 
     def add_value(self, value: Any, n: int) -> None:
-        """Add a batch's ``value`` (a number or a 0-d tensor) for its ``n`` samples."""
-        if isinstance(value, torch.Tensor):
-            value = value.detach().float().mean()
-        self.add(total=value * n)
-        self.count += int(n)
+        """Add a batch's ``value`` (a number or a tensor, averaged) for its ``n`` samples."""
+        self.values.append(value.detach() if isinstance(value, torch.Tensor) else float(value))
+        self.weights.append(int(n))
 
     def compute(self):
-        return self.get("total") / self.count if self.count > 0 else math.nan
+        total = sum(self.weights)
+        if total == 0:
+            return math.nan
+        values = [v.double().mean() if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=torch.float64)
+                  for v in self.values]
+        stacked = torch.stack([v.cpu() for v in values]) if len({v.device for v in values}) > 1 \
+            else torch.stack(values)
+        weights = torch.tensor(self.weights, dtype=torch.float64, device=stacked.device)
+        return float((stacked * weights).sum().item()) / total
 
 
 BUILTIN_METRICS: dict[str, Callable[[], Metric]] = {
