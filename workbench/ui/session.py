@@ -16,6 +16,8 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, Signal
 from torch import nn
 
+from workbench.core.model.example_input import default_input_shape
+
 __all__ = ["Session"]
 
 
@@ -31,7 +33,8 @@ class Session(QObject):
     checkpoint : Checkpoint or None
         The file it was opened from (None for the demo and new models).
     input_shape : tuple of int or None
-        Example input, e.g. ``(1, 1, 8, 8)``, that filled Output shape and FLOPs.
+        Example input, e.g. ``(1, 1, 8, 8)``, that filled Output shape and FLOPs
+        (``(N, L)`` int64 token ids for an embedding model).
     source : str
         What the status bar says about the model, e.g. ``"resnet18.pt · state_dict"``.
     edits : list of dict
@@ -117,9 +120,15 @@ class Session(QObject):
 
     # ------------------------------------------------------------------ the model
     def set_model(self, model: nn.Module, spec=None, checkpoint=None, input_shape=None, source: str = "") -> None:
-        """Show another model: forget edits, badges and probes; emit ``modelChanged``."""
+        """Show another model: forget edits, badges and probes; emit ``modelChanged``.
+
+        Without an ``input_shape`` the model's own hint is taken
+        (:func:`workbench.core.model.example_input.default_input_shape`: ``(1, 16)``
+        token ids for a model whose first layer is an ``nn.Embedding``).
+        """
         self.model, self.arch_spec, self.checkpoint = model, spec, checkpoint
-        self.input_shape = tuple(input_shape) if input_shape else None
+        hinted = default_input_shape(model) if model is not None else None
+        self.input_shape = tuple(input_shape) if input_shape else hinted
         self.source = source
         self.edits = []
         self.badges = {}

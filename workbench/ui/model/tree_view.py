@@ -125,7 +125,8 @@ class ModelTreeWidget(QWidget):
         self.filter_edit = QLineEdit(objectName="filterEdit", placeholderText="Filter: name or type (layer4, Conv2d)")
         self.filter_edit.setClearButtonEnabled(True)
         self.input_shape_edit = QLineEdit(objectName="inputShapeEdit", placeholderText="Input shape, e.g. 1,3,224,224")
-        self.input_shape_edit.setToolTip("Input shape (N, C, H, W): fills Output shape and FLOPs. Press Enter.")
+        self.input_shape_edit.setToolTip("Input shape (N, C, H, W), or (N, L) token ids for a model that starts "
+                                         "with an embedding: fills Output shape and FLOPs. Press Enter.")
         self.proxy = TreeFilterProxy(self)
         self.view = self._make_view()
         self._build_layout()
