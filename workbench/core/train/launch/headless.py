@@ -35,7 +35,7 @@ from workbench.core.train.task import specs as task_specs
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.core.train.trainer.loop import Trainer
 
-__all__ = ["fill_table_model_kwargs", "train_from_toml", "lr_find_from_toml", "lr_find_dir", "model_from_config", "check_run_trust",
+__all__ = ["settle_run_file", "fill_table_model_kwargs", "train_from_toml", "lr_find_from_toml", "lr_find_dir", "model_from_config", "check_run_trust",
            "PrintProgress", "error_text"]
 
 
@@ -225,6 +225,28 @@ def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
         ArchSpec.from_file(ckpt.metadata.arch, ckpt.path, trust=trust)
 
 
+def settle_run_file(cfg: TrainConfig, path: Path, *, trust: bool, out: Callable[[str], Any] | None = None) -> None:
+    """What a run file's task and data settings need before its model is built (every rank does it).
+
+    The trust rule on the code it names (nothing imported before), its file specs
+    made absolute against the file's folder with their hashes, a note through
+    ``out`` for each file changed since the run that wrote it, and the table's
+    sizes for ``tabular_mlp`` (:func:`fill_table_model_kwargs`).
+
+    Raises
+    ------
+    TrustRequired
+        It names unregistered code and ``trust`` is False.
+    DataError
+        The table cannot be read.
+    """
+    task_specs.check_trust(cfg, path, trust=trust)
+    task_specs.pin(cfg, path.parent)
+    for line in task_specs.changed_files(cfg) if out is not None else ():
+        out(f"note: {line}: the replay runs the file as it is now")
+    fill_table_model_kwargs(cfg)
+
+
 def fill_table_model_kwargs(cfg: TrainConfig) -> None:
     """``[model] arch = "tabular_mlp"`` without ``in_features``: its sizes from the data (the features, the outputs).
 
@@ -270,11 +292,7 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
         out(error_line(f"{path}: device = {cfg.device!r} is not available here; available: {', '.join(available)}"))
         return None
     try:
-        task_specs.check_trust(cfg, path, trust=trust)  # before anything the file names is imported
-        task_specs.pin(cfg, path.parent)  # its file specs resolve against the run file's folder
-        for line in task_specs.changed_files(cfg):
-            out(f"note: {line}: the replay runs the file as it is now")
-        fill_table_model_kwargs(cfg)
+        settle_run_file(cfg, path, trust=trust, out=out)
         model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         # the same entry point as the window's training process (core.train.launch.child.run_job)

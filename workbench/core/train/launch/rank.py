@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int
     from workbench.core.gc_freeze import freeze_startup_objects
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.entry import make_trainer, save_last
-    from workbench.core.train.launch.headless import PrintProgress, model_from_config
+    from workbench.core.train.launch.headless import PrintProgress, model_from_config, settle_run_file
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--job"]:
@@ -369,6 +369,7 @@ def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int
         callbacks.append(PrintProgress(lambda line: print(line, flush=True)))
     reason = "error"
     try:
+        settle_run_file(cfg, path, trust=trust, out=(lambda line: print(line, flush=True)) if rank == 0 else None)
         model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         trainer = make_trainer(model, cfg, callbacks, arch, resume=resume)
