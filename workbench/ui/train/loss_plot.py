@@ -6,7 +6,9 @@ One :class:`TrainingPlots` widget holds three pyqtgraph plots:
   its EMA (smoothing slider), the validation loss per epoch and a marker on the best
   epoch (lowest validation loss). Each freeze change applied by the trainer is a
   vertical line with a label.
-* ``accuracyPlot``: validation accuracy per epoch, best epoch as a vertical line.
+* ``accuracyPlot``: one validation metric per epoch, picked in ``valMetricCombo`` from
+  every ``val_*`` / ``train_*`` metric the run reports (accuracy by default, R² for a
+  regression), and the run's best epoch (its ``best`` flag) as a vertical line.
 * ``lrPlot``: learning rate per step.
 
 Data arrive as numpy arrays / floats (never tensors) through :meth:`add_steps` and
@@ -44,6 +46,7 @@ from workbench.core.probe.cadence import SPARSE_POINTS
 from workbench.ui.curve_colors import CURVE_COLORS as _C
 from workbench.ui.plot_buffer import PlotBuffer
 from workbench.ui.plot_legend import legend_above
+from workbench.ui.train.epoch_metrics import EpochMetrics, is_unit_metric, metric_keys, metric_label, preferred_metric
 from workbench.ui.train.follow_range import FollowRange
 from workbench.ui.train.grad_norm_overlay import GradNormOverlay
 
@@ -54,6 +57,9 @@ STEP_COLUMNS = ("step", "epoch", "time", "loss", "ema", "lr")
 #: Step curves of fewer points than this draw a marker on each (a short run's few steps are not a trend line).
 SPARSE_STEPS = SPARSE_POINTS
 EPOCH_COLUMNS = ("step", "epoch", "time", "val_loss", "val_acc", "train_loss")
+#: Room above the small plots' views, pixels: their top tick label ("1.0", "0.0015") is centred on the
+#: view's top edge, and half of it was cut off by the widget's edge.
+TOP_PAD_PX = 8
 
 
 def _forward_fill(y: np.ndarray, start: float) -> np.ndarray:
@@ -154,6 +160,11 @@ class TrainingPlots(QWidget):
         self.setObjectName("trainingPlots")
         self.steps = PlotBuffer(STEP_COLUMNS, capacity=4096)
         self.epochs = PlotBuffer(EPOCH_COLUMNS, capacity=64)
+        #: every named epoch metric (``val_r2``, a user step's ``train_tokens``...), aligned with :attr:`epochs`
+        self.metrics = EpochMetrics()
+        self._metric = "val_acc"  # shown on the accuracy plot
+        self._metric_pinned = False  # the user picked it: new names do not change it
+        self._filling_combo = False
         self._ema = EmaFilter(0.6)
         self._markers: list[tuple[float, float, float, str, pg.InfiniteLine]] = []
         self._dirty = False
@@ -197,6 +208,7 @@ class TrainingPlots(QWidget):
         self.acc_curve.setSkipFiniteCheck(False)
         self.accuracy_plot.getPlotItem().setYRange(0.0, 1.0, padding=0.02)
         self.accuracy_plot.getPlotItem().enableAutoRange(axis="y", enable=False)
+        self._y_range = (0.0, 1.0)
         self.best_line = pg.InfiniteLine(
             angle=90, movable=False, pen=pg.mkPen(_C["best"], width=1, style=Qt.PenStyle.DashLine),
             label="best", labelOpts={"position": 0.1, "color": _C["best"]},
@@ -210,6 +222,9 @@ class TrainingPlots(QWidget):
         self.lr_plot = _plot("lrPlot", "learning rate", "step")
         self.lr_curve = self.lr_plot.getPlotItem().plot(name="lr", pen=pg.mkPen(_C["lr"], width=1))
         self.lr_curve.setSkipFiniteCheck(False)
+        for plot in (self.accuracy_plot, self.lr_plot):  # the top tick label whole (the loss plot has its legend)
+            left, _, right, bottom = plot.getPlotItem().layout.getContentsMargins()
+            plot.getPlotItem().layout.setContentsMargins(left, TOP_PAD_PX, right, bottom)
         # the step plots' views move in steps, not at every refresh (see follow_range.py)
         self.loss_range = FollowRange(self.loss_plot)
         self.lr_range = FollowRange(self.lr_plot)
@@ -240,6 +255,13 @@ class TrainingPlots(QWidget):
         self.png_button.setToolTip("Export the plots as a PNG image")
         self.csv_button.clicked.connect(self._on_export_csv)
         self.png_button.clicked.connect(self._on_export_png)
+        self.metric_combo = QComboBox()
+        self.metric_combo.setObjectName("valMetricCombo")
+        self.metric_combo.setToolTip("The metric of the lower-left plot, per epoch: every val_* and train_* "
+                                     "metric the run reports (as in metrics.csv)")
+        self.metric_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.metric_combo.addItem(self._metric, self._metric)
+        self.metric_combo.currentIndexChanged.connect(self._on_metric_changed)
 
     def _layout(self) -> None:
         controls = QHBoxLayout()
@@ -253,7 +275,7 @@ class TrainingPlots(QWidget):
         controls.addWidget(self.csv_button)
         controls.addWidget(self.png_button)
         lower = QSplitter(Qt.Orientation.Horizontal)
-        lower.addWidget(self.accuracy_plot)
+        lower.addWidget(self._metric_pane())
         lower.addWidget(self.lr_plot)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.loss_plot)
@@ -265,11 +287,28 @@ class TrainingPlots(QWidget):
         layout.addLayout(controls)
         layout.addWidget(split, 1)
 
+    def _metric_pane(self) -> QWidget:
+        """The accuracy plot under its metric picker (``valMetricPane``)."""
+        pane = QWidget(objectName="valMetricPane")
+        row = QHBoxLayout()
+        row.setContentsMargins(4, 0, 0, 0)
+        row.addWidget(QLabel("per epoch:"))
+        row.addWidget(self.metric_combo)
+        row.addStretch(1)
+        column = QVBoxLayout(pane)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addLayout(row)
+        column.addWidget(self.accuracy_plot, 1)
+        return pane
+
     # ------------------------------------------------------------------ data
     def clear(self) -> None:
         """Forget all data and markers (a new run starts)."""
         self.steps.clear()
         self.epochs.clear()
+        self.metrics.clear()
+        self._fill_metric_combo()
         self._ema.reset()
         for *_, line in self._markers:
             self.loss_plot.removeItem(line)
@@ -312,9 +351,25 @@ class TrainingPlots(QWidget):
         self.steps.append_many({k: np.atleast_1d(v) for k, v in cols.items()})
         self._dirty = True
 
-    def add_epoch(self, epoch, step, val_loss=None, val_acc=None, train_loss=None, time=None) -> None:
-        """Append one epoch's validation metrics (``epoch`` = epochs completed, e.g. 1.0)."""
+    def add_epoch(self, epoch, step, val_loss=None, val_acc=None, train_loss=None, time=None,
+                  metrics: dict | None = None, best: bool | None = None) -> None:
+        """Append one epoch's validation metrics (``epoch`` = epochs completed, e.g. 1.0).
+
+        Parameters
+        ----------
+        metrics : dict, optional
+            Every other number of the epoch (``val_r2``, ``train_tokens``...; only ``val_*`` and
+            ``train_*`` keys are kept): each becomes a choice of ``valMetricCombo`` when it first arrives.
+        best : bool, optional
+            The run's own ``best`` flag of this epoch (its monitor metric improved); the "best" marks
+            follow it. Without it (None on every row) the best epoch is the lowest validation loss.
+        """
         nan = float("nan")
+        values = metric_keys(metrics or {})
+        if val_acc is not None:
+            values.setdefault("val_acc", float(val_acc))
+        if self.metrics.add_row(values, best):
+            self._fill_metric_combo()
         self.epochs.append(
             epoch=epoch, step=step, time=nan if time is None else time,
             val_loss=nan if val_loss is None else val_loss,
@@ -360,7 +415,9 @@ class TrainingPlots(QWidget):
         return [entry[-1] for entry in self._markers]
 
     def best_epoch(self) -> int | None:
-        """Index of the epoch with the lowest finite validation loss, or None."""
+        """Row of the best epoch: the last the run flagged ``best``, else the lowest finite validation loss; or None."""
+        if self.metrics.says_best():
+            return self.metrics.last_best()
         v = self.epochs["val_loss"]
         finite = np.isfinite(v)
         return int(np.argmin(np.where(finite, v, np.inf))) if finite.any() else None
@@ -376,6 +433,74 @@ class TrainingPlots(QWidget):
             return None
         completed = self.epochs["epoch"][best]
         return int(round(completed)) if np.isfinite(completed) else best + 1
+
+    # ------------------------------------------------------------------ the picked metric
+    def shown_metric(self) -> str:
+        """The metric the accuracy plot shows (``"val_acc"``, ``"val_r2"``...)."""
+        return self._metric
+
+    def metric_names(self) -> list[str]:
+        """The choices of ``valMetricCombo``, in order."""
+        return [self.metric_combo.itemData(i) for i in range(self.metric_combo.count())]
+
+    def set_metric(self, name: str) -> None:
+        """Show ``name`` on the accuracy plot (as choosing it in ``valMetricCombo`` does); a name the run has
+        not reported yet is added to the choices and drawn once it arrives."""
+        index = self.metric_combo.findData(name)
+        if index < 0:
+            self.metric_combo.addItem(name, name)
+            index = self.metric_combo.count() - 1
+        self.metric_combo.setCurrentIndex(index)
+
+    def metric_values(self) -> np.ndarray:
+        """The picked metric per epoch row (NaN where the run did not report it)."""
+        return self.metrics[self._metric]
+
+    def _fill_metric_combo(self) -> None:
+        """The combo lists every metric seen (the picked one kept); unpinned, it shows :func:`preferred_metric`."""
+        names = self.metrics.names()
+        if not self._metric_pinned:
+            self._metric = preferred_metric(names, self.metrics.has_value) or self._metric
+        shown = [n for n in names if self.metrics.has_value(n) or n == self._metric]
+        if self._metric not in shown:
+            shown.insert(0, self._metric)
+        if shown == self.metric_names():
+            return
+        self._filling_combo = True
+        try:
+            self.metric_combo.clear()
+            for name in shown:
+                self.metric_combo.addItem(name, name)
+            self.metric_combo.setCurrentIndex(shown.index(self._metric))
+        finally:
+            self._filling_combo = False
+        self._on_metric_shown()
+
+    def _on_metric_changed(self, index: int) -> None:
+        if self._filling_combo or index < 0:
+            return
+        self._metric = self.metric_combo.itemData(index)
+        self._metric_pinned = True
+        self._on_metric_shown()
+        self.refresh_epochs()  # also after a run, when no redraw tick runs
+
+    def _on_metric_shown(self) -> None:
+        self.accuracy_plot.getPlotItem().setLabel("left", metric_label(self._metric))
+        self._epochs_pending = list(dict.fromkeys([*self._epochs_pending, "accuracy"]))
+
+    def _fit_metric_y(self, y: np.ndarray) -> None:
+        """y of the accuracy plot: 0..1 for accuracy-like metrics, else the data with 10 % room (set per epoch,
+        so a still view between epochs)."""
+        finite = y[np.isfinite(y)]
+        if is_unit_metric(self._metric) or not finite.size:
+            lo, hi = 0.0, 1.0
+        else:
+            lo, hi = float(finite.min()), float(finite.max())
+            span = max(hi - lo, abs(hi) * 0.1, 1e-6)
+            lo, hi = lo - 0.1 * span, hi + 0.1 * span
+        if (lo, hi) != self._y_range:
+            self._y_range = (lo, hi)
+            self.accuracy_plot.getPlotItem().setYRange(lo, hi, padding=0.02)
 
     # ------------------------------------------------------------------ drawing
     def refresh(self, force: bool = False) -> None:
@@ -421,7 +546,9 @@ class TrainingPlots(QWidget):
             else:
                 self.best_marker.setData([xe[best]], [self.epochs["val_loss"][best]])
         if "accuracy" in parts:
-            self.acc_curve.setData(xe, self.epochs["val_acc"])
+            y = self.metric_values()
+            self.acc_curve.setData(xe, y)
+            self._fit_metric_y(y)
             if best is None:
                 self.best_line.setVisible(False)
             else:
@@ -546,19 +673,24 @@ class TrainingPlots(QWidget):
         """Write every curve to ``path`` as CSV: one row per step, then one per epoch.
 
         Columns: ``kind`` (``step`` | ``epoch``), step, epoch, time_s, loss, loss_ema,
-        lr, val_loss, val_acc. Returns the path written.
+        lr, val_loss, val_acc, then every other epoch metric the run reported (``val_r2``,
+        ``train_tokens``...) in the order they arrived. Returns the path written.
         """
         path = Path(path)
         header = ["kind", "step", "epoch", "time_s", "loss", "loss_ema", "lr", "val_loss", "val_acc"]
+        extra = [n for n in self.metrics.names() if n not in header]
+        header += extra
         s, e = self.steps, self.epochs
         buf = io.StringIO()
         out = csv.writer(buf)
         out.writerow(header)
         for i in range(len(s)):
-            out.writerow(["step", *(_fmt(s[c][i]) for c in ("step", "epoch", "time", "loss", "ema", "lr")), "", ""])
+            out.writerow(["step", *(_fmt(s[c][i]) for c in ("step", "epoch", "time", "loss", "ema", "lr")), "", "",
+                          *([""] * len(extra))])
+        columns = [self.metrics[n] for n in extra]
         for i in range(len(e)):
             out.writerow(["epoch", *(_fmt(e[c][i]) for c in ("step", "epoch", "time", "train_loss")), "", "",
-                          _fmt(e["val_loss"][i]), _fmt(e["val_acc"][i])])
+                          _fmt(e["val_loss"][i]), _fmt(e["val_acc"][i]), *(_fmt(c[i]) for c in columns)])
         return atomic_write_text(path, buf.getvalue())
 
     def export_png(self, path) -> Path:

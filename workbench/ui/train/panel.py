@@ -48,6 +48,7 @@ from workbench.core.train.trainer.control import NONFINITE_ACTIONS
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
+from workbench.ui.train.code_confirm import confirm_file_code
 from workbench.ui.train.collapsible import CollapsibleSection, compact_form
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.lr_find_dialog import LRFinder
@@ -405,6 +406,10 @@ class TrainingPanel(QWidget):
             self._fill_config(config)
         except Exception as exc:  # noqa: BLE001 - a setting the user can fix
             self.prompts.training_error(f"Cannot start training: {exc}")
+            return False
+        refused = confirm_file_code(self.settings, config, self.prompts)
+        if refused is not None:
+            self._status(refused, 15000)
             return False
         resume = self._resume_source()
         if resume is not None and not self._extend_finished_run(config):

@@ -88,7 +88,11 @@ class PlotFeed:
         return float(np.asarray(t)[-1]), int(step[-1])
 
     def add_epoch(self, m: dict) -> None:
-        """Add an ``EpochEnded`` row (``epoch`` 0-based, ``step``, ``train_loss``, ``val_loss``, ``val_acc``, ``time``)."""
+        """Add an ``EpochEnded`` row (``epoch`` 0-based, ``step``, ``train_loss``, ``val_loss``, ``val_acc``, ``time``).
+
+        Every other ``val_*`` / ``train_*`` number (``val_r2``, a user step's ``train_tokens``) goes to the
+        plots' metric picker, and the run's ``best`` flag places the "best" marks.
+        """
         def num(*keys):
             for k in keys:
                 v = m.get(k)
@@ -105,6 +109,7 @@ class PlotFeed:
             completed, num("step") or self.plots.steps.last("step", 0.0),
             val_loss=num("val_loss"), val_acc=num("val_acc", "val_accuracy"),
             train_loss=num("train_loss"), time=num("time_s", "time") or self.elapsed(),
+            metrics=m, best=bool(m["best"]) if isinstance(m.get("best"), (bool, int, np.bool_)) else None,
         )
 
     def mark(self, command, step: float, epoch: float) -> None:

@@ -31,9 +31,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.train.config import DataConfig, TrainConfig, format_unfreeze, parse_unfreeze
+from workbench.core.train.config import DataConfig, TaskConfig, TrainConfig, format_unfreeze, parse_unfreeze
 from workbench.core.train.data.loaders import loader_settings
 from workbench.ui.train.collapsible import CollapsibleSection, compact_form
+from workbench.ui.train.data_source import SPEC, DataSourceFields
+from workbench.ui.train.task_fields import TaskFields
 
 #: (label, DataConfig.channels).
 CHANNELS = [("Keep", "keep"), ("Grayscale (1)", "grayscale"), ("RGB (3)", "rgb")]
@@ -49,7 +51,11 @@ DATASETS = [
     ("CIFAR10", "cifar10"),
     ("ImageFolder", "imagefolder"),
     ("FakeData", "fake"),
+    ("CSV table", "csv"),
+    ("Your own (spec)…", SPEC),
 ]
+#: Datasets of images: the Transforms and augmentation section applies to them only.
+IMAGE_DATASETS = ("digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake")
 OPTIMIZERS = [("Adam", "adam"), ("AdamW", "adamw"), ("SGD", "sgd"), ("RMSprop", "rmsprop")]
 LOSSES = [("CrossEntropyLoss", "cross_entropy"), ("MSELoss", "mse"),
           ("BCEWithLogitsLoss", "bce_with_logits"), ("L1Loss", "l1")]
@@ -231,6 +237,12 @@ class TrainingSettings(QWidget):
     # ------------------------------------------------------------------ widgets
     def _build(self) -> None:
         self.dataset_combo = _combo("datasetCombo", DATASETS)
+        self.dataset_combo.setToolTip("Built-in data, a CSV table (choose the file under Root), or your own "
+                                      "dataset factory (file.py:function)")
+        self.source_fields = DataSourceFields()
+        self.task_fields = TaskFields()
+        self._code_origin: str | None = None  # the file the shown settings were read from, while its code waits
+        self._code_specs: set[str] = set()
         self.root_edit = QLineEdit()
         self.root_edit.setObjectName("rootEdit")
         self.root_edit.setPlaceholderText("dataset root folder")
@@ -369,6 +381,12 @@ class TrainingSettings(QWidget):
         self._root_row.addWidget(self.root_edit, 1)
         self._root_row.addWidget(self.root_button)
         data.addRow("Root", self._root_row)
+        src = self.source_fields
+        data.addRow("Target", src.target_edit)
+        data.addRow("Features", src.features_edit)
+        data.addRow("Text columns", src.categorical_combo)
+        data.addRow("Dataset spec", src.spec_edit)
+        data.addRow("Arguments", src.kwargs_edit)
         data.addRow(self.download_check)
         data.addRow("Fake C,H,W", self.fake_shape_edit)
         data.addRow("Fake samples", self.fake_size_spin)
@@ -378,6 +396,9 @@ class TrainingSettings(QWidget):
         data.addRow("Epochs", self.epochs_spin)
         data.addRow("Device", self.device_combo)
         self._data_form = data
+
+        task = compact_form()
+        self.task_fields.lay_out(task)
 
         optim = compact_form()
         optim.addRow("Optimizer", self.optimizer_combo)
@@ -446,7 +467,8 @@ class TrainingSettings(QWidget):
         groups.setContentsMargins(0, 0, 0, 0)
         groups.setSpacing(2)
         for title, name, form, expanded in (
-                ("Data and device", "data", data, True), ("Optimization", "optimization", optim, True),
+                ("Data and device", "data", data, True), ("Task", "task", task, False),
+                ("Optimization", "optimization", optim, True),
                 ("Schedule", "schedule", sched, True), ("Transforms and augmentation", "transforms", tfm, False),
                 ("Loader and speed", "loader", loader, False), ("Run folder and logging", "runFolder", run, False)):
             section = CollapsibleSection(title, name, form, expanded)
@@ -474,9 +496,14 @@ class TrainingSettings(QWidget):
         for spin in (self.val_spin, self.lr_spin, self.momentum_spin, self.wd_spin, self.backbone_spin,
                      self.gamma_spin, self.pct_start_spin, self.clip_spin):
             spin.valueChanged.connect(self._on_changed)
+        src = self.source_fields
         for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit, self.fake_shape_edit,
-                     self.unfreeze_edit):
+                     self.unfreeze_edit, src.target_edit, src.features_edit, src.spec_edit, src.kwargs_edit,
+                     *self.task_fields.edits()):
             edit.textChanged.connect(self._on_changed)
+        for combo in (src.categorical_combo, *self.task_fields.combos()):
+            combo.currentIndexChanged.connect(self._on_changed)
+        self.task_fields.monitor_combo.editTextChanged.connect(self._on_changed)
         for check in (self.download_check, self.nesterov_check, self.amp_check, self.flip_check,
                       self.shuffle_check, self.skip_check, self.drop_last_check, self.tensorboard_check):
             check.toggled.connect(self._on_changed)
@@ -516,9 +543,13 @@ class TrainingSettings(QWidget):
             A setting that cannot be used (e.g. unparsable milestones).
         """
         base = copy.deepcopy(self._base)
+        choice = self.dataset_combo.currentData()
+        source = {"dataset": choice, **self.source_fields.read(choice)}
+        if choice != SPEC:
+            source["kwargs"] = {}  # arguments of a user dataset only
         data = dataclasses.replace(
             base.data,
-            dataset=self.dataset_combo.currentData(),
+            **source,
             root=self.root_edit.text().strip(),
             download=self.download_check.isChecked(),
             val_fraction=self.val_spin.value(),
@@ -544,6 +575,7 @@ class TrainingSettings(QWidget):
         cfg = dataclasses.replace(
             base,
             data=data,
+            task=self.task_fields.read(base.task),
             epochs=self.epochs_spin.value(),
             device=self.device_and_processes()[0],
             loss=self.loss_combo.currentData(),
@@ -571,9 +603,24 @@ class TrainingSettings(QWidget):
         cfg.validate()
         return cfg
 
-    def set_config(self, cfg: TrainConfig) -> None:
-        """Show ``cfg`` in the widgets; fields without a widget are kept for :meth:`config`."""
+    def set_config(self, cfg: TrainConfig, origin: str | None = None) -> None:
+        """Show ``cfg`` in the widgets; fields without a widget are kept for :meth:`config`.
+
+        Parameters
+        ----------
+        origin : str, optional
+            The file ``cfg`` was read from (a run.toml beside a checkpoint). The code it names
+            (``file.py:function`` specs) is shown, marked, and waits for a confirmation at Start
+            (:meth:`code_to_confirm`); None: the settings are the user's own (typed or remembered).
+        """
+        from workbench.core.train.task.specs import code_specs
+
         self._base = copy.deepcopy(cfg)
+        self._code_specs = {spec for _, _, spec in code_specs(cfg) if ":" in spec} if origin else set()
+        self._code_origin = str(origin) if self._code_specs else None
+        self.task_fields.set_code_note(self._code_origin, sorted(self._code_specs))
+        if cfg.task != TaskConfig() or self._code_specs:
+            self.sections["task"].set_expanded(True)
         d = cfg.data
         self.shuffle_check.setChecked(d.shuffle)
         _set_auto_combo(self.pin_combo, d.pin_memory)
@@ -592,7 +639,11 @@ class TrainingSettings(QWidget):
         self.fake_size_spin.setValue(d.fake_size)
         self.classes_spin.setValue(d.num_classes)
         self.tensorboard_check.setChecked(bool(cfg.tensorboard))
-        _set_combo(self.dataset_combo, cfg.data.dataset)
+        builtin = self.dataset_combo.findData(cfg.data.dataset) >= 0 and cfg.data.dataset != SPEC
+        _set_combo(self.dataset_combo, cfg.data.dataset if builtin else SPEC)
+        self.source_fields.spec_edit.setText("" if builtin else cfg.data.dataset)
+        self.source_fields.show(cfg.data)
+        self.task_fields.show(cfg.task)
         self.root_edit.setText(cfg.data.root)
         self.download_check.setChecked(cfg.data.download)
         self.val_spin.setValue(cfg.data.val_fraction)
@@ -619,6 +670,22 @@ class TrainingSettings(QWidget):
         self.seed_spin.setValue(cfg.seed)
         self.run_dir_edit.setText(cfg.run_dir or "")
 
+    def code_to_confirm(self, cfg: TrainConfig) -> tuple[str, list[str]] | None:
+        """``(file, specs)``: the code named by the file the settings were read from that ``cfg`` still runs,
+        and that nobody has confirmed yet (None when there is none; a spec typed here is the user's own)."""
+        from workbench.core.train.task.specs import code_specs
+
+        if self._code_origin is None:
+            return None
+        specs = list(dict.fromkeys(spec for _, _, spec in code_specs(cfg) if spec in self._code_specs))
+        return (self._code_origin, specs) if specs else None
+
+    def confirm_code(self) -> None:
+        """The user agreed to run the code the settings' file names: Start no longer asks, the mark goes."""
+        self._code_origin = None
+        self._code_specs = set()
+        self.task_fields.set_code_note(None, [])
+
     def _fake_shape(self) -> list[int]:
         text = self.fake_shape_edit.text().replace(";", ",").replace("x", ",")
         try:
@@ -640,6 +707,8 @@ class TrainingSettings(QWidget):
         """Planned optimizer steps per epoch (known dataset sizes; 100 when unknown)."""
         name = self.dataset_combo.currentData()
         batch = self.batch_spin.value()
+        if name not in _TRAIN_SIZES and name not in ("digits", "fake", "imagefolder"):
+            return 100  # a table or the user's own data: not read here
         if name in ("digits", "fake", "imagefolder"):
             n = {"digits": 1797, "fake": self.fake_size_spin.value()}.get(name)
             if n is None:
@@ -717,11 +786,13 @@ class TrainingSettings(QWidget):
 
     def _on_dataset_changed(self, *args) -> None:
         name = self.dataset_combo.currentData()
-        needs_root = name in ("mnist", "fashionmnist", "cifar10", "imagefolder")
+        needs_root = name in ("mnist", "fashionmnist", "cifar10", "imagefolder", "csv")
+        self.root_edit.setPlaceholderText("table file (.csv, .csv.gz, .parquet)" if name == "csv"
+                                          else "dataset root folder")
         self.root_edit.setEnabled(needs_root)
         self.root_button.setEnabled(needs_root)
         self.download_check.setEnabled(name in ("mnist", "fashionmnist", "cifar10"))
-        self.val_spin.setEnabled(name in ("digits", "fake", "imagefolder"))
+        self.val_spin.setEnabled(name in ("digits", "fake", "imagefolder", "csv"))
         for widget in (self.fake_shape_edit, self.fake_size_spin, self.classes_spin):
             widget.setEnabled(name == "fake")
         for widget in (self.workers_spin, self.pin_combo, self.persistent_combo, self.skip_check):
@@ -732,6 +803,11 @@ class TrainingSettings(QWidget):
         self._data_form.setRowVisible(self.download_check, name in ("mnist", "fashionmnist", "cifar10"))
         for widget in (self.fake_shape_edit, self.fake_size_spin, self.classes_spin):
             self._data_form.setRowVisible(widget, name == "fake")
+        for widget in self.source_fields.csv_widgets():
+            self._data_form.setRowVisible(widget, name == "csv")
+        for widget in self.source_fields.spec_widgets():
+            self._data_form.setRowVisible(widget, name == SPEC)
+        self.sections["transforms"].setVisible(name in IMAGE_DATASETS)  # image transforms only
         self.tensorboard_check.setEnabled(bool(self.tensorboard_check.property("available")))
 
     def _on_scheduler_changed(self, *args) -> None:
@@ -749,7 +825,11 @@ class TrainingSettings(QWidget):
         self.nesterov_check.setEnabled(name == "sgd")
 
     def _on_browse_root(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Dataset root folder", self.root_edit.text())
+        if self.dataset_combo.currentData() == "csv":
+            path, _ = QFileDialog.getOpenFileName(self, "Table file", self.root_edit.text(),
+                                                  "Tables (*.csv *.csv.gz *.parquet);;All files (*)")
+        else:
+            path = QFileDialog.getExistingDirectory(self, "Dataset root folder", self.root_edit.text())
         if path:
             self.root_edit.setText(path)
 

@@ -50,11 +50,15 @@ class SettingsMemory:
         except (ValueError, TypeError):
             self.qsettings.remove(SETTINGS_KEY)  # written by another version: start from the defaults
 
-    def show(self, cfg: TrainConfig) -> None:
-        """Put ``cfg`` in the form, keeping the device chosen here (the file's may not exist) and the run folder."""
+    def show(self, cfg: TrainConfig, origin: str | None = None) -> None:
+        """Put ``cfg`` in the form, keeping the device chosen here (the file's may not exist) and the run folder.
+
+        ``origin``: the file ``cfg`` was read from; the code it names waits for a confirmation at Start
+        (``TrainingSettings.code_to_confirm``).
+        """
         cfg.device = self.form.device_combo.currentData() or cfg.device
         cfg.run_dir = self.form.run_dir_edit.text().strip() or None
-        self.form.set_config(cfg)
+        self.form.set_config(cfg, origin=origin)
 
     def reset(self) -> None:
         """Every training setting back to its default; the remembered settings are forgotten."""
@@ -73,6 +77,7 @@ class SettingsMemory:
         cfg = settings_from_checkpoint(ckpt.path, ckpt.raw, meta.optimizer_class, meta.optimizer_hparams)
         if cfg is None:
             return None
-        self.show(cfg)
+        beside = Path(ckpt.path).with_name("run.toml") if ckpt.path else None
+        self.show(cfg, origin=str(beside if beside is not None and beside.is_file() else ckpt.path))
         done = f", {meta.epoch} epochs done" if meta.epoch else ""
         return f"Training settings from {Path(ckpt.path).name}: {cfg.optimizer}, lr {cfg.lr:.3g}{done}"

@@ -1,0 +1,133 @@
+"""The data fields of a table or of the user's own dataset (``[data]`` of run.toml).
+
+:class:`DataSourceFields` holds the CSV table's target and feature columns and
+the user dataset's spec and keyword arguments; the form shows only the rows of
+the chosen dataset. Keyword arguments are typed as the inside of a TOML inline
+table (``n = 100, vocab = 50``) and read with :mod:`tomllib`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+from PySide6.QtWidgets import QComboBox, QLineEdit
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["DataSourceFields", "SPEC", "parse_kwargs", "format_kwargs", "parse_columns"]
+
+#: The dataset combo's data of "Your own (spec)…": the dataset is then the spec field's text.
+SPEC = "<spec>"
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def parse_kwargs(text: str) -> dict:
+    """``"n = 100, vocab = 50"`` -> ``{"n": 100, "vocab": 50}`` (the inside of a TOML inline table).
+
+    Raises
+    ------
+    ValueError
+        Not TOML key = value pairs; the message quotes the text and gives an example.
+    """
+    if not text.strip():
+        return {}
+    try:
+        return dict(tomllib.loads("x = {" + text.strip() + "}")["x"])
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"dataset arguments {text!r}: {exc}; expected TOML pairs such as "
+                         "n = 100, name = \"train\", sizes = [1, 2]") from None
+
+
+def _value(value) -> str:
+    if isinstance(value, dict):
+        return "{" + format_kwargs(value) + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string
+    return repr(value)
+
+
+def format_kwargs(kwargs: dict) -> str:
+    """The text :func:`parse_kwargs` reads back as ``kwargs``."""
+    return ", ".join(f"{k if _BARE_KEY.match(k) else json.dumps(k)} = {_value(v)}" for k, v in kwargs.items())
+
+
+def parse_columns(text: str) -> list[str]:
+    """``"age, bmi"`` -> ``["age", "bmi"]`` (comma-separated column names, blanks dropped)."""
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _line(name: str, placeholder: str, tip: str) -> QLineEdit:
+    edit = QLineEdit()
+    edit.setObjectName(name)
+    edit.setPlaceholderText(placeholder)
+    edit.setToolTip(tip)
+    edit.setMinimumWidth(100)
+    return edit
+
+
+class DataSourceFields:
+    """The CSV table's and the user dataset's widgets.
+
+    Attributes
+    ----------
+    target_edit, features_edit, categorical_combo
+        ``targetEdit``, ``featuresEdit``, ``categoricalCombo`` (dataset ``"csv"``).
+    spec_edit, kwargs_edit
+        ``datasetSpecEdit``, ``datasetKwargsEdit`` (the user's own dataset).
+    """
+
+    def __init__(self):
+        self.target_edit = _line("targetEdit", "target column(s), e.g. price",
+                                 "The column(s) to predict, comma-separated")
+        self.features_edit = _line("featuresEdit", "all other columns",
+                                   "Feature columns, comma-separated (optional: every column but the targets)")
+        self.categorical_combo = QComboBox(objectName="categoricalCombo")
+        self.categorical_combo.addItem("one-hot", "onehot")
+        self.categorical_combo.addItem("integer codes", "codes")
+        self.categorical_combo.setToolTip("How text (non-numeric) feature columns become numbers")
+        self.spec_edit = _line("datasetSpecEdit", "my_data.py:make_dataset",
+                               "Your dataset factory: file.py:function or package.module:function returning "
+                               "(train, val) datasets or {'train': ..., 'val': ..., 'collate_fn': ...}")
+        self.kwargs_edit = _line("datasetKwargsEdit", "optional, e.g. n = 100, vocab = 50",
+                                 "Keyword arguments of the factory, as TOML: n = 100, name = \"x\"")
+
+    def csv_widgets(self) -> list:
+        """The rows of dataset ``"csv"``."""
+        return [self.target_edit, self.features_edit, self.categorical_combo]
+
+    def spec_widgets(self) -> list:
+        """The rows of the user's own dataset."""
+        return [self.spec_edit, self.kwargs_edit]
+
+    def read(self, choice: str) -> dict:
+        """The :class:`DataConfig` fields these widgets set for the dataset ``choice`` (a combo key or :data:`SPEC`).
+
+        Raises
+        ------
+        ValueError
+            No spec typed for the user's own dataset, or arguments that are not TOML.
+        """
+        out = {"target": parse_columns(self.target_edit.text()), "features": parse_columns(self.features_edit.text()),
+               "categorical": self.categorical_combo.currentData(), "kwargs": parse_kwargs(self.kwargs_edit.text())}
+        if choice == SPEC:
+            spec = self.spec_edit.text().strip()
+            if not spec:
+                raise ValueError("Your own dataset: type the function that makes it, e.g. my_data.py:make_dataset")
+            out["dataset"] = spec
+        return out
+
+    def show(self, data) -> None:
+        """Put a :class:`DataConfig`'s table and user-dataset fields in the widgets."""
+        self.target_edit.setText(", ".join(str(c) for c in data.target))
+        self.features_edit.setText(", ".join(str(c) for c in data.features))
+        self.categorical_combo.setCurrentIndex(max(self.categorical_combo.findData(data.categorical), 0))
+        self.kwargs_edit.setText(format_kwargs(data.kwargs))
