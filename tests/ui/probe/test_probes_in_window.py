@@ -182,3 +182,33 @@ def test_layer_heatmaps_fill_during_a_run_and_a_cell_click_selects_the_module(ma
     csv_path = view.export_csv(tmp_path / "layers.csv")
     lines = csv_path.read_text().splitlines()
     assert lines[0] == "step,module,quantity,value" and len(lines) > 12 * 3
+
+
+def test_at_1280x800_the_activation_histogram_keeps_its_height_and_the_page_scrolls(window, qtbot):
+    """The histogram was squashed to ~40 px (its count ticks 100/200/300 overlapped) beside tiny feature maps."""
+    from PySide6.QtWidgets import QBoxLayout, QTabWidget
+
+    from workbench.ui.probe.panel import MIN_MAP_HEIGHT, MIN_PLOT_HEIGHT
+
+    win = window
+    win.resize(1280, 800)
+    win.show()
+    qtbot.waitExposed(win)
+    win.apply_default_dock_sizes()
+    win.probes_dock.raise_()
+    probes = win.probes_panel
+    probes.tabs.setCurrentIndex(0)
+    qtbot.wait(50)
+    assert (win.width(), win.height()) == (1280, 800)
+    page = probes.tabs.widget(0)
+    scroll = QTabWidget.widget(probes.tabs, 0)  # the page's scroll area (ScrollingTabs.widget gives the page)
+    assert probes.hist_plot.height() >= max(120, MIN_PLOT_HEIGHT)
+    assert probes.map_plot.height() >= MIN_MAP_HEIGHT
+    # the tab is narrow: the feature maps go under the histogram, and the page scrolls to them
+    assert page.width() < 560 and page.layout().itemAt(0).layout().direction() == QBoxLayout.Direction.TopToBottom
+    assert probes.map_plot.y() >= probes.hist_plot.y() + probes.hist_plot.height()
+    assert scroll.verticalScrollBar().maximum() > 0
+    # a wide tab puts them side by side again
+    page.resize(900, page.height())
+    assert probes.map_plot.parentWidget() is page
+    qtbot.waitUntil(lambda: page.layout().itemAt(0).layout().direction() == QBoxLayout.Direction.LeftToRight)

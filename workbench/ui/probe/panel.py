@@ -38,6 +38,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QComboBox,
     QDoubleSpinBox,
     QFrame,
@@ -73,6 +74,12 @@ CADENCE_BUDGET = "Time budget"
 CADENCE_EVERY = "Every N steps"
 #: Title size of the activation histogram and feature maps (their tab is narrow beside the tree).
 TITLE_SIZE = "9pt"
+#: Least height of the activation histogram, in pixels: a shorter tab scrolls (its count ticks stay apart).
+MIN_PLOT_HEIGHT = 140
+#: Least height of the feature maps, in pixels: a 4 x 4 grid of channels stays readable.
+MIN_MAP_HEIGHT = 200
+#: Below this width of the Activations page, in pixels, its two plots are stacked instead of side by side.
+SIDE_BY_SIDE_MIN_WIDTH = 560
 
 
 def _fmt(v: float) -> str:
@@ -102,6 +109,26 @@ class _StatusLabel(QLabel):
         """Show ``text``; an empty text hides the line."""
         super().setText(text)
         self.setVisible(bool(text))
+
+
+class _ActivationsPage(QWidget):
+    """The Activations tab's page: histogram and feature maps side by side, stacked when narrow.
+
+    The plots keep :data:`MIN_PLOT_HEIGHT` / :data:`MIN_MAP_HEIGHT`; in a short tab the page scrolls
+    (:class:`ScrollingTabs`) instead of squashing them.
+    """
+
+    def __init__(self, plots: QBoxLayout, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._plots = plots
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Stack the plots below :data:`SIDE_BY_SIDE_MIN_WIDTH` pixels, else put them side by side."""
+        wide = event.size().width() >= SIDE_BY_SIDE_MIN_WIDTH
+        direction = QBoxLayout.Direction.LeftToRight if wide else QBoxLayout.Direction.TopToBottom
+        if self._plots.direction() != direction:
+            self._plots.setDirection(direction)
+        super().resizeEvent(event)
 
 
 class ScrollingTabs(QTabWidget):
@@ -316,10 +343,13 @@ class ProbesPanel(QWidget):
         self.stats_label = QLabel(objectName="probeStats", textFormat=Qt.TextFormat.RichText)
         self.stats_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        plots = QHBoxLayout()
+        self.hist_plot.setMinimumHeight(MIN_PLOT_HEIGHT)
+        self.map_plot.setMinimumHeight(MIN_MAP_HEIGHT)
+        plots = QBoxLayout(QBoxLayout.Direction.TopToBottom)
         plots.addWidget(self.hist_plot, 1)
         plots.addWidget(self.map_plot, 1)
-        page = QWidget()
+        page = _ActivationsPage(plots)
+        page.setObjectName("activationsPage")
         v = QVBoxLayout(page)
         v.addLayout(plots, 1)
         row = QHBoxLayout()
