@@ -118,7 +118,7 @@ def test_an_unknown_name_names_the_kind_and_what_is_available(example_plugin):
         contrib.resolve("architecture", "tiny_mpl")
     text = str(caught.value)
     assert text.startswith("unknown architecture 'tiny_mpl'; did you mean tiny_mlp")
-    assert "Available: digits_cnn, tiny_mlp and " in text and "torchvision models" in text
+    assert "Available: digits_cnn, tabular_mlp, tiny_mlp and " in text and "torchvision models" in text
     assert "workbench contributions architecture" in text and text.endswith("or path/to/file.py:callable.")
     with pytest.raises(ContributionError, match=r"unknown metric 'f1'\. None is registered .*workbench\.metrics"):
         contrib.resolve("metric", "f1")

@@ -123,7 +123,7 @@ def group(kind: str) -> str:
         ``kind`` is not one of :data:`KINDS`.
     """
     _check_kind(kind)
-    return f"workbench.{kind}s"
+    return "workbench.losses" if kind == "loss" else f"workbench.{kind}s"
 
 
 def _check_kind(kind: str) -> None:

@@ -70,7 +70,8 @@ def test_a_fixed_cadence_is_kept_and_its_plan_says_so(tmp_path):
 def test_the_cadence_changes_mid_run_and_a_report_says_so_at_once(tmp_path):
     """The Probes panel's cadence control calls set_cadence from the GUI thread while the trainer runs."""
     got = []
-    cb = ProbeCallback(got.extend, probed=["classifier"], flush_ms=0)
+    # a fixed start (every 100 steps: step 1 only before the change), so no timing decides what steps 2-3 measure
+    cb = ProbeCallback(got.extend, every=100, probed=["classifier"], flush_ms=0)
     calls = []
     cb.add_listener(lambda method, args: calls.append((method, args)))
 
