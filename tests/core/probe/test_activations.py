@@ -470,3 +470,22 @@ def test_a_probed_demo_epoch_measures_once_at_the_default_budget(tmp_path):
     measured = [r.step for r in got if r.activations]
     assert measured[0] == 1 and len(measured) <= 2  # a second only if steps ran 4x slower than measuring
     assert cb._cadence.own > 0 and cb._cadence.spent >= cb._cadence.own * 0.5
+
+
+def test_a_user_dataset_of_token_id_dicts_feeds_a_probe_batch():
+    """The Probes' "Training dataset" source with a user's dataset: its dict batches, the label left out."""
+    import importlib.util
+    from pathlib import Path
+
+    from workbench.core.probe.activations import dataset_batch, probe_batch
+    from workbench.core.train.config import DataConfig
+
+    folder = Path(__file__).resolve().parents[3] / "examples" / "text"
+    spec = importlib.util.spec_from_file_location("text_task_probe_test", folder / "text_task.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.TinyTextClassifier()
+    batch = dataset_batch(DataConfig(dataset=f"{folder}/text_task.py:make_dataset", kwargs={"n": 40}), 4, model=model)
+    assert set(batch.kwargs) == {"input_ids"} and batch.kwargs["input_ids"].shape == (4, 24)
+    stats = probe_batch(model, batch, ["embed", "head"])
+    assert stats["head"].shape == (4, 2) and stats["embed"].shape == (4, 24, 32)

@@ -531,8 +531,11 @@ def probe_batch(
     ----------
     model : nn.Module
         The model, on any device.
-    inputs : Tensor or tuple of Tensor
-        The batch (moved to the model's device), e.g. ``(N, C, H, W)`` images.
+    inputs : Tensor, tuple of Tensor or ExampleInput
+        The batch (moved to the model's device), e.g. ``(N, C, H, W)`` images
+        (a tuple: the positional arguments), or an
+        :class:`~workbench.core.model.example_input.ExampleInput` (a dict batch's
+        keyword arguments, token ids...).
     names : iterable of str
         Qualified names of the modules to probe.
     **probe_kwargs
@@ -550,13 +553,17 @@ def probe_batch(
     Exception
         Whatever the model's forward raises (a wrong input shape: ``RuntimeError``).
     """
+    from workbench.core.model.example_input import ExampleInput
+
     device = model_device(model)
-    args = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
-    args = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+    if not isinstance(inputs, ExampleInput):
+        args = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+        inputs = ExampleInput(tuple(args), {})
+    inputs = inputs.to(device)
     with ActivationProbe(model, **probe_kwargs) as probe:
         probe.set_probed(names)
         with eval_mode(model), torch.no_grad():
-            model(*args)
+            inputs.call(model)
         return probe.collect()
 
 
@@ -568,8 +575,13 @@ def leaf_modules(model: nn.Module) -> list[str]:
 __all__ += ["eval_mode", "leaf_modules", "model_device"]
 
 
-def dataset_batch(config, batch_size: int = 16, split: str = "val") -> torch.Tensor:
+def dataset_batch(config, batch_size: int = 16, split: str = "val", model: nn.Module | None = None):
     """The first ``batch_size`` inputs of a dataset, stacked: e.g. ``(N, C, H, W)``.
+
+    A CSV table or a user's dataset (any sample structure: dicts of token ids...)
+    gives an :class:`~workbench.core.model.example_input.ExampleInput` of its
+    first validation batch, collated as the run collates it (``model``: a dict's
+    keys the model's ``forward`` does not take are left out).
 
     Parameters
     ----------
@@ -585,8 +597,14 @@ def dataset_batch(config, batch_size: int = 16, split: str = "val") -> torch.Ten
     workbench.core.errors.DataError
         The dataset is missing or broken (from :func:`workbench.core.train.data.datasets.build_datasets`).
     """
+    from workbench.core.train.config import DATASETS, TrainConfig
     from workbench.core.train.data.datasets import build_datasets
 
+    if config.dataset not in DATASETS or config.dataset == "csv":
+        from workbench.core.model.example_input import from_batch
+        from workbench.core.train.data.example_batch import example_batch
+
+        return from_batch(example_batch(TrainConfig(data=config), batch_size), model)
     train_ds, val_ds, _ = build_datasets(config)
     ds = val_ds if split == "val" and len(val_ds) else train_ds
     n = min(int(batch_size), len(ds))

@@ -599,7 +599,8 @@ class ProbesPanel(QWidget):
                 return None, f"the training settings: {exc}"
             if data_cfg is None:
                 return None, "no training settings to take the dataset from"
-            return (lambda: dataset_batch(data_cfg, n)), None
+            model = self.session.model
+            return (lambda: dataset_batch(data_cfg, n, model=model)), None
         model = self.session.model
         shape = self.session.input_shape or (default_input_shape(model) if model is not None else None)
         if not shape:

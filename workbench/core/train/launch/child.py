@@ -292,6 +292,7 @@ def warm_model(spec: dict, interrupted=lambda: False) -> int:
     import torch
 
     from workbench.core.model.checkpoint import module_from_bytes
+    from workbench.core.model.example_input import example_input
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.trainer.optim import build_optimizer, param_groups
 
@@ -305,18 +306,19 @@ def warm_model(spec: dict, interrupted=lambda: False) -> int:
         optimizer = build_optimizer(param_groups(model, config), config)
         end = time.perf_counter() + WARM_BUDGET_S
         with torch.random.fork_rng(devices=[]):
-            x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+            # random floats, or token ids below num_embeddings for a model that starts with an nn.Embedding
+            x = example_input(model, shape, fill="randn", seed=0)
             model.train()
             while steps < WARM_STEPS and time.perf_counter() < end and not interrupted():
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(config.amp)):  # as the run's steps
-                    out = model(x)
+                    out = x.call(model)
                 out.float().square().mean().backward()
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
             model.eval()
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(config.amp)):
-                model(x)  # validation's forward
+                x.call(model)  # validation's forward
     except Exception:  # noqa: BLE001 - a warm-up is optional: the run reports its own errors
         return steps
     return steps
@@ -348,6 +350,7 @@ def run_job(conn, job: dict, extra_callbacks=(), state: JobState | None = None) 
 
     from workbench.core.model.architectures import ArchSpec
     from workbench.core.model.checkpoint import module_from_bytes
+    from workbench.core.model.example_input import example_input
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.trainer.control import RunControl
     from workbench.core.train.entry import make_trainer, save_last
