@@ -35,11 +35,13 @@ from workbench.core.model.architectures import (
     load_state_dict_into,
     weights_only_model,
 )
+from workbench.core.model import hf_folder
 from workbench.core.model.checkpoint import Checkpoint, read_checkpoint
 from workbench.core.model.edits import apply_edits
+from workbench.core.model.example_input import ExampleInput
 from workbench.core.model.freezing import apply_frozen
 
-__all__ = ["Opened", "NeedsArchitecture", "PartialFit", "open_model", "as_spec"]
+__all__ = ["Opened", "NeedsArchitecture", "PartialFit", "open_model", "open_spec", "as_spec"]
 
 
 class NeedsArchitecture(ArchitectureError):
@@ -98,6 +100,10 @@ class Opened:
         The model is the weights-only module tree (no forward pass).
     notes : list of str
         What the caller should tell the user (e.g. a partial load).
+    example : ExampleInput or None
+        What the file says the model is called with (a model folder's config:
+        token ids and a mask, ``pixel_values``, timm's ``input_size``); None
+        when the file says nothing (the caller's own rule applies).
     """
 
     model: nn.Module
@@ -106,6 +112,7 @@ class Opened:
     report: LoadReport | None = None
     weights_only: bool = False
     notes: list[str] = field(default_factory=list)
+    example: ExampleInput | None = None
 
     @property
     def source(self) -> str:
@@ -136,6 +143,10 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
                kwargs: Mapping[str, Any] | None = None) -> Opened:
     """Open any checkpoint file as a model, by one policy.
 
+    0. A model folder (a folder holding ``config.json``, that file, or one of
+       its weight files beside it) opens as the model its config names,
+       through :func:`workbench.core.model.hf_folder.open_folder`; with
+       ``arch`` its weights load into ``arch`` as a file's would.
     1. Read the file (:func:`~workbench.core.model.checkpoint.read_checkpoint`,
        ``weights_only=True`` unless ``trust``).
     2. The architecture is ``arch`` when given (the caller's own decision),
@@ -150,6 +161,7 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
     Parameters
     ----------
     path : str or Path
+        A checkpoint file or a model folder.
     arch : ArchSpec, str or mapping, optional
     trust : bool
         The user agreed to run code from the file: unpickle its custom globals,
@@ -182,9 +194,13 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
     CheckpointError, ArchitectureError
         Unreadable file, unknown architecture, a spec that cannot be built.
     """
-    ckpt = read_checkpoint(path, trust=trust)
     extra = dict(kwargs or {})
     spec = as_spec(arch, **extra)
+    folder = hf_folder.find_model_folder(path)
+    if folder is not None and spec is None:
+        return hf_folder.open_folder(folder, trust=trust, partial=partial, weights_only=weights_only, kwargs=extra)
+    ckpt = (read_checkpoint(path, trust=trust) if folder is None
+            else hf_folder.read_folder_checkpoint(hf_folder.read_model_folder(folder)))
     if spec is None and ckpt.module is not None:  # a stored module: loading it already needed trust
         model, report = load_model(ckpt, None)
         return Opened(model, _file_spec(ckpt, trust=True), ckpt, report)
@@ -194,6 +210,19 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
         if weights_only:
             return Opened(weights_only_model(ckpt.state_dict), None, ckpt, weights_only=True)
         raise NeedsArchitecture(ckpt, detect_architecture(ckpt.state_dict))
+    return open_spec(ckpt, spec, partial=partial, edits=edits)
+
+
+def open_spec(ckpt: Checkpoint, spec: ArchSpec, *, partial: bool = False, edits: list[dict] = ()) -> Opened:
+    """Build ``spec``, make ``edits``, load ``ckpt`` into it: step 4 of :func:`open_model`.
+
+    Raises
+    ------
+    PartialFit
+        Keys or shapes differ and ``partial`` is False.
+    ArchitectureError
+        The spec cannot be built, or nothing fits.
+    """
     try:
         model, report = _load(ckpt, spec, not partial, list(edits))
     except ArchitectureError as err:
