@@ -266,3 +266,16 @@ def test_a_csv_regression_run_from_the_window_plots_val_r2(qtbot, tmp_path):
     assert len(y) == 3 and np.isfinite(y).all()
     header = (Path(panel.run_dir()) / "metrics.csv").read_text().splitlines()[0]
     assert "val_r2" in header
+
+
+def test_the_small_plots_top_tick_labels_are_whole(plots, qtbot):
+    """At 1280 x 800 the top tick label of the accuracy ("1.0") and LR ("0.0015") plots was cut in half."""
+    from PySide6.QtGui import QFontMetricsF
+
+    qtbot.waitExposed(plots)
+    qtbot.wait(30)
+    for plot in (plots.accuracy_plot, plots.lr_plot):
+        axis = plot.getPlotItem().getAxis("left")
+        half_label = QFontMetricsF(axis.style.get("tickFont") or plot.font()).height() / 2
+        view_top = plot.getPlotItem().getViewBox().sceneBoundingRect().top()
+        assert view_top >= half_label, plot.objectName()
