@@ -23,6 +23,7 @@ from workbench.core.formatting import format_bytes, format_int, format_shape, pa
 from workbench.core.model import tree as core_tree
 from workbench.core.model.edits import last_layer
 from workbench.core.train.runs.folder import default_runs_root
+from workbench.ui.threading import run_in_background
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
 from workbench.ui.help_menu import HelpMenu
@@ -329,6 +330,11 @@ class MainWindow(QMainWindow):
         view_menu = self.menuBar().addMenu("&View")
         self._action(view_menu, "&Expand all", self.tree_widget.expand_all)
         self._action(view_menu, "&Collapse all", self.tree_widget.collapse_all)
+        self.shapes_from_data_action = self._action(view_menu, "&Shapes from the training data",
+                                                    self.shapes_from_data)
+        self.shapes_from_data_action.setObjectName("shapesFromDataAction")
+        self.shapes_from_data_action.setToolTip("Output shapes and FLOPs in the tree for a real batch of the "
+                                                "dataset chosen in Training (token ids, dicts, tables...)")
         view_menu.addSeparator()
         for dock in self._docks():
             view_menu.addAction(dock.toggleViewAction())
@@ -410,6 +416,41 @@ class MainWindow(QMainWindow):
         except (WorkbenchError, ValueError, RuntimeError) as exc:
             self.statusBar().showMessage(f"Input shape {format_shape(self.input_shape)}: {exc}", 15000)
             return False
+        return True
+
+    def shapes_from_data(self) -> bool:
+        """Fill the tree's output shapes and FLOPs from a real batch of the Training settings' dataset.
+
+        The batch (two validation samples, collated as the run collates them) is
+        read on a worker thread (:func:`workbench.core.train.data.example_batch.example_batch`);
+        the model is called with its input part
+        (:func:`workbench.core.model.example_input.from_batch`). Returns whether the
+        tree shows them; a failure is said in the status bar and the shapes stay.
+        """
+        from workbench.core.model.example_input import from_batch
+        from workbench.core.train.config import TrainConfig
+        from workbench.core.train.data.example_batch import example_batch
+
+        root = self.tree_model.root
+        try:
+            data_cfg = self.session.data_config()
+        except ValueError as exc:
+            self.statusBar().showMessage(f"Shapes from the data: the training settings: {exc}", 15000)
+            return False
+        if root is None or data_cfg is None:
+            return False
+        try:
+            batch = run_in_background(lambda: example_batch(TrainConfig(data=data_cfg), 2),
+                                      f"Reading a batch of {data_cfg.dataset}…", self)
+            example = from_batch(batch, self.model)
+            core_tree.annotate_shapes_and_flops(root, example=example, label=self.arch_spec and str(self.arch_spec))
+        except (WorkbenchError, ValueError, RuntimeError, TypeError) as exc:
+            self.statusBar().showMessage(f"Shapes from the data ({data_cfg.dataset}): {exc}", 15000)
+            return False
+        self.tree_model.refresh_all()
+        self._on_current_node_changed(self.tree_widget.current_node())
+        self.statusBar().showMessage(f"Output shapes and FLOPs for a batch of {data_cfg.dataset}: "
+                                     f"{example.describe()} ({format_int(root.flops)} FLOPs)", 10000)
         return True
 
     def refresh_tree(self) -> None:
