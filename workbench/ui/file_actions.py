@@ -52,6 +52,8 @@ def default_input_shape(spec: ArchSpec | None) -> tuple[int, ...] | None:
         return None
     if spec.name == "digits_cnn":
         return DEMO_INPUT_SHAPE
+    if spec.name == "tabular_mlp" and isinstance(spec.kwargs.get("in_features"), int):
+        return (1, spec.kwargs["in_features"])  # one row of the table's features
     try:
         import torchvision
 
@@ -284,6 +286,35 @@ class FileActions(QObject):
             return False
         self.session.set_model(model, spec, None, default_input_shape(spec), source=f"new {spec}")
         return True
+
+    def new_table_model(self) -> bool:
+        """File > New Tabular MLP for the table: ``tabular_mlp`` sized for the Training settings' CSV table.
+
+        Its ``in_features`` and ``num_outputs`` come from the table (read on a worker
+        thread: :func:`workbench.core.train.launch.headless.fill_table_model_kwargs`),
+        so the run's run.toml names the same model.
+        """
+        from workbench.core.train.config import ModelConfig, TrainConfig
+        from workbench.core.train.launch.headless import fill_table_model_kwargs
+        from workbench.ui.threading import run_in_background
+
+        try:
+            data_cfg = self.session.data_config()
+        except ValueError as exc:
+            self.prompts.error(f"New Tabular MLP: the training settings: {exc}")
+            return False
+        if data_cfg is None or data_cfg.dataset != "csv":
+            self.prompts.error("New Tabular MLP: choose a CSV table as the dataset in Training first "
+                               "(Dataset: CSV table, its file and its target column).")
+            return False
+        cfg = TrainConfig(data=data_cfg, model=ModelConfig(arch="tabular_mlp"))
+        try:
+            run_in_background(lambda: fill_table_model_kwargs(cfg), f"Reading {Path(data_cfg.root).name}…",
+                              self._dialog_parent())
+        except (WorkbenchError, ValueError, OSError) as exc:
+            self.prompts.error(f"New Tabular MLP: {exc}")
+            return False
+        return self.new_from_architecture(ArchSpec("tabular_mlp", dict(cfg.model.kwargs)))
 
     # -- saving / export -----------------------------------------------------
     def save_checkpoint(self, path) -> bool:

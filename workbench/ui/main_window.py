@@ -299,6 +299,10 @@ class MainWindow(QMainWindow):
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self._action(file_menu, "&New from architecture…", lambda: self.new_from_architecture(),
                      tip="A freshly initialized torchvision or builtin model")
+        self.new_table_model_action = self._action(
+            file_menu, "New &Tabular MLP for the table", files.new_table_model,
+            tip="A Tabular MLP sized for the CSV table chosen in Training (its features in, its classes or targets out)")
+        self.new_table_model_action.setObjectName("newTableModelAction")
         self._action(file_menu, "Open &demo model", self._on_demo_triggered)
         file_menu.addSeparator()
         self._action(file_menu, "&Save checkpoint…", files.on_save_triggered, QKeySequence.StandardKey.Save)

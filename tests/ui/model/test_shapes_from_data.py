@@ -24,3 +24,23 @@ def test_a_token_id_dataset_gives_the_tree_its_shapes(main_window):
     assert shapes["embed"] == (2, 24, 32) and shapes["head"] == (2, 2)  # a batch of 2 sequences of 24 ids
     assert root.flops > 0
     assert "input_ids=(2, 24) int64" in win.statusBar().currentMessage()
+
+
+def test_file_new_tabular_mlp_is_sized_for_the_csv_table(main_window, tmp_path):
+    from workbench.core.model.tabular_mlp import TabularMLP
+
+    win, panel = main_window
+    table = Path(__file__).resolve().parents[3] / "examples" / "tabular" / "diabetes.csv"
+    win.session._data_config_source = lambda: DataConfig(dataset="csv", root=str(table), target=["progression"])
+    win.new_table_model_action.trigger()
+    assert isinstance(win.model, TabularMLP) and win.arch_spec.name == "tabular_mlp"
+    assert win.arch_spec.kwargs == {"in_features": 10, "num_outputs": 1}
+    assert win.input_shape == (1, 10) and win.tree_model.root.output_shape == (1, 1)
+    assert win.prompts.errors == []
+
+
+def test_file_new_tabular_mlp_without_a_csv_says_what_to_choose(main_window):
+    win, panel = main_window
+    win.session._data_config_source = lambda: DataConfig(dataset="digits")
+    win.new_table_model_action.trigger()
+    assert win.prompts.errors and "choose a CSV table as the dataset in Training first" in win.prompts.errors[-1]
