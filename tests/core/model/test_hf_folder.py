@@ -285,3 +285,14 @@ def test_report_times():
     """Prints the measured open times (run with -s to see them)."""
     for key, seconds in TIMES.items():
         print(f"open {key}: {seconds:.3f} s")
+
+
+def test_recorded_spec_builds_the_model_again(folders):
+    """A Workbench checkpoint of an opened folder model rebuilds from its spec (plain data) with the same keys."""
+    from workbench.core.model.architectures import build_module, load_state_dict_into
+
+    opened = open_model(folders["vit"][1])
+    spec = opened.spec
+    assert set(spec.to_dict()["kwargs"]) == {"architecture", "config_json"}
+    model = build_module(spec, device="meta")
+    assert load_state_dict_into(model, opened.model.state_dict()).ok

@@ -635,6 +635,11 @@ def _open_timm(folder: ModelFolder, partial: bool, extra: dict) -> Opened:
     return opened
 
 
+def _config_json(config: Any) -> str:
+    """The config's non-default values as compact JSON (what ``save_pretrained`` writes, on one line)."""
+    return json.dumps(config.to_diff_dict(), separators=(",", ":"), sort_keys=True, default=str)
+
+
 def _report(info: Mapping, partial: bool, loaded: int) -> LoadReport:
     mismatched = []
     for item in info.get("mismatched_keys") or ():
@@ -667,7 +672,7 @@ def _open_transformers(folder: ModelFolder, partial: bool, extra: dict) -> Opene
     except Exception as exc:  # noqa: BLE001 - the library on a file's content: report, never crash
         raise ArchitectureError(f"{folder.path}: transformers could not load the weights into {cls.__name__} "
                                 f"({type(exc).__name__}: {str(exc)[:300]}).") from exc
-    spec = ArchSpec(HF_BUILDER, {"architecture": cls.__name__, "config_json": config.to_json_string(use_diff=False)})
+    spec = ArchSpec(HF_BUILDER, {"architecture": cls.__name__, "config_json": _config_json(config)})
     report = _report(info, partial, len(ckpt.state_dict))
     if not report.ok:
         message = (f"{folder.path}: the weights do not fit {cls.__name__}: {report.summary()}. Load partially to "
