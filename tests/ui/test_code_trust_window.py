@@ -63,3 +63,17 @@ def test_runs_dock_open_and_resume_ask_before_running_code(main_window, qtbot, e
         assert window.prompts.asked[-1][0] == "trust", window.prompts.asked
         assert evil.nothing_ran() and window.session.model is before
     assert sum(1 for a in window.prompts.asked if a[0] == "trust") == 2
+
+
+def test_relative_specs_of_a_run_file_start_at_its_folder(qtbot, tmp_path):
+    """A run.toml's ``my_task.py:training_step`` is the one beside the run.toml, wherever the window was started."""
+    from workbench.core.train.config import TaskConfig, TrainConfig
+    from workbench.ui.train.settings_form import TrainingSettings
+
+    (tmp_path / "my_task.py").write_text("def training_step(model, batch):\n    return model(batch[0]).mean()\n")
+    form = TrainingSettings()
+    qtbot.addWidget(form)
+    form.set_config(TrainConfig(task=TaskConfig(step="my_task.py:training_step")), origin=str(tmp_path / "run.toml"))
+    cfg = form.config()
+    assert cfg.task.step == f"{tmp_path / 'my_task.py'}:training_step"
+    assert form.code_to_confirm(cfg) == (str(tmp_path / "run.toml"), [cfg.task.step])

@@ -147,7 +147,8 @@ def test_code_named_by_a_file_waits_for_the_users_yes(qtbot, tmp_path):
     assert not panel.start()  # trust: no (the recording prompts' default)
     assert host.prompts.count("trust") == 1 and not panel.is_running()
     err = host.prompts.asked[-1][1]
-    assert err.globals == ["steps.py:training_step"] and origin in str(err)
+    # made absolute against the run file's folder when shown, as workbench train resolves it
+    assert err.globals == [f"{tmp_path / 'old' / 'steps.py'}:training_step"] and origin in str(err)
 
     yes = RecordingPrompts(trust=True)
     assert confirm_file_code(settings, settings.config(), yes) is None

@@ -10,6 +10,7 @@ and is recomputed, debounced by 150 ms, whenever a setting changes.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 import dataclasses
 import importlib.util
 import math
@@ -613,8 +614,11 @@ class TrainingSettings(QWidget):
             (``file.py:function`` specs) is shown, marked, and waits for a confirmation at Start
             (:meth:`code_to_confirm`); None: the settings are the user's own (typed or remembered).
         """
-        from workbench.core.train.task.specs import code_specs
+        from workbench.core.train.task.specs import code_specs, pin
 
+        if origin is not None:  # its relative file.py specs start at the file's folder, as for workbench train
+            cfg = copy.deepcopy(cfg)
+            pin(cfg, Path(origin).parent)
         self._base = copy.deepcopy(cfg)
         self._code_specs = {spec for _, _, spec in code_specs(cfg) if ":" in spec} if origin else set()
         self._code_origin = str(origin) if self._code_specs else None
