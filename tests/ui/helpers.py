@@ -37,6 +37,9 @@ class RecordingPrompts:
     def open_path(self, start_dir=""):
         return self._answer("open_path", start_dir)
 
+    def open_folder(self, start_dir=""):
+        return self._answer("open_folder", start_dir)
+
     def save_path(self, title, filters, default):
         return self._answer("save_path", title, filters, default)
 

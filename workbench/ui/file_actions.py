@@ -143,7 +143,7 @@ class FileActions(QObject):
         detected = self._detected
         source = opened.source + (f" · {opened.spec} (detected)" if detected is not None else "")
         self.session.set_model(opened.model, opened.spec, opened.checkpoint, default_input_shape(opened.spec),
-                               source=source)
+                               source=source, example=getattr(opened, "example", None))
         self._show_health(bad, detected)
         self._add_recent(path)
         self.settings.setValue(LAST_FOLDER_KEY, str(path.resolve().parent))
@@ -394,6 +394,12 @@ class FileActions(QObject):
     def on_open_triggered(self) -> None:
         """File > Open…, starting in the folder of the last file opened."""
         path = self.prompts.open_path(str(self.settings.value(LAST_FOLDER_KEY, "") or ""))
+        if path:
+            self.open_path(path)
+
+    def on_open_folder_triggered(self) -> None:
+        """File > Open model folder… (a Hugging Face ``save_pretrained`` folder, a timm hub folder)."""
+        path = self.prompts.open_folder(str(self.settings.value(LAST_FOLDER_KEY, "") or ""))
         if path:
             self.open_path(path)
 

@@ -296,6 +296,9 @@ class MainWindow(QMainWindow):
         files = self.file_actions
         self._action(file_menu, "&Open…", files.on_open_triggered, QKeySequence.StandardKey.Open,
                      "Open a checkpoint (.pt, .pth, .ckpt, .safetensors, TorchScript)")
+        self._action(file_menu, "Open model &folder…", files.on_open_folder_triggered,
+                     tip="A Hugging Face save_pretrained folder or a timm hub folder (config.json + safetensors)"
+                     ).setObjectName("openFolderAction")
         self.recent_menu = file_menu.addMenu("Open &Recent")
         self._action(file_menu, "&New from architecture…", lambda: self.new_from_architecture(),
                      tip="A freshly initialized torchvision or builtin model")
@@ -413,9 +416,13 @@ class MainWindow(QMainWindow):
         self._update_status()
 
     def _annotate(self, root) -> bool:
-        if self.input_shape is None:
+        example = self.session.example
+        if self.input_shape is None and example is None:
             return True
         try:
+            if self.input_shape is None:  # the opened file's own example input (a Hugging Face config's)
+                core_tree.annotate_shapes_and_flops(root, example=example, label=self.arch_spec and str(self.arch_spec))
+                return True
             core_tree.annotate_shapes_and_flops(root, self.input_shape, label=self.arch_spec and str(self.arch_spec))
         except (WorkbenchError, ValueError, RuntimeError) as exc:
             self.statusBar().showMessage(f"Input shape {format_shape(self.input_shape)}: {exc}", 15000)

@@ -22,7 +22,8 @@ from workbench.ui import dialogs, nonfinite_dialog
 
 __all__ = ["Prompts", "CHECKPOINT_FILTER", "with_filter_suffix"]
 
-CHECKPOINT_FILTER = "Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)"
+CHECKPOINT_FILTER = ("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl config.json);;"
+                     "All files (*)")
 
 
 def with_filter_suffix(path: str, selected_filter: str) -> str:
@@ -66,6 +67,11 @@ class Prompts:
     def open_path(self, start_dir: str = "") -> str | None:
         """File > Open, starting in ``start_dir`` (the last folder used): a checkpoint path, or None."""
         path, _ = QFileDialog.getOpenFileName(self.parent, "Open checkpoint", start_dir, CHECKPOINT_FILTER)
+        return path or None
+
+    def open_folder(self, start_dir: str = "") -> str | None:
+        """File > Open model folder: a Hugging Face or timm folder (``config.json`` + weights), or None."""
+        path = QFileDialog.getExistingDirectory(self.parent, "Open model folder", start_dir)
         return path or None
 
     def save_path(self, title: str, filters: str, default: str) -> str | None:

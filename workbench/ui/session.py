@@ -107,6 +107,8 @@ class Session(QObject):
         self.arch_spec = None
         self.checkpoint = None
         self.input_shape: tuple[int, ...] | None = None
+        #: the example input the opened file gives (a Hugging Face config's input_ids...), used while no shape is typed
+        self.example = None
         self.source = ""
         self.edits: list[dict] = []
         self.running = False
@@ -119,15 +121,19 @@ class Session(QObject):
         self._callback_providers: list[Callable[[], list]] = []
 
     # ------------------------------------------------------------------ the model
-    def set_model(self, model: nn.Module, spec=None, checkpoint=None, input_shape=None, source: str = "") -> None:
+    def set_model(self, model: nn.Module, spec=None, checkpoint=None, input_shape=None, source: str = "",
+                  example=None) -> None:
         """Show another model: forget edits, badges and probes; emit ``modelChanged``.
 
-        Without an ``input_shape`` the model's own hint is taken
-        (:func:`workbench.core.model.example_input.default_input_shape`: ``(1, 16)``
-        token ids for a model whose first layer is an ``nn.Embedding``).
+        Without an ``input_shape`` the file's own ``example`` is used (an
+        :class:`~workbench.core.model.example_input.ExampleInput` a Hugging Face
+        folder's config gives: ``input_ids``, ``pixel_values``...), else the model's
+        own hint (:func:`workbench.core.model.example_input.default_input_shape`:
+        ``(1, 16)`` token ids for a model whose first layer is an ``nn.Embedding``).
         """
         self.model, self.arch_spec, self.checkpoint = model, spec, checkpoint
-        hinted = default_input_shape(model) if model is not None else None
+        self.example = example if not input_shape else None
+        hinted = default_input_shape(model) if model is not None and self.example is None else None
         self.input_shape = tuple(input_shape) if input_shape else hinted
         self.source = source
         self.edits = []
@@ -177,8 +183,11 @@ class Session(QObject):
         return self.running
 
     def set_input_shape(self, shape: tuple[int, ...] | None) -> None:
-        """The example input shape, e.g. ``(1, 3, 224, 224)`` (no signal: the tree re-annotates)."""
+        """The example input shape, e.g. ``(1, 3, 224, 224)`` (no signal: the tree re-annotates); a typed
+        shape replaces the file's own example input."""
         self.input_shape = tuple(shape) if shape else None
+        if shape:
+            self.example = None
 
     # ------------------------------------------------------------------ probes and selection
     def set_badges(self, badges: dict) -> None:
