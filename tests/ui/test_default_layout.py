@@ -113,3 +113,24 @@ def test_the_default_arrangement_comes_back_with_reset_layout(qtbot):
     assert win.dockWidgetArea(win.probes_dock) == left
     assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock}
     qtbot.waitUntil(lambda: not win.probes_dock.visibleRegion().isEmpty())  # Probes is the tab in front
+
+
+
+def test_a_larger_models_counts_are_not_cut(main_window, qtbot):
+    """resnet18's 11,689,512 parameters and 3.6 G FLOPs were elided in columns sized for the demo."""
+    import torchvision
+
+    from workbench.core.formatting import format_int
+    from workbench.core.model.architectures import ArchSpec
+    from workbench.ui.model.tree_model import COL_FLOPS, COL_PARAMS
+
+    win, _ = main_window
+    win.session.set_model(torchvision.models.resnet18(), ArchSpec("resnet18"), None, (1, 3, 224, 224),
+                          source="resnet18")
+    root, view = win.tree_model.root, win.tree_widget.view
+    header, metrics = view.header(), view.fontMetrics()
+    for col, value in ((COL_PARAMS, root.total_params), (COL_FLOPS, root.flops)):
+        assert header.sectionSize(col) >= metrics.horizontalAdvance(format_int(value)), col
+    right = header.sectionViewportPosition(COL_FLOPS) + header.sectionSize(COL_FLOPS)
+    # the Model dock grew with its columns (at the next layout pass): nothing cut or scrolled away
+    qtbot.waitUntil(lambda: right <= view.viewport().width(), timeout=3000)

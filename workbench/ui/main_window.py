@@ -266,6 +266,18 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.model_dock, self.probes_dock],
                          [int(height * MODEL_SHARE), int(height * (1.0 - MODEL_SHARE))], Qt.Orientation.Vertical)
 
+    def _fit_tree_columns(self) -> None:
+        """Number columns as wide as this model's totals, and the Model dock wide enough for them (half the window
+        at most): a larger model's counts are not cut."""
+        if not self.tree_widget.fit_number_columns():
+            return
+        frame = max(0, self.model_dock.width() - self.tree_widget.width())
+        need = self.tree_widget.columns_width() + frame
+        if self.model_dock.isVisible() and not self.model_dock.isFloating() and self.model_dock.width() < need:
+            width = min(need, self.width() // 2)
+            self.resizeDocks([self.model_dock, self.training_dock], [width, self.width() - width],
+                             Qt.Orientation.Horizontal)
+
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         """On the first show without a saved layout, size the docks."""
         super().showEvent(event)
@@ -412,6 +424,7 @@ class MainWindow(QMainWindow):
         self.tree_model.set_root(root)
         self._annotate(root)
         self.tree_widget.reset_view()
+        self._fit_tree_columns()
         self.details.show_node(None)
         self._update_status()
 
@@ -515,6 +528,7 @@ class MainWindow(QMainWindow):
             return
         if self.input_shape is None or self._annotate(self.tree_model.root):
             self.tree_model.refresh_all()
+            self._fit_tree_columns()
             self._on_current_node_changed(self.tree_widget.current_node())
             if self.input_shape is not None:
                 flops = self.tree_model.root.flops

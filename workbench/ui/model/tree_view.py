@@ -51,6 +51,12 @@ _COLUMN_SAMPLES = {COL_NAME: ("classifier",), COL_TRAIN: ("Train",), COL_TYPE: (
 _NAME_INDENT = 56
 #: Cell padding (margins), px.
 _CELL_PAD = 8
+#: The Output shape column grows to the model's longest shape up to this, px (a 5-D video shape elides).
+_MAX_SHAPE_WIDTH = 150
+
+
+def _text_width(metrics: QFontMetrics, text: str) -> int:
+    return metrics.horizontalAdvance(text) + _CELL_PAD
 
 
 def default_column_widths(metrics: QFontMetrics) -> dict[int, int]:
@@ -152,6 +158,30 @@ class ModelTreeWidget(QWidget):
         header = self.view.header()
         for col, width in default_column_widths(self.view.fontMetrics()).items():
             header.resizeSection(col, width)
+
+    def fit_number_columns(self) -> bool:
+        """Widen Params, Trainable and FLOPs to the shown model's totals (the widest numbers) and Output shape to
+        its longest shape (up to 150 px); never narrower.
+
+        The first widths fit a small model; resnet18's "11,689,512" parameters and
+        "3,628,146,688" FLOPs were elided. Returns whether a column grew.
+        """
+        from workbench.core.formatting import format_int, format_shape
+
+        root = getattr(self.proxy.sourceModel(), "root", None)
+        if root is None:
+            return False
+        metrics, header, grew = self.view.fontMetrics(), self.view.header(), False
+        shapes = {format_shape(n.output_shape) for n in root.walk() if isinstance(n.output_shape, (tuple, list))}
+        widest_shape = max((metrics.horizontalAdvance(t) for t in shapes), default=0)
+        for col, need in ((COL_PARAMS, _text_width(metrics, format_int(root.total_params))),
+                          (COL_TRAINABLE, _text_width(metrics, format_int(root.trainable_params))),
+                          (COL_FLOPS, _text_width(metrics, format_int(root.flops)) if root.flops is not None else 0),
+                          (COL_SHAPE, min(widest_shape + _CELL_PAD, _MAX_SHAPE_WIDTH))):
+            if header.sectionSize(col) < need:
+                header.resizeSection(col, need)
+                grew = True
+        return grew
 
     def columns_width(self) -> int:
         """The width this widget needs to show every visible column whole, with room for a vertical scroll bar, px.
