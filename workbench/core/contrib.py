@@ -23,7 +23,16 @@ A name resolves from, in order:
    (``docs/plugins.md`` has a worked example). Installing a package is the
    user's own decision, as installing torchvision is: its contributions
    resolve without asking. A name a builtin already has stays the builtin's;
-3. **specs**: ``"pkg.mod:callable"`` or ``"path/to/file.py:callable"``.
+3. for architectures, **timm's models** when timm is installed:
+   ``"timm/<model_name>"`` (as the hub names them), and a bare timm name that
+   no source above has (``"resnet50d"``, ``"convnext_atto"``), built with
+   ``timm.create_model(name, pretrained=False, **kwargs)``. Their names are
+   listed from a small file per timm version in :func:`cache_dir` (importing
+   timm takes 0.5 s on top of torchvision, 4 s from a cold disk, so it is
+   imported once per timm version to list, and otherwise only to build);
+4. **specs**: ``"pkg.mod:callable"`` or ``"path/to/file.py:callable"``. A file
+   inside a package (its folder has ``__init__.py``) is imported as part of
+   that package, so its relative imports work (:func:`import_file_module`).
 
 The trust rule of ``DESIGN.md`` ("Safety contract") is applied here and
 nowhere else. A file (a checkpoint, a safetensors header, a run.toml, a model
@@ -43,27 +52,38 @@ runs whatever it names (``os:system`` included). So:
   and never make a registered architecture download weights (:func:`no_downloads`).
 
 Listing (:func:`names`, :func:`contributions`) reads the installed packages'
-metadata only: it imports none of them. Qt-free; imports neither
+metadata only: it imports none of them (timm once per timm version, see 3.).
+``timm:create_model`` itself is not registered: it also takes ``hf-hub:``
+names (downloads), so a file naming it needs trust like any spec; files name
+timm models as ``timm/<model_name>``. Qt-free; imports neither
 ``core.train`` nor ``core.probe`` (their builtins are strings).
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
+import functools
+import hashlib
 import importlib
 import importlib.util
 import inspect
+import json
+import os
 import re
 import sys
+import tempfile
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from workbench.core.errors import ArchitectureError, ContributionError, DataError, TrustRequired, WorkbenchError
 
 __all__ = ["KINDS", "BUILTINS", "Contribution", "group", "contributions", "names", "is_registered", "check",
-           "resolve", "load_callable", "plain_kwargs", "no_downloads"]
+           "resolve", "load_callable", "file_module_name", "import_file_module", "plain_kwargs", "plain_args",
+           "no_downloads", "cache_dir", "library_version", "write_atomic", "timm_names", "timm_model",
+           "TIMM_PREFIX"]
 
 #: The kinds of contribution, singular; the entry-point group of each is :func:`group`.
 KINDS = ("architecture", "dataset", "step", "metric", "loss", "probe")
@@ -89,6 +109,8 @@ FILE_MODULE_PREFIX = "_workbench_factory_"
 _DOWNLOAD_KWARGS = ("weights", "weights_backbone", "pretrained", "pretrained_backbone")
 #: Nesting depth of plain data accepted from a file (a dict of lists of dicts ...).
 _MAX_DEPTH = 8
+#: How a timm model is named as a registered architecture: ``"timm/resnet50d"``.
+TIMM_PREFIX = "timm/"
 
 
 @dataclass(frozen=True)
@@ -139,6 +161,103 @@ def _is_spec(name: str) -> bool:
     return ":" in name or "/" in name or "\\" in name
 
 
+# --------------------------------------------------------------------------- the cache folder and timm's names
+
+
+def cache_dir() -> Path:
+    """Workbench's cache folder: ``$WORKBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/workbench``, else ``~/.cache/workbench``.
+
+    Not created here. It holds derived data only (name lists, the architecture
+    index), rebuilt when missing or damaged.
+    """
+    own = os.environ.get("WORKBENCH_CACHE_DIR")
+    if own:
+        return Path(own).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "workbench"
+
+
+@functools.lru_cache(maxsize=None)
+def library_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist`` (``"timm"``), from its metadata; None when not installed.
+
+    Nothing is imported; remembered for the process.
+    """
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+_TIMM_NAMES: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def timm_names() -> frozenset[str]:
+    """timm's model names (``timm.list_models()``), empty when timm is not installed.
+
+    Read from ``timm-<version>-names.json`` in :func:`cache_dir` when it is
+    there (no import: a few milliseconds); else timm is imported once (0.5-4 s)
+    and the file written. Remembered for the process (per cache folder).
+    """
+    ver = library_version("timm")
+    if ver is None:
+        return frozenset()
+    path = cache_dir() / f"timm-{ver}-names.json"
+    memo = (ver, str(path))
+    if memo in _TIMM_NAMES:
+        return _TIMM_NAMES[memo]
+    listed: Any = None
+    try:
+        listed = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    if not (isinstance(listed, list) and listed and all(isinstance(n, str) for n in listed)):
+        try:
+            import timm
+        except Exception:  # a broken install lists nothing rather than taking the caller down
+            return frozenset()
+        listed = sorted(timm.list_models())
+        try:
+            write_atomic(path, json.dumps(listed).encode())
+        except OSError:  # a read-only cache: list again next time
+            pass
+    _TIMM_NAMES[memo] = frozenset(listed)
+    return _TIMM_NAMES[memo]
+
+
+def timm_model(name: str, *, bare: bool = True) -> str | None:
+    """The timm model ``name`` stands for: ``"timm/resnet50d"`` or (with ``bare``) ``"resnet50d"``; else None.
+
+    A bare name counts only when it is not Workbench's, an installed package's
+    or torchvision's (those win, as in :func:`resolve`).
+    """
+    if not isinstance(name, str):
+        return None
+    if name.startswith(TIMM_PREFIX):
+        model = name[len(TIMM_PREFIX):]
+        return model if model in timm_names() else None
+    if not bare or _is_spec(name) or name in BUILTINS["architecture"] or name in _entry_points("architecture"):
+        return None
+    if name in timm_names() and name not in _torchvision_names("architecture"):
+        return name
+    return None
+
+
 # --------------------------------------------------------------------------- listing
 
 
@@ -165,11 +284,13 @@ def _source(ep: EntryPoint) -> str:
 
 
 def contributions(kind: str) -> list[Contribution]:
-    """Every registered contribution of ``kind``: builtins, then installed packages' (by name), then torchvision's.
+    """Every registered contribution of ``kind``: builtins, installed packages' (by name), torchvision's, timm's.
 
     Reads package metadata only; no contributing package is imported (torchvision
-    is, for its model list). A name registered twice is listed once, the first
-    source winning as in :func:`resolve`.
+    is, for its model list; timm once per timm version, see :func:`timm_names`).
+    A name registered twice is listed once, the first source winning as in
+    :func:`resolve`. timm's models are listed as ``"timm/<name>"``, target
+    ``"timm:create_model"`` (what they are built with: the name is the first argument).
 
     Raises
     ------
@@ -184,6 +305,10 @@ def contributions(kind: str) -> list[Contribution]:
         if name not in taken:
             out.append(Contribution(kind, name, eps[0].value, ", ".join(_source(ep) for ep in eps)))
     out += [Contribution(kind, name, f"torchvision.models:{name}", "torchvision") for name in tv]
+    if kind == "architecture":
+        ver = library_version("timm")
+        out += [Contribution(kind, TIMM_PREFIX + name, "timm:create_model", f"timm {ver}")
+                for name in sorted(timm_names())]
     return out
 
 
@@ -218,6 +343,8 @@ def is_registered(kind: str, name: str) -> bool:
     _check_kind(kind)
     if not isinstance(name, str):
         return False
+    if kind == "architecture" and timm_model(name) is not None:
+        return True
     if _is_spec(name):
         eps = [ep for group_eps in _entry_points(kind).values() for ep in group_eps]
         return name in BUILTINS[kind].values() or any(ep.value.strip() == name for ep in eps)
@@ -314,6 +441,9 @@ def resolve(kind: str, spec: str, *, origin: str | Path | None = None, trust: bo
     eps = _entry_points(kind).get(spec)
     if eps:
         return _load_entry_point(kind, spec, eps)
+    timm_name = timm_model(spec) if kind == "architecture" else None
+    if timm_name is not None:
+        return _timm_builder(timm_name)
     if ":" in spec:
         return load_callable(spec, base, kind=kind)
     raise _error(kind)(_unknown(kind, spec))
@@ -321,16 +451,18 @@ def resolve(kind: str, spec: str, *, origin: str | Path | None = None, trust: bo
 
 def _unknown(kind: str, name: Any) -> str:
     listed = contributions(kind)
-    own = [c.name for c in listed if c.source != "torchvision"]
-    rest = len(listed) - len(own)
+    tv = sum(c.source == "torchvision" for c in listed)
+    timm = sum(c.name.startswith(TIMM_PREFIX) for c in listed)
+    own = [c.name for c in listed if c.source != "torchvision" and not c.name.startswith(TIMM_PREFIX)]
+    libraries = " and ".join(f"{n} {lib} models" for n, lib in ((tv, "torchvision"), (timm, "timm")) if n)
     near = difflib.get_close_matches(str(name), [c.name for c in listed], n=3)
     text = f"unknown {kind} {name!r}"
     text += f"; did you mean {', '.join(near)}?" if near else "."
     if own:
         text += f" Available: {', '.join(own)}"
-        text += f" and {rest} torchvision models (workbench contributions {kind})." if rest else "."
-    elif rest:
-        text += f" Available: {rest} torchvision models (workbench contributions {kind})."
+        text += f" and {libraries} (workbench contributions {kind})." if libraries else "."
+    elif libraries:
+        text += f" Available: {libraries} (workbench contributions {kind})."
     else:
         text += f" None is registered (an installed package registers one under the entry-point group {group(kind)})."
     return text + " Or give a spec: package.module:callable or path/to/file.py:callable."
@@ -366,13 +498,28 @@ def _torchvision_builder(name: str) -> Callable[..., Any]:
     return build
 
 
+def _timm_builder(name: str) -> Callable[..., Any]:
+    """``timm.create_model(name, pretrained=False, **kwargs)`` (timm imported when called)."""
+
+    def build(**kwargs: Any) -> Any:
+        import timm
+
+        kwargs.setdefault("pretrained", False)
+        return timm.create_model(name, **kwargs)
+
+    build.__name__ = build.__qualname__ = f"timm_{re.sub(r'[^0-9A-Za-z_]', '_', name)}"
+    build.__doc__ = f"timm.create_model({name!r}, pretrained=False, **kwargs)"
+    return build
+
+
 def load_callable(spec: str, base: str | Path | None = None, *, kind: str = "architecture") -> Callable[..., Any]:
     """Import ``"pkg.mod:callable"`` or ``"path/to/file.py:callable"`` and return the callable; no trust rule.
 
     Only for specs already past :func:`check` or typed by the user;
     :func:`resolve` is the entry for everything else. A file is imported as
     module ``_workbench_factory_<hash of its path>`` (so a training process can
-    import it again under the same name).
+    import it again under the same name); a file inside a package as a module
+    of that package (:func:`file_module_name`, :func:`import_file_module`).
 
     Parameters
     ----------
@@ -415,11 +562,106 @@ def _import_file(spec: str, target: str, base: str | Path | None, error: type[Wo
     path = (Path(base) / path if base and not path.is_absolute() else path).resolve()
     if not path.is_file():
         raise error(f"spec {spec!r}: file {path} not found.")
-    mod_name = f"{FILE_MODULE_PREFIX}{abs(hash(str(path)))}"
-    module_spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
-    sys.modules[mod_name] = module
-    module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return import_file_module(file_module_name(path), path)
+
+
+def _package_root(path: Path) -> Path | None:
+    """The top package folder of ``path`` when it imports relatively (``from .x import y``), else None.
+
+    The top package is found by walking up while ``__init__.py`` exists. A file
+    without relative imports is imported alone, as before (what a training
+    process re-imports by path without its package).
+    """
+    if not _imports_relatively(path):
+        return None
+    root = None
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        root, folder = folder, folder.parent
+    return root
+
+
+def _imports_relatively(path: Path) -> bool:
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False  # the import itself reports it
+    return any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+
+
+def _path_hash(path: Path) -> str:
+    return hashlib.sha1(str(path).encode()).hexdigest()[:12]
+
+
+def file_module_name(path: str | Path) -> str:
+    """The module name a ``file.py:`` spec's file is imported as.
+
+    ``_workbench_factory_<hash of the path>`` for a lone file; for a file in a
+    package that imports relatively (``from .helpers import x``),
+    ``_workbench_factory_<hash of the package folder>.sub.module``:
+    the top package under a name of its own (no clash with an installed package
+    of the same name, and a training process re-imports it by that name), its
+    submodules by their own names, so relative imports work.
+    """
+    path = Path(path).resolve()
+    root = _package_root(path)
+    if root is None:
+        return f"{FILE_MODULE_PREFIX}{_path_hash(path)}"
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([f"{FILE_MODULE_PREFIX}{_path_hash(root)}", *parts])
+
+
+def import_file_module(name: str, path: str | Path):
+    """Import the file ``path`` as module ``name`` (from :func:`file_module_name`); already imported: that module.
+
+    For a dotted ``name`` (a file inside a package) the top package is imported
+    from its folder's ``__init__.py`` under ``name``'s first part, then
+    ``name`` itself through the package (so ``from .helpers import x`` works).
+    The package's parent folder is on ``sys.path`` during the import (for a
+    package that imports itself by its own name) and taken off afterwards.
+    A training process calls this with the names a pickled model refers to.
+
+    Raises
+    ------
+    ImportError
+        ``path`` is not a Python file; and whatever the file raises while it runs.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(path).resolve()
+    top, _, rest = name.partition(".")
+    if not rest:
+        return _exec_file(name, path)
+    root = path.parent
+    for _ in range(rest.count(".") + (path.name == "__init__.py")):
+        root = root.parent
+    parent = str(root.parent)
+    sys.path.insert(0, parent)
+    try:
+        if top not in sys.modules:
+            _exec_file(top, root / "__init__.py", package=root)
+        return importlib.import_module(name)
+    finally:
+        try:
+            sys.path.remove(parent)
+        except ValueError:  # the file took it off itself
+            pass
+
+
+def _exec_file(name: str, path: Path, package: Path | None = None):
+    locations = [str(package)] if package is not None else None
+    module_spec = importlib.util.spec_from_file_location(name, path, submodule_search_locations=locations)
+    if module_spec is None or module_spec.loader is None:
+        raise ImportError(f"cannot import {path} (not a Python file)")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     return module
 
 
@@ -473,6 +715,30 @@ def plain_kwargs(kwargs: Any, origin: str | Path, kind: str = "architecture") ->
                 f"{origin}: {kind} kwarg {key!r} is a {type(value).__name__}; a file may give only plain "
                 "values (numbers, strings, lists and tables of those)")
     return dict(kwargs)
+
+
+def plain_args(args: Any, origin: str | Path, kind: str = "architecture") -> tuple:
+    """Positional arguments read from a file, checked to be plain data (as :func:`plain_kwargs`'s values).
+
+    Returns
+    -------
+    tuple
+        ``()`` for None.
+
+    Raises
+    ------
+    ArchitectureError, DataError or ContributionError
+        (by ``kind``) not a list, or an item that is not plain data.
+    """
+    if args is None:
+        return ()
+    if not isinstance(args, (list, tuple)):
+        raise _error(kind)(f"{origin}: the {kind}'s args must be a list of values, not {type(args).__name__}")
+    for index, value in enumerate(args):
+        if not _is_plain(value):
+            raise _error(kind)(f"{origin}: {kind} argument {index} is a {type(value).__name__}; a file may give "
+                               "only plain values (numbers, strings, lists and tables of those)")
+    return tuple(args)
 
 
 def no_downloads(kwargs: Mapping[str, Any], origin: str | Path) -> None:

@@ -14,9 +14,10 @@ become the parameters).
 from __future__ import annotations
 
 import ast
+import re
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -31,8 +32,10 @@ from workbench.core.model.checkpoint import Checkpoint, common_leading, strip_pr
 
 #: torchvision names left out of auto-detection: quantized variants have the same keys
 #: as their float models, optical flow models are not classifiers of any kind.
-DETECTION_SKIP_PREFIXES = ("quantized_",)
+DETECTION_SKIP_PREFIXES = ("quantized_", "timm/")
 _PLAIN_TYPES = (str, int, float, bool, type(None))
+#: ``pkg.mod.callable``: Python's call syntax for a factory (``timm.create_model(...)``).
+_DOTTED_CALL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 # --------------------------------------------------------------------------- ArchSpec
@@ -56,11 +59,20 @@ class ArchSpec:
         folder of the file that named the spec (:meth:`from_file`); None: the
         current folder (a spec the user typed). Not saved by :meth:`to_dict`,
         which writes such paths absolute instead.
+    args : tuple
+        Positional arguments of a factory, plain values only:
+        ``timm:create_model('resnet50d', num_classes=10)`` has
+        ``args=("resnet50d",)``. Built as ``factory(*args, **kwargs)``.
     """
 
     name: str
     kwargs: dict = field(default_factory=dict)
     base: str | None = field(default=None, compare=False, repr=False)
+    args: tuple = ()
+
+    def with_kwargs(self, **extra: Any) -> ArchSpec:
+        """A copy with ``extra`` added to :attr:`kwargs` (``args`` and ``base`` kept)."""
+        return replace(self, kwargs={**self.kwargs, **extra})
 
     @property
     def factory_file(self) -> Path | None:
@@ -74,27 +86,33 @@ class ArchSpec:
         return path.resolve()
 
     def to_dict(self) -> dict:
-        """``{"name": ..., "kwargs": {...}}`` with only str/int/float/bool/None (and lists of them) values.
+        """``{"name": ..., "kwargs": {...}}`` (and ``"args": [...]`` when there are any) of plain values.
+
+        Values are str/int/float/bool/None and lists of them.
 
         Raises
         ------
         ValueError
-            A kwarg value is not such a plain value (it could not be saved in a
+            A value is not such a plain value (it could not be saved in a
             weights-only checkpoint).
         """
-        for key, value in self.kwargs.items():
+        named = [(f"argument {i}", v) for i, v in enumerate(self.args)] + [(f"kwarg {k}", v) for k, v in self.kwargs.items()]
+        for what, value in named:
             items = value if isinstance(value, (list, tuple)) else [value]
             if not all(isinstance(v, _PLAIN_TYPES) for v in items):
-                raise ValueError(f"architecture kwarg {key}={value!r} is not a plain str/int/float/bool/None value")
+                raise ValueError(f"architecture {what}={value!r} is not a plain str/int/float/bool/None value")
         kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in self.kwargs.items()}
         file = self.factory_file  # absolute, so a run replays from any folder
         name = f"{file}:{self.name.rpartition(':')[2]}" if file is not None else self.name
-        return {"name": name, "kwargs": kwargs}
+        out: dict[str, Any] = {"name": name, "kwargs": kwargs}
+        if self.args:
+            out["args"] = [list(v) if isinstance(v, tuple) else v for v in self.args]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping) -> ArchSpec:
         """Inverse of :meth:`to_dict`, for a spec the user gave (no trust rule: see :meth:`from_file`)."""
-        return cls(name=str(d["name"]), kwargs=dict(d.get("kwargs") or {}))
+        return cls(name=str(d["name"]), kwargs=dict(d.get("kwargs") or {}), args=tuple(d.get("args") or ()))
 
     @classmethod
     def from_file(cls, d: Mapping | str, origin: str | Path, *, trust: bool = False) -> ArchSpec:
@@ -109,7 +127,8 @@ class ArchSpec:
         Parameters
         ----------
         d : mapping or str
-            ``{"name": ..., "kwargs": {...}}`` or ``"resnet18(num_classes=10)"``.
+            ``{"name": ..., "kwargs": {...}}`` (``"args": [...]`` optional),
+            ``"resnet18(num_classes=10)"`` or a timm training dict's ``"resnet50d"``.
         origin : str or Path
             The file that holds the spec.
         trust : bool
@@ -125,37 +144,47 @@ class ArchSpec:
         """
         if isinstance(d, str):
             spec = cls.parse(d)
-            name, kwargs = spec.name, spec.kwargs
+            name, kwargs, args = spec.name, spec.kwargs, spec.args
         elif isinstance(d, Mapping) and "name" in d:
-            name, kwargs = d["name"], d.get("kwargs")
+            name, kwargs, args = d["name"], d.get("kwargs"), d.get("args")
         else:
             raise ArchitectureError(f"{origin}: the architecture entry must name an architecture, not {d!r}")
         kwargs = contrib.plain_kwargs(kwargs, origin)
+        args = contrib.plain_args(args, origin)
         base = contrib.check("architecture", name, origin, trust=trust)
         if base is None:  # a registered builder: a file never makes it download
             contrib.no_downloads(kwargs, origin)
-        return cls(name=name, kwargs=kwargs, base=base)
+        return cls(name=name, kwargs=kwargs, base=base, args=args)
 
     @classmethod
     def parse(cls, text: str, **kwargs: Any) -> ArchSpec:
-        """Parse ``"resnet18"``, ``"resnet18(num_classes=10)"`` or ``"my.mod:make(width=2)"``.
+        """Parse ``"resnet18"``, ``"resnet18(num_classes=10)"``, ``"my.mod:make(width=2)"`` or a factory call.
 
-        Keyword values in parentheses are Python literals; ``kwargs`` given here win.
+        Arguments in parentheses are Python literals, positional ones first
+        (``"timm:create_model('resnet50d', num_classes=10)"``); ``kwargs``
+        given here win. Python's own call syntax ``"timm.create_model('resnet50d')"``
+        (a dotted name that is not a registered one, with parentheses) means
+        the spec ``"timm:create_model"``: code, under the trust rule like any spec.
 
         Raises
         ------
         ArchitectureError
-            Malformed text.
+            Malformed text, or arguments that are not literals.
         """
         text = text.strip()
         parsed: dict[str, Any] = {}
-        if text.endswith(")") and "(" in text:
-            head, args = text.split("(", 1)
+        args: tuple = ()
+        called = text.endswith(")") and "(" in text
+        if called:
+            head, rest = text.split("(", 1)
             try:
-                call = ast.parse(f"f({args}", mode="eval").body
-                parsed = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}  # type: ignore[attr-defined]
-                if call.args or None in parsed:  # type: ignore[attr-defined]
-                    raise ValueError("only keyword arguments")
+                call = ast.parse(f"f({rest}", mode="eval").body
+                if not isinstance(call, ast.Call):
+                    raise ValueError("not a call")
+                if any(isinstance(a, ast.Starred) for a in call.args) or any(kw.arg is None for kw in call.keywords):
+                    raise ValueError("no *args or **kwargs")
+                args = tuple(ast.literal_eval(a) for a in call.args)
+                parsed = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
             except (SyntaxError, ValueError) as exc:
                 raise ArchitectureError(
                     f"architecture {text!r}: cannot read its arguments ({exc}). Write e.g. resnet18(num_classes=10)."
@@ -163,10 +192,17 @@ class ArchSpec:
             text = head.strip()
         if not text:
             raise ArchitectureError("empty architecture name. Give a torchvision name such as resnet18 or a factory spec pkg.mod:fn.")
-        return cls(name=text, kwargs={**parsed, **kwargs})
+        if called and _DOTTED_CALL.fullmatch(text) and not contrib.is_registered("architecture", text):
+            module, _, attr = text.rpartition(".")
+            text = f"{module}:{attr}"
+        if args and ":" not in text:
+            raise ArchitectureError(f"architecture {text!r} takes keyword arguments only (e.g. {text}(num_classes=10)); "
+                                    "positional arguments are for factory specs such as "
+                                    "timm:create_model('resnet50d', num_classes=10).")
+        return cls(name=text, kwargs={**parsed, **kwargs}, args=args)
 
     def __str__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        args = ", ".join([repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()])
         return f"{self.name}({args})" if args else self.name
 
 
@@ -264,13 +300,31 @@ class _MetaStorage(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in self.INITS:  # nn.init passes the tensor by keyword through handle_torch_function
+        if func in self.INITS or _is_value_inplace(func):  # nn.init passes the tensor by keyword
             target = args[0] if args else kwargs.get("tensor")
             if isinstance(target, torch.Tensor) and target.is_meta:
                 return target
         if func in self.FACTORIES and kwargs.get("device") is None:
             kwargs["device"] = "meta"
         return func(*args, **kwargs)
+
+
+#: In-place tensor methods that change a tensor's shape or flags, not only its values: never skipped.
+_SHAPE_INPLACE = frozenset({"requires_grad_", "resize_", "resize_as_", "set_", "as_strided_", "squeeze_",
+                            "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "share_memory_",
+                            "detach_", "retain_grad", "rename_", "refine_names_"})
+
+
+def _is_value_inplace(func: Any) -> bool:
+    """True for an in-place tensor method that only writes values (``clamp_``, ``mul_``, ``erfinv_``...).
+
+    On a meta tensor these are no-ops, but each costs a Python decomposition
+    (timm's ``trunc_normal_`` calls four of them per weight): skipping them
+    makes building timm models on ``meta`` several times faster.
+    """
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.startswith("_") and name not in _SHAPE_INPLACE
+            and getattr(func, "__objclass__", None) is torch._C.TensorBase)
 
 
 def list_architectures() -> list[str]:
@@ -321,10 +375,10 @@ def build_module(
             warnings.simplefilter("ignore")
             if str(device) == "meta":
                 with _MetaStorage(everything=_shapes_only):
-                    model = factory(**spec.kwargs)
+                    model = factory(*spec.args, **spec.kwargs)
             else:
                 with torch.device(device):
-                    model = factory(**spec.kwargs)
+                    model = factory(*spec.args, **spec.kwargs)
     except Exception as exc:
         raise ArchitectureError(f"could not build {spec}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, nn.Module):
