@@ -409,12 +409,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("A B", "per-module relative change between two checkpoints"),
     "runs": ("[ROOT]", "list the run folders (model, dataset, epochs, best, state)"),
     "contributions": ("[KIND]", "what builds by name: architectures, datasets, steps, metrics, probes"),
+    "index": ("[--rebuild]", "the architecture index that ranks checkpoints (torchvision, timm): status or rebuild"),
 }
 
 
 def _command_mains() -> dict[str, Any]:
     return {"inspect": inspect_main, "train": _train_main, "lr-find": _lr_find_main, "diff": _diff_main,
-            "runs": _runs_main, "contributions": _contributions_main}
+            "runs": _runs_main, "contributions": _contributions_main, "index": _index_main}
 
 
 def top_level_help() -> str:
@@ -672,6 +673,48 @@ def _contributions_main(argv: Sequence[str]) -> int:
         return 0
 
     return _guard(run, "contributions", args.debug)
+
+
+def _index_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="workbench index",
+        description="The architecture index: every known architecture's state_dict keys and shapes (torchvision, "
+                    "timm when installed, registered contributions), built once per library version in the cache "
+                    "folder ($WORKBENCH_CACHE_DIR, else $XDG_CACHE_HOME/workbench or ~/.cache/workbench) and read "
+                    "when a checkpoint's architecture is detected. Without options: what is built.")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="build everything again, every timm family included (about a minute), with a progress line")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+
+    def progress(done: int, total: int, what: str) -> None:
+        line = f"\rindexing {what[:60]:<60} {done}/{total}"
+        print(line, end="", file=sys.stderr, flush=True)
+
+    def run() -> int:
+        import time
+
+        from workbench.core.model import arch_index
+
+        if args.rebuild:
+            t0 = time.perf_counter()
+            live = sys.stderr.isatty()
+            counts = arch_index.rebuild(progress if live else None)
+            if live:
+                print(file=sys.stderr)
+            print(f"indexed {counts['torchvision']} torchvision, {counts['timm']} timm and "
+                  f"{counts['contributions']} contributed architectures in {time.perf_counter() - t0:.1f} s")
+        st = arch_index.status()
+        timm = (f"timm {st['timm']}: {st['timm_built']} of {st['timm_families']} families built"
+                if st["timm"] else "timm: not installed")
+        print(f"{st['folder']}: torchvision {'built' if st['torchvision'] else 'not built'}, "
+              f"contributions {'built' if st['contributions'] else 'not built'}, {timm}; "
+              f"{st['bytes'] / 2**20:.1f} MiB")
+        return 0
+
+    return _guard(run, "index", args.debug)
 
 
 if __name__ == "__main__":

@@ -166,3 +166,47 @@ def test_kwargs_from_a_file_are_plain_data():
         deep = [deep]
     with pytest.raises(ArchitectureError):
         contrib.plain_kwargs({"deep": deep}, Path("f.toml"))
+
+
+PACKAGE_INIT = "from .helpers import WIDTH\n"
+PACKAGE_HELPERS = "WIDTH = 6\n"
+PACKAGE_NET = """\
+from torch import nn
+
+from ..helpers import WIDTH
+from .blocks import block
+
+
+def make():
+    return nn.Sequential(block(), nn.Linear(WIDTH, 2))
+"""
+PACKAGE_BLOCKS = "from torch import nn\nfrom .. import helpers\n\n\ndef block():\n    return nn.Linear(3, helpers.WIDTH)\n"
+
+
+def test_a_file_with_relative_imports_is_imported_as_part_of_its_package(tmp_path, monkeypatch):
+    root = tmp_path / "facenet_like"
+    (root / "models").mkdir(parents=True)
+    (root / "__init__.py").write_text(PACKAGE_INIT)
+    (root / "helpers.py").write_text(PACKAGE_HELPERS)
+    (root / "models" / "__init__.py").write_text("")
+    (root / "models" / "net.py").write_text(PACKAGE_NET)
+    (root / "models" / "blocks.py").write_text(PACKAGE_BLOCKS)
+    path_before = list(sys.path)
+    factory = contrib.resolve("architecture", f"{root / 'models' / 'net.py'}:make")
+    model = factory()
+    assert model(torch.zeros(1, 3)).shape == (1, 2)
+    assert sys.path == path_before  # the package's parent folder was on sys.path only during the import
+    name = factory.__module__
+    assert name.startswith(contrib.FILE_MODULE_PREFIX) and name.endswith(".models.net")
+    assert name == contrib.file_module_name(root / "models" / "net.py")
+    assert "facenet_like" not in sys.modules  # under a name of its own: no clash with an installed package
+    # a training process imports it again from the name and the file alone
+    for mod in [m for m in sys.modules if m.split(".")[0] == name.split(".")[0]]:
+        monkeypatch.delitem(sys.modules, mod)
+    assert contrib.import_file_module(name, root / "models" / "net.py").make is not factory
+    # with trust, a relative path from a file still resolves next to that file
+    origin = root / "run.toml"
+    assert contrib.resolve("architecture", "models/net.py:make", origin=origin, trust=True)()[1].out_features == 2
+    # a lone file (no relative import) keeps its single-module name
+    (tmp_path / "plain.py").write_text(MARKING_FACTORY.format(marker=str(tmp_path / "m")))
+    assert "." not in contrib.file_module_name(tmp_path / "plain.py")

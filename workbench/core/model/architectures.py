@@ -32,7 +32,7 @@ from workbench.core.model.checkpoint import Checkpoint, common_leading, strip_pr
 
 #: torchvision names left out of auto-detection: quantized variants have the same keys
 #: as their float models, optical flow models are not classifiers of any kind.
-DETECTION_SKIP_PREFIXES = ("quantized_", "timm/")
+DETECTION_SKIP_PREFIXES = ("quantized_",)
 _PLAIN_TYPES = (str, int, float, bool, type(None))
 #: ``pkg.mod.callable``: Python's call syntax for a factory (``timm.create_model(...)``).
 _DOTTED_CALL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
@@ -395,6 +395,11 @@ _SIG_LOCK = threading.Lock()
 
 def _signature(name: str, **kwargs: Any) -> Signature | None:
     """Key -> shape of a meta-built model; None when it cannot be built without arguments."""
+    return _built_signature(name, **kwargs)[0]
+
+
+def _built_signature(name: str, **kwargs: Any) -> tuple[Signature | None, str | None]:
+    """(key -> shape, the module its class is defined in) of a meta-built model; (None, None) when it cannot be built."""
     spec = ArchSpec(name, dict(kwargs))
     try:
         model = build_module(spec, device="meta", _shapes_only=True)
@@ -402,28 +407,30 @@ def _signature(name: str, **kwargs: Any) -> Signature | None:
         try:
             model = build_module(spec, device="meta")
         except ArchitectureError:
-            return None
-    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+            return None, None
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}, type(model).__module__
 
 
 def candidate_signatures() -> dict[str, Signature]:
-    """Signatures of every detectable architecture (:func:`list_architectures`), cached per process.
+    """Signatures of every torchvision model and registered contribution, from the architecture index.
 
-    The first call builds each model on ``meta`` (a few seconds for all of
-    torchvision); later calls are free. Models that fail to build are left out.
+    Built once per library version into the user's cache folder
+    (:mod:`workbench.core.model.arch_index`), then read in milliseconds; timm's
+    models are indexed by family and compared only when a checkpoint's keys
+    look like one (see :func:`detect_architecture`).
     """
-    with _SIG_LOCK:
-        for name in list_architectures():
-            if name.startswith(DETECTION_SKIP_PREFIXES) or name in _SIGNATURES:
-                continue
-            _SIGNATURES[name] = _signature(name)
-        return {k: v for k, v in _SIGNATURES.items() if v is not None}
+    from workbench.core.model import arch_index
+
+    return arch_index.full_signatures()
 
 
 def clear_signature_cache() -> None:
-    """Forget cached signatures (benchmarks use it to time a cold ranking)."""
+    """Forget signatures held in memory (benchmarks use it; the index files on disk stay)."""
+    from workbench.core.model import arch_index
+
     with _SIG_LOCK:
         _SIGNATURES.clear()
+    arch_index.clear_memory()
 
 
 def _infer_head(mismatched: list[tuple[tuple, tuple]]) -> int | None:
@@ -491,24 +498,42 @@ def detect_architecture(state_dict: Mapping[str, torch.Tensor], top_k: int = 10)
 
     Notes
     -----
-    Cold cost is building every torchvision model on ``meta`` once per process
-    (see :func:`candidate_signatures`); ranking itself is set arithmetic.
+    Candidates come from the architecture index
+    (:func:`workbench.core.model.arch_index.candidates`): every torchvision
+    model and registered contribution, and the timm families whose key names
+    look most like the checkpoint's. Read from the user's cache folder in
+    milliseconds; what is not indexed yet is built first (torchvision ~2 s,
+    timm's family list ~4 s, a timm family 0.5-5 s; once per library version).
+    Ranking itself is set arithmetic. A model whose signature equals a
+    better-placed one's (timm's ``resnet18`` and torchvision's) is listed once,
+    under the first source (contributions, torchvision, timm), and within timm
+    under a model of the family its class is defined in
+    (``vit_tiny_patch16_224``, not ``deit_tiny_patch16_224``: both build a
+    ``vision_transformer.VisionTransformer``).
     """
+    from workbench.core.model import arch_index
+
     variants = _variants(state_dict)
-    rows: list[tuple[float, str, int | None]] = []
-    for name, sig in candidate_signatures().items():
-        best = max((_score(v, sig) for v in variants), key=lambda s: s[0])
+    rows: list[tuple[float, tuple[int, int], str, int | None, Signature]] = []
+    for entry in arch_index.candidates(variants):
+        best = max((_score(v, entry.signature) for v in variants), key=lambda s: s[0])
         if best[0] > 0:
-            rows.append((best[0], name, best[1]))
-    rows.sort(key=lambda r: (-r[0], r[1]))
+            rows.append((best[0], (entry.priority, not entry.home), entry.name, best[1], entry.signature))
+    rows.sort(key=lambda r: (-r[0], r[1], r[2]))
+    kept: list[tuple[float, tuple[int, int], str, int | None, Signature]] = []
+    for row in rows:
+        if len(kept) >= max(top_k, 0):
+            break
+        if not any(k[0] == row[0] and k[4] == row[4] for k in kept):  # the same architecture under another name
+            kept.append(row)
     out = []
-    for score, name, classes in rows[: max(top_k, 0)]:
+    for score, priority, name, classes, _ in kept:
         spec = ArchSpec(name, {"num_classes": classes} if classes else {})
         if classes:
             score = _verify_head(variants, spec, score)
-        out.append(Candidate(spec, round(score, 6)))
-    out.sort(key=lambda c: (-c.score, c.spec.name))
-    return out
+        out.append((Candidate(spec, round(score, 6)), priority))
+    out.sort(key=lambda c: (-c[0].score, c[1], c[0].spec.name))
+    return [c for c, _ in out]
 
 
 def _verify_head(variants: list[Signature], spec: ArchSpec, score: float) -> float:
