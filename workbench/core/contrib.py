@@ -81,7 +81,7 @@ from typing import Any, Callable, Mapping
 from workbench.core.errors import ArchitectureError, ContributionError, DataError, TrustRequired, WorkbenchError
 
 __all__ = ["KINDS", "BUILTINS", "Contribution", "group", "contributions", "names", "is_registered", "check",
-           "resolve", "load_callable", "file_module_name", "import_file_module", "plain_kwargs", "plain_args",
+           "resolve", "own_contributions", "load_callable", "file_module_name", "import_file_module", "plain_kwargs", "plain_args",
            "no_downloads", "cache_dir", "library_version", "write_atomic", "timm_names", "timm_model",
            "TIMM_PREFIX"]
 
@@ -299,16 +299,31 @@ def contributions(kind: str) -> list[Contribution]:
     """
     _check_kind(kind)
     tv = _torchvision_names(kind)
-    taken = set(BUILTINS[kind]) | set(tv)
-    out = [Contribution(kind, name, target, "builtin") for name, target in BUILTINS[kind].items()]
-    for name, eps in sorted(_entry_points(kind).items()):
-        if name not in taken:
-            out.append(Contribution(kind, name, eps[0].value, ", ".join(_source(ep) for ep in eps)))
+    out = own_contributions(kind, skip=frozenset(tv))
     out += [Contribution(kind, name, f"torchvision.models:{name}", "torchvision") for name in tv]
     if kind == "architecture":
         ver = library_version("timm")
         out += [Contribution(kind, TIMM_PREFIX + name, "timm:create_model", f"timm {ver}")
                 for name in sorted(timm_names())]
+    return out
+
+
+def own_contributions(kind: str, skip: frozenset[str] = frozenset()) -> list[Contribution]:
+    """Workbench's builtins and installed packages' contributions of ``kind`` (no library's models; nothing imported).
+
+    ``skip``: names to leave out of the packages' (torchvision's, which win).
+
+    Raises
+    ------
+    ValueError
+        ``kind`` is not one of :data:`KINDS`.
+    """
+    _check_kind(kind)
+    taken = set(BUILTINS[kind]) | set(skip)
+    out = [Contribution(kind, name, target, "builtin") for name, target in BUILTINS[kind].items()]
+    for name, eps in sorted(_entry_points(kind).items()):
+        if name not in taken:
+            out.append(Contribution(kind, name, eps[0].value, ", ".join(_source(ep) for ep in eps)))
     return out
 
 

@@ -192,14 +192,15 @@ def _torchvision_file() -> Path | None:
 
 
 def _contrib_names() -> list[str]:
-    return [c.name for c in contrib.contributions("architecture")
-            if c.source != "torchvision" and not c.name.startswith(contrib.TIMM_PREFIX)]
+    return [c.name for c in contrib.own_contributions("architecture")]
 
 
 def _contrib_file() -> Path:
-    """Named by a digest of Workbench's version and the registered names and targets (a plugin update rebuilds it)."""
-    rows = [(c.name, c.target, c.source) for c in contrib.contributions("architecture")
-            if c.source != "torchvision" and not c.name.startswith(contrib.TIMM_PREFIX)]
+    """Named by a digest of Workbench's version and the registered names and targets (a plugin update rebuilds it).
+
+    Read from package metadata: neither torchvision nor a plugin is imported.
+    """
+    rows = [(c.name, c.target, c.source) for c in contrib.own_contributions("architecture")]
     digest = hashlib.sha1(json.dumps([contrib.library_version("workbench"), rows]).encode()).hexdigest()[:12]
     return index_dir() / f"contrib-{digest}.json.gz"
 
