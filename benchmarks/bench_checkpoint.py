@@ -1,4 +1,4 @@
-"""Checkpoint figures: opening and saving a 512 MB checkpoint, ranking all of torchvision.
+"""Checkpoint figures: opening and saving a 512 MB checkpoint.
 
 ``open_checkpoint_512mb_s``: a vgg11 state_dict (133 M float32 parameters, 531 MB,
 about 506 MiB) saved by Workbench (``save_checkpoint``: with the digest of its
@@ -17,10 +17,9 @@ the median pair ratio, with ``_min`` / ``_max`` the range of the pairs. Target
 (``add_digest``): single pairs scatter widely with the disk's fsync times, the
 digest's own cost does not.
 
-``detect_arch_s``: ranking every torchvision architecture against a resnet18
-state_dict in a process that has not built any candidate yet (the per-process
-signature cache is cleared before each repeat); median of 3. Target <= 5 s.
-``detect_arch_warm_s`` is the same ranking with the cache filled.
+``detect_arch_s`` and ``detect_arch_warm_s`` (ranking through the architecture
+index, torchvision and timm) are measured by ``bench_arch_index``; :func:`bench_detect`
+is kept for a quick in-process check.
 """
 
 from __future__ import annotations
@@ -140,11 +139,9 @@ def bench_detect(repeats: int = 3) -> tuple[float, float]:
 
 
 def run() -> dict[str, float]:
-    """Return the open, verify, save and detection figures (seconds; ``checkpoint_digest_overhead*``: ratios)."""
+    """Return the open, verify and save figures (seconds; ``checkpoint_digest_overhead*``: ratios)."""
     figures = {"open_checkpoint_512mb_s": bench_open(),
                "open_checkpoint_512mb_undigested_s": bench_open(digest=False),
                "checkpoint_verify_512mb_s": bench_verify()}
     figures.update(bench_digest_overhead())
-    cold_s, warm_s = bench_detect()
-    figures.update({"detect_arch_s": cold_s, "detect_arch_warm_s": warm_s})
     return figures
