@@ -49,7 +49,7 @@ def test_new_from_architecture_lists_and_builds_an_installed_architecture(window
     listed: list[str] = []
     _user_picks(dialogs.NewModelDialog, monkeypatch, "tiny_mlp", listed, num_classes=3)
     assert window.new_from_architecture()
-    assert listed[:2] == ["digits_cnn", "tiny_mlp"] and "resnet18" in listed
+    assert listed[:3] == ["digits_cnn", "tabular_mlp", "tiny_mlp"] and "resnet18" in listed  # builtins, packages, tv
     assert type(window.model).__name__ == "TinyMLP" and type(window.model).__module__ == "workbench_example_plugin"
     assert window.arch_spec == ArchSpec("tiny_mlp", {"num_classes": 3})
     assert window.model(torch.zeros(2, 1, 8, 8)).shape == (2, 3)

@@ -142,7 +142,7 @@ def test_shapes_and_flops_show_for_a_folder(folders):
 
 def test_read_checkpoint_reads_a_folder_as_its_weights(folders):
     _, folder = folders["gpt2_sharded"]
-    ckpt = read_checkpoint(folder)
+    ckpt = hf_folder.read_folder_checkpoint(hf_folder.read_model_folder(folder / "config.json"))
     assert ckpt.metadata.format == "hf_folder" and ckpt.path == folder
     assert "transformer.wte.weight" in ckpt.state_dict and len(ckpt.metadata.extra["weight_files"]) > 1
 

@@ -1052,8 +1052,8 @@ def read_checkpoint(path: str | Path, *, trust: bool = False, mmap: bool = True)
     ----------
     path : str or Path
         The file. Its format is found from its content (see :func:`detect_container`).
-        A model folder (or its ``config.json``) reads as all its weight files
-        (:func:`workbench.core.model.hf_folder.read_folder_checkpoint`).
+        A model folder is read by :func:`workbench.core.model.hf_folder.read_folder_checkpoint`
+        (``open_model`` routes folders there).
     trust : bool
         Allow loading that runs code from the file: full pickles (``weights_only=False``)
         and TorchScript (``torch.jit.load``). Default False.
@@ -1082,11 +1082,6 @@ def read_checkpoint(path: str | Path, *, trust: bool = False, mmap: bool = True)
         state_dict; a safetensors header that fails :func:`safetensors_header`.
     """
     path = Path(path)
-    if path.is_dir() or path.name == "config.json":  # a model folder: its weights, all shards (nothing imported)
-        from workbench.core.model import hf_folder
-
-        if hf_folder.find_model_folder(path) is not None:
-            return hf_folder.read_folder_checkpoint(hf_folder.read_model_folder(path))
     container = detect_container(path)
     remove_stale_temps(path.parent)
     size = path.stat().st_size

@@ -47,7 +47,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -64,8 +64,7 @@ from workbench.core.model.checkpoint import (
 )
 from workbench.core.model.example_input import ExampleInput
 
-if TYPE_CHECKING:
-    from workbench.core.model.opening import Opened
+from workbench.core.model.opened import NeedsArchitecture, Opened, PartialFit
 
 __all__ = ["CONFIG_NAME", "ModelFolder", "find_model_folder", "read_model_folder", "read_folder_checkpoint",
            "read_safetensors_mmap", "open_folder", "hf_example_input", "build_hf_model", "build_timm_model",
@@ -542,7 +541,7 @@ def _auto_map_names(cfg: Mapping) -> list[str]:
 
 
 def open_folder(path: str | Path, *, trust: bool = False, partial: bool = False, weights_only: bool = False,
-                kwargs: Mapping[str, Any] | None = None) -> Opened:
+                kwargs: Mapping[str, Any] | None = None, open_spec: Callable[..., Opened] | None = None) -> Opened:
     """Open a model folder as the model its config names (the folder route of ``open_model``).
 
     Parameters
@@ -558,6 +557,10 @@ def open_folder(path: str | Path, *, trust: bool = False, partial: bool = False,
         Show the weights-only tree when the library is not installed.
     kwargs : mapping, optional
         ``num_classes`` (timm's ``num_classes``, transformers' ``num_labels``).
+    open_spec : callable, optional
+        ``open_spec(checkpoint, spec, partial=...) -> Opened``: how a timm folder's
+        weights go into the model it names (:func:`workbench.core.model.opening.open_spec`,
+        passed in by ``open_model``, which imports this module).
 
     Returns
     -------
@@ -590,7 +593,9 @@ def open_folder(path: str | Path, *, trust: bool = False, partial: bool = False,
     except ImportError:
         return _without_library(folder, lib, weights_only)
     if folder.library == "timm":
-        return _open_timm(folder, partial, extra)
+        if open_spec is None:
+            raise ValueError("open_folder needs open_spec for a timm folder (open_model passes it)")
+        return _open_timm(folder, partial, extra, open_spec)
     if "auto_map" in folder.config:  # trusted; without a class of the library there is nothing to build
         try:
             _hf_class(__import__("transformers"), folder.config, folder.config_path)
@@ -601,8 +606,6 @@ def open_folder(path: str | Path, *, trust: bool = False, partial: bool = False,
 
 
 def _without_library(folder: ModelFolder, lib: str, weights_only: bool, note: str | None = None) -> Opened:
-    from workbench.core.model.opening import NeedsArchitecture, Opened
-
     ckpt = read_folder_checkpoint(folder)
     extra = "hf" if lib == "transformers" else "timm"
     note = note or (f"{folder.path.name} is a {lib} model folder and {lib} is not installed: showing the weights "
@@ -615,9 +618,7 @@ def _without_library(folder: ModelFolder, lib: str, weights_only: bool, note: st
     return Opened(weights_only_model(ckpt.state_dict), None, ckpt, weights_only=True, notes=[note])
 
 
-def _open_timm(folder: ModelFolder, partial: bool, extra: dict) -> Opened:
-    from workbench.core.model.opening import open_spec
-
+def _open_timm(folder: ModelFolder, partial: bool, extra: dict, open_spec: Callable[..., Opened]) -> Opened:
     cfg, origin = folder.config, folder.config_path
     pcfg = _pretrained_cfg(cfg)
     model_args = contrib.plain_kwargs(cfg.get("model_args") or {}, origin)
@@ -651,8 +652,6 @@ def _report(info: Mapping, partial: bool, loaded: int) -> LoadReport:
 
 
 def _open_transformers(folder: ModelFolder, partial: bool, extra: dict) -> Opened:
-    from workbench.core.model.opening import Opened, PartialFit
-
     transformers = __import__("transformers")
     origin, notes = folder.config_path, []
     cls = _hf_class(transformers, folder.config, origin)

@@ -18,7 +18,6 @@ Qt-free.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,7 +26,6 @@ from torch import nn
 from workbench.core.errors import ArchitectureError
 from workbench.core.model.architectures import (
     ArchSpec,
-    Candidate,
     LoadReport,
     build_module,
     detect_architecture,
@@ -37,87 +35,11 @@ from workbench.core.model.architectures import (
 )
 from workbench.core.model import hf_folder
 from workbench.core.model.checkpoint import Checkpoint, read_checkpoint
+from workbench.core.model.opened import NeedsArchitecture, Opened, PartialFit
 from workbench.core.model.edits import apply_edits
-from workbench.core.model.example_input import ExampleInput
 from workbench.core.model.freezing import apply_frozen
 
 __all__ = ["Opened", "NeedsArchitecture", "PartialFit", "open_model", "open_spec", "as_spec"]
-
-
-class NeedsArchitecture(ArchitectureError):
-    """The file names no architecture; choose one of ``candidates`` (best first) or weights only.
-
-    Attributes
-    ----------
-    checkpoint : Checkpoint
-    candidates : list of Candidate
-    """
-
-    def __init__(self, checkpoint: Checkpoint, candidates: list[Candidate]):
-        self.checkpoint = checkpoint
-        self.candidates = list(candidates)
-        super().__init__(f"{checkpoint.path}: the file does not say which architecture it is for; "
-                         "choose one (e.g. --arch resnet18) or open the weights only")
-
-    @property
-    def unique_match(self) -> Candidate | None:
-        """The one candidate that matches every key and shape (score 1), or None (none, or a tie)."""
-        perfect = [c for c in self.candidates if c.score >= 1.0]
-        return perfect[0] if len(perfect) == 1 else None
-
-
-class PartialFit(ArchitectureError):
-    """The architecture does not take every tensor of the file strictly.
-
-    Attributes
-    ----------
-    checkpoint : Checkpoint
-    spec : ArchSpec
-    report : LoadReport
-        Missing, unexpected and mismatched tensors.
-    """
-
-    def __init__(self, checkpoint: Checkpoint, spec: ArchSpec, report: LoadReport, message: str):
-        self.checkpoint, self.spec = checkpoint, spec
-        super().__init__(message, report)
-
-
-@dataclass
-class Opened:
-    """What :func:`open_model` returns.
-
-    Attributes
-    ----------
-    model : nn.Module
-        On CPU; ``requires_grad`` False for the file's ``frozen`` entry.
-    spec : ArchSpec or None
-        None for a weights-only tree and for a pickled module / TorchScript
-        without an ``arch`` entry.
-    checkpoint : Checkpoint
-    report : LoadReport or None
-        How the tensors went in (None for a module stored whole).
-    weights_only : bool
-        The model is the weights-only module tree (no forward pass).
-    notes : list of str
-        What the caller should tell the user (e.g. a partial load).
-    example : ExampleInput or None
-        What the file says the model is called with (a model folder's config:
-        token ids and a mask, ``pixel_values``, timm's ``input_size``); None
-        when the file says nothing (the caller's own rule applies).
-    """
-
-    model: nn.Module
-    spec: ArchSpec | None
-    checkpoint: Checkpoint
-    report: LoadReport | None = None
-    weights_only: bool = False
-    notes: list[str] = field(default_factory=list)
-    example: ExampleInput | None = None
-
-    @property
-    def source(self) -> str:
-        """``"<file name> · <format>"``, what the status bar and title show."""
-        return f"{Path(self.checkpoint.path).name} · {self.checkpoint.metadata.format}"
 
 
 def as_spec(arch: ArchSpec | str | Mapping | None, **extra: Any) -> ArchSpec | None:
@@ -198,7 +120,8 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
     spec = as_spec(arch, **extra)
     folder = hf_folder.find_model_folder(path)
     if folder is not None and spec is None:
-        return hf_folder.open_folder(folder, trust=trust, partial=partial, weights_only=weights_only, kwargs=extra)
+        return hf_folder.open_folder(folder, trust=trust, partial=partial, weights_only=weights_only, kwargs=extra,
+                                     open_spec=open_spec)
     ckpt = (read_checkpoint(path, trust=trust) if folder is None
             else hf_folder.read_folder_checkpoint(hf_folder.read_model_folder(folder)))
     if spec is None and ckpt.module is not None:  # a stored module: loading it already needed trust

@@ -1,0 +1,92 @@
+"""What opening a file gives, and the questions it asks: :class:`Opened`, :class:`NeedsArchitecture`,
+:class:`PartialFit` (used by :mod:`workbench.core.model.opening` and :mod:`workbench.core.model.hf_folder`). Qt-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torch import nn
+
+from workbench.core.errors import ArchitectureError
+from workbench.core.model.architectures import ArchSpec, Candidate, LoadReport
+from workbench.core.model.checkpoint import Checkpoint
+from workbench.core.model.example_input import ExampleInput
+
+__all__ = ["Opened", "NeedsArchitecture", "PartialFit"]
+
+
+class NeedsArchitecture(ArchitectureError):
+    """The file names no architecture; choose one of ``candidates`` (best first) or weights only.
+
+    Attributes
+    ----------
+    checkpoint : Checkpoint
+    candidates : list of Candidate
+    """
+
+    def __init__(self, checkpoint: Checkpoint, candidates: list[Candidate]):
+        self.checkpoint = checkpoint
+        self.candidates = list(candidates)
+        super().__init__(f"{checkpoint.path}: the file does not say which architecture it is for; "
+                         "choose one (e.g. --arch resnet18) or open the weights only")
+
+    @property
+    def unique_match(self) -> Candidate | None:
+        """The one candidate that matches every key and shape (score 1), or None (none, or a tie)."""
+        perfect = [c for c in self.candidates if c.score >= 1.0]
+        return perfect[0] if len(perfect) == 1 else None
+
+
+class PartialFit(ArchitectureError):
+    """The architecture does not take every tensor of the file strictly.
+
+    Attributes
+    ----------
+    checkpoint : Checkpoint
+    spec : ArchSpec
+    report : LoadReport
+        Missing, unexpected and mismatched tensors.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, spec: ArchSpec, report: LoadReport, message: str):
+        self.checkpoint, self.spec = checkpoint, spec
+        super().__init__(message, report)
+
+
+@dataclass
+class Opened:
+    """What :func:`open_model` returns.
+
+    Attributes
+    ----------
+    model : nn.Module
+        On CPU; ``requires_grad`` False for the file's ``frozen`` entry.
+    spec : ArchSpec or None
+        None for a weights-only tree and for a pickled module / TorchScript
+        without an ``arch`` entry.
+    checkpoint : Checkpoint
+    report : LoadReport or None
+        How the tensors went in (None for a module stored whole).
+    weights_only : bool
+        The model is the weights-only module tree (no forward pass).
+    notes : list of str
+        What the caller should tell the user (e.g. a partial load).
+    example : ExampleInput or None
+        What the file says the model is called with (a model folder's config:
+        token ids and a mask, ``pixel_values``, timm's ``input_size``); None
+        when the file says nothing (the caller's own rule applies).
+    """
+
+    model: nn.Module
+    spec: ArchSpec | None
+    checkpoint: Checkpoint
+    report: LoadReport | None = None
+    weights_only: bool = False
+    notes: list[str] = field(default_factory=list)
+    example: ExampleInput | None = None
+
+    @property
+    def source(self) -> str:
+        """``"<file name> · <format>"``, what the status bar and title show."""
+        return f"{Path(self.checkpoint.path).name} · {self.checkpoint.metadata.format}"
