@@ -358,12 +358,13 @@ def is_registered(kind: str, name: str) -> bool:
     _check_kind(kind)
     if not isinstance(name, str):
         return False
-    if kind == "architecture" and timm_model(name) is not None:
-        return True
+    if kind == "architecture" and name.startswith(TIMM_PREFIX):
+        return timm_model(name) is not None
     if _is_spec(name):
         eps = [ep for group_eps in _entry_points(kind).values() for ep in group_eps]
         return name in BUILTINS[kind].values() or any(ep.value.strip() == name for ep in eps)
-    return name in BUILTINS[kind] or name in _torchvision_names(kind) or name in _entry_points(kind)
+    return (name in BUILTINS[kind] or name in _torchvision_names(kind) or name in _entry_points(kind)
+            or (kind == "architecture" and timm_model(name) is not None))
 
 
 # --------------------------------------------------------------------------- the trust rule
