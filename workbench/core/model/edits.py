@@ -1,4 +1,4 @@
-"""Structural and weight edits on a live model: re-initialization and head replacement.
+"""Structural and weight edits on a live model: re-initialization, head replacement, LoRA adapters.
 
 Qt-free helpers behind the model tree's context menu. Each edit returns what it
 replaced so that the caller (the UI's undo stack) can put it back.
@@ -195,6 +195,10 @@ def is_head_candidate(module: nn.Module) -> bool:
     return isinstance(module, nn.Conv2d) and module.kernel_size == (1, 1) and module.groups == 1
 
 
+#: The ops a ``[model] edits`` entry may name.
+EDIT_OPS = ("replace_head", "add_lora")
+
+
 def apply_edits(model: nn.Module, edits: list[dict]) -> None:
     """Replay recorded structural edits (what a run file's ``[model] edits`` lists).
 
@@ -203,9 +207,17 @@ def apply_edits(model: nn.Module, edits: list[dict]) -> None:
     model : nn.Module
         Edited in place.
     edits : list of dict
-        ``{"op": "replace_head", "path": "fc", "num_outputs": 2}``, in the order
-        they were made. Weight edits (re-initialization) need no replay: a run
-        starts from the weights saved in its ``init.pt``.
+        In the order they were made, each one of:
+
+        - ``{"op": "replace_head", "path": "fc", "num_outputs": 2}``
+          (:func:`replace_head`);
+        - ``{"op": "add_lora", "paths": ["bert.encoder.layer.0.attention.self.query", ...],
+          "r": 8, "alpha": 16, "dropout": 0.0}`` (:func:`workbench.core.model.lora.add_lora`:
+          LoRA adapters on exactly those modules, everything else frozen; needs peft).
+
+        Weight edits (re-initialization) need no replay: a run starts from the
+        weights saved in its ``init.pt`` (adapter weights included), and its
+        frozen set is applied after the edits.
 
     Raises
     ------
@@ -214,24 +226,56 @@ def apply_edits(model: nn.Module, edits: list[dict]) -> None:
         (all checked before the model is touched), or a path the model does not have.
     """
     checked = [_checked_edit(i, edit) for i, edit in enumerate(edits, 1)]
-    for path, num_outputs in checked:
-        replace_head(model, path, num_outputs)
+    for op, fields in checked:
+        if op == "replace_head":
+            replace_head(model, fields["path"], fields["num_outputs"])
+        else:
+            from workbench.core.model import lora
+
+            lora.add_lora(model, fields["paths"], r=fields["r"], alpha=fields["alpha"], dropout=fields["dropout"])
 
 
-def _checked_edit(i: int, edit) -> tuple[str, int]:
-    """``(path, num_outputs)`` of the ``i``-th ``[model] edits`` entry (1-based), or WorkbenchError naming it."""
+def _checked_edit(i: int, edit) -> tuple[str, dict]:
+    """``(op, fields)`` of the ``i``-th ``[model] edits`` entry (1-based), or WorkbenchError naming it."""
     where = f"[model] edits, entry {i}"
     if not isinstance(edit, dict):
         raise WorkbenchError(f"{where}: must be a table such as {{op = \"replace_head\", path = \"fc\", "
                              f"num_outputs = 10}}, not {edit!r}")
-    if edit.get("op") != "replace_head":
-        raise WorkbenchError(f"{where}: unknown model edit {edit.get('op')!r}; known: replace_head")
+    op = edit.get("op")
+    if op == "add_lora":
+        return op, _checked_lora(where, edit)
+    if op != "replace_head":
+        raise WorkbenchError(f"{where}: unknown model edit {op!r}; known: {', '.join(EDIT_OPS)}")
     path, num = edit.get("path"), edit.get("num_outputs")
     if not isinstance(path, str) or not path:
         raise WorkbenchError(f"{where}: 'path' must be a module path such as \"fc\", not {path!r}")
-    if not isinstance(num, int) or isinstance(num, bool) or num < 1:
+    if not _is_int(num) or num < 1:
         raise WorkbenchError(f"{where}: 'num_outputs' must be a whole number >= 1, not {num!r}")
-    return path, num
+    return op, {"path": path, "num_outputs": num}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _checked_lora(where: str, edit: dict) -> dict:
+    """The fields of an ``add_lora`` entry (defaults r 8, alpha 16, dropout 0), or WorkbenchError naming it."""
+    paths, r = edit.get("paths"), edit.get("r", 8)
+    alpha, dropout = edit.get("alpha", 16), edit.get("dropout", 0.0)
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
+        raise WorkbenchError(f"{where}: 'paths' must be a list of module paths such as "
+                             f"[\"encoder.layer.0.attention.self.query\"], not {paths!r}")
+    if not _is_int(r) or r < 1:
+        raise WorkbenchError(f"{where}: 'r' (the LoRA rank) must be a whole number >= 1, not {r!r}")
+    if not _is_number(alpha) or not alpha > 0:
+        raise WorkbenchError(f"{where}: 'alpha' must be a number > 0, not {alpha!r}")
+    if not _is_number(dropout) or not 0 <= dropout < 1:
+        raise WorkbenchError(f"{where}: 'dropout' must be a number in [0, 1), not {dropout!r}")
+    return {"paths": list(paths), "r": r, "alpha": alpha, "dropout": float(dropout)}
 
 
 def last_layer(model: nn.Module) -> str | None:

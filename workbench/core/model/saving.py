@@ -12,6 +12,7 @@ The layout follows the PyTorch tutorial "Saving and loading a general checkpoint
         "epoch": 3, "step": 1200, "loss": 0.41,
         "arch": {"name": "resnet18", "kwargs": {"num_classes": 10}},   # or None
         "frozen": ["conv1.weight", ...],    # qualified names of parameters with requires_grad False
+        "edits": [{"op": "add_lora", ...}], # structural edits to replay before loading (when given)
         "workbench_version": "0.1.0",
         "rng_state": {...},                # workbench.core.rng.rng_state()
         "workbench_digest": {...},         # added by save_checkpoint: workbench.core.digest
@@ -20,6 +21,13 @@ The layout follows the PyTorch tutorial "Saving and loading a general checkpoint
 Every file :func:`save_checkpoint` writes carries a digest of its tensors
 (:mod:`workbench.core.digest`), checked by every read
 (:func:`workbench.core.model.checkpoint.read_checkpoint`).
+
+A model with LoRA adapters (:mod:`workbench.core.model.lora`) is saved three
+ways: as it is (``lora="keep"``: the adapters' tensors in the state_dict, the
+``add_lora`` edit in ``"edits"``), merged (``lora="merge"``: ``W + (alpha/r) B A``
+folded into each base weight, the original structure and keys, the ``add_lora``
+edits dropped), or adapters only in peft's format
+(:func:`workbench.core.model.lora.save_adapters`).
 
 Only tensors, dicts, lists, tuples, str, int, float, bool and None are stored, so
 the weights-only unpickler accepts the file and opening it never runs code.
@@ -36,12 +44,13 @@ from torch import nn
 from workbench.core.digest import DIGEST_KEY
 from workbench.core.errors import CheckpointError
 from workbench.core.files import atomic_save
+from workbench.core.model.lora import lora_paths, merged_copy
 from workbench.core.model.names import frozen_names
 from workbench.core.rng import rng_state
 
 _RESERVED = frozenset(
     {"model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "arch", "frozen", "workbench_version",
-     DIGEST_KEY}
+     "edits", DIGEST_KEY}
 )
 
 
@@ -113,6 +122,8 @@ def checkpoint_payload(
     loss: float | torch.Tensor | None = None,
     extra: Mapping | None = None,
     include_rng: bool = True,
+    edits: list[dict] | None = None,
+    lora: str = "keep",
 ) -> dict:
     """Collect everything a Workbench checkpoint holds (see the module docstring for the layout).
 
@@ -132,6 +143,13 @@ def checkpoint_payload(
         replace the reserved keys.
     include_rng : bool
         Store :func:`rng_state` under ``"rng_state"``. Default True.
+    edits : list of dict, optional
+        The model's structural edits (``session.edits``), stored under ``"edits"``
+        so the file reopens with them replayed before its weights load.
+    lora : {"keep", "merge"}
+        What to do with LoRA adapters: keep them as they are, or save a merged
+        copy (``model`` itself keeps its adapters; ``add_lora`` edits are left
+        out of ``"edits"``). A model without adapters is saved the same either way.
 
     Returns
     -------
@@ -141,10 +159,18 @@ def checkpoint_payload(
     Raises
     ------
     ValueError
-        ``extra`` uses a reserved key, or ``arch`` kwargs are not plain values.
+        ``extra`` uses a reserved key, ``arch`` kwargs are not plain values, or
+        ``lora`` is neither "keep" nor "merge".
+    WorkbenchError
+        A merged weight is not finite.
     """
     import workbench
 
+    if lora not in ("keep", "merge"):
+        raise ValueError(f"lora must be 'keep' or 'merge', not {lora!r}")
+    if lora == "merge" and lora_paths(model):
+        model = merged_copy(model)
+        edits = [e for e in edits or [] if e.get("op") != "add_lora"]
     payload: dict[str, Any] = {"model_state_dict": to_plain(model.state_dict())}
     if optimizer is not None:
         payload["optimizer_state_dict"] = to_plain(optimizer.state_dict())
@@ -157,6 +183,8 @@ def checkpoint_payload(
     payload["loss"] = None if loss is None else float(loss)
     payload["arch"] = _arch_dict(arch)
     payload["frozen"] = frozen_names(model)
+    if edits:
+        payload["edits"] = to_plain([dict(e) for e in edits])
     payload["workbench_version"] = workbench.__version__
     if include_rng:
         payload["rng_state"] = rng_state()
