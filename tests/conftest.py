@@ -10,6 +10,19 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """The architecture index and timm's name list go to one temporary cache for the whole session
+    (built once, shared by the tests; never the user's ``~/.cache/workbench``)."""
+    previous = os.environ.get("WORKBENCH_CACHE_DIR")
+    os.environ["WORKBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("WORKBENCH_CACHE_DIR", None)
+    else:
+        os.environ["WORKBENCH_CACHE_DIR"] = previous
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     """Every test starts from the same torch RNG state."""

@@ -233,7 +233,7 @@ def test_an_unknown_command_word_is_a_usage_error_and_opens_no_window(monkeypatc
     monkeypatch.chdir(tmp_path)
     assert cli.main(["foo"]) == 2
     out, err = capsys.readouterr()
-    assert err == "error: no such file or command: foo; commands: inspect, train, lr-find, diff, runs, contributions\n"
+    assert err == "error: no such file or command: foo; commands: inspect, train, lr-find, diff, runs, contributions, index\n"
     assert out == "" and calls == []
     assert cli.main(["--trust", "lr_find"]) == 2  # after options too; a near miss is named
     assert capsys.readouterr().err.rstrip().endswith("did you mean lr-find?")
@@ -250,7 +250,7 @@ def test_an_unknown_command_in_a_subprocess_exits_2_without_a_window(tmp_path):
                           cwd=tmp_path, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs, contributions"]
+        "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs, contributions, index"]
 
 
 def test_a_negative_max_depth_is_a_usage_error(capsys, resnet18_module_prefixed):
@@ -263,7 +263,8 @@ def test_contributions_lists_an_installed_package_without_importing_it(example_p
     assert cli.main(["contributions", "architectures"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["architecture", "digits_cnn", "builtin"]
-    assert lines[1].split() == ["architecture", "tiny_mlp", "workbench-example-plugin", example_plugin.version]
+    assert lines[1].split() == ["architecture", "tabular_mlp", "builtin"]
+    assert lines[2].split() == ["architecture", "tiny_mlp", "workbench-example-plugin", example_plugin.version]
     assert ["architecture", "resnet18", "torchvision"] in [line.split() for line in lines]
     assert "workbench_example_plugin" not in sys.modules
     assert cli.main(["contributions", "--json"]) == 0
@@ -272,7 +273,7 @@ def test_contributions_lists_an_installed_package_without_importing_it(example_p
             "source": "builtin"} in rows
     assert {r["kind"] for r in rows} == {"architecture", "probe"}  # no dataset, step or metric is registered yet
     assert cli.main(["contributions", "models"]) == 2
-    assert "'models' is not a kind: give one of architecture, dataset, step, metric, probe" in capsys.readouterr().err
+    assert "'models' is not a kind: give one of architecture, dataset, step, metric, loss, probe" in capsys.readouterr().err
 
 
 def test_inspect_builds_an_installed_architecture_by_name(example_plugin, capsys, tmp_path):
@@ -296,4 +297,18 @@ def test_inspect_builds_an_installed_architecture_by_name(example_plugin, capsys
     assert cli.main(["inspect", str(bare), "--arch", "tiny_mpl"]) == 1
     err = capsys.readouterr().err
     assert f"error: {bare}: unknown architecture 'tiny_mpl'; did you mean tiny_mlp?" in err
-    assert "Available: digits_cnn, tiny_mlp and" in err
+    assert "Available: digits_cnn, tabular_mlp, tiny_mlp and" in err
+
+
+def test_inspect_a_hugging_face_folder_shows_shapes_and_flops_from_its_config(capsys, tmp_path):
+    import transformers
+
+    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                     vocab_size=100, num_labels=3)
+    transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "bert")
+    assert cli.main(["inspect", str(tmp_path / "bert"), "--max-depth", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Arch        BertForSequenceClassification (transformers, from the folder's config.json)" in out
+    assert "input_ids=(1, 16) int64" in out
+    classifier = next(line for line in out.splitlines() if line.startswith("  classifier"))
+    assert "[1, 3]" in classifier and classifier.split()[-1] == "192"  # 2 x 32 x 3: the pooled (1, 32) through the head

@@ -163,7 +163,7 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
         out["candidates"] = candidates
         best = candidates[0] if candidates else None
         if best is not None and best.score >= DETECT_THRESHOLD:
-            spec = ArchSpec(best.spec.name, {**best.spec.kwargs, **extra})
+            spec = best.spec.with_kwargs(**extra)
             out["arch_source"] = f"detected (score {best.score:.3f})"
             try:
                 opened = open_model(args.path, spec, trust=args.trust, partial=partial)
@@ -182,10 +182,22 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
     out["checkpoint"] = opened.checkpoint
     out["model"] = opened.model
     out["weights_only"] = opened.weights_only
+    out["example"] = opened.example  # what the file says the model is called with (a model folder's config)
     if not opened.weights_only:
         out["spec"] = opened.spec
         out["report"] = None if out["arch_source"] == "file (full module)" else opened.report
     return out
+
+
+def _arch_text(spec) -> str:
+    """The architecture line: a model folder's recorded builder as its class and library, not its whole config."""
+    from workbench.core.model.hf_folder import HF_BUILDER, TIMM_BUILDER
+
+    if spec.name == HF_BUILDER:
+        return f"{spec.kwargs.get('architecture', '?')} (transformers, from the folder's config.json)"
+    if spec.name == TIMM_BUILDER:
+        return f"timm/{spec.kwargs.get('model_name', '?')} (timm, from the folder's config.json)"
+    return str(spec)
 
 
 def _plain(value: Any) -> Any:
@@ -280,7 +292,7 @@ def _table(loaded: dict, root, rows: list[dict]) -> str:
     if loaded["weights_only"]:
         lines.append("Arch        none (weights-only tree: forward passes and training need an architecture)")
     elif spec is not None:
-        lines.append(f"Arch        {spec} [{loaded['arch_source']}]")
+        lines.append(f"Arch        {_arch_text(spec)} [{loaded['arch_source']}]")
     if loaded["candidates"]:
         top = ", ".join(f"{c.spec} {c.score:.3f}" for c in loaded["candidates"][:3])
         lines.append(f"Detected    {top}")
@@ -350,12 +362,20 @@ def inspect_main(argv: Sequence[str]) -> int:
 
         loaded = _load(args)
         root = build_summary(loaded["model"])
-        if args.input_shape:
+        example = loaded.get("example")
+        if args.input_shape or example is not None:
             if loaded["weights_only"]:
-                loaded["notes"].append("No output shapes or FLOPs: the weights-only tree cannot run a forward pass.")
+                if args.input_shape:
+                    loaded["notes"].append("No output shapes or FLOPs: the weights-only tree cannot run a forward "
+                                           "pass.")
             else:
                 label = loaded["spec"].name if loaded["spec"] is not None else None
-                annotate_shapes_and_flops(root, args.input_shape, label=label)
+                if args.input_shape:
+                    annotate_shapes_and_flops(root, args.input_shape, label=label)
+                else:  # the file's own example input (a Hugging Face config's input_ids, pixel_values...)
+                    annotate_shapes_and_flops(root, example=example, label=label)
+                    loaded["notes"].append(f"Output shapes and FLOPs for the config's example input "
+                                           f"{example.describe()}.")
         rows = summary_rows(root, args.max_depth)
         text = _to_json(args, loaded, root, rows) if args.json else _table(loaded, root, rows)
     except InputShapeError as exc:  # a usage error, not a load failure: exit 2 as documented
@@ -696,8 +716,9 @@ def _index_main(argv: Sequence[str]) -> int:
     def run() -> int:
         import time
 
-        from workbench.core.model import arch_index
+        from workbench.core.model import arch_index, architectures
 
+        arch_index.use_builder(architectures.candidate_builder)  # (architectures registers it on import too)
         if args.rebuild:
             t0 = time.perf_counter()
             live = sys.stderr.isatty()

@@ -99,6 +99,13 @@ BUILTINS: dict[str, dict[str, str]] = {
     "probe": {"live_probes": "workbench.core.probe.callback:ProbeCallback"},
 }
 
+#: Workbench's own builders that a file may name without trust, though they are listed nowhere (they need
+#: arguments only a file gives): what an opened Hugging Face / timm model folder records as its architecture
+#: (:mod:`workbench.core.model.hf_folder`: the config as plain JSON, checked to name a class of the installed
+#: library; timm models always built with ``pretrained=False``).
+SAFE_BUILDERS: dict[str, frozenset[str]] = {"architecture": frozenset({
+    "workbench.core.model.hf_folder:build_hf_model", "workbench.core.model.hf_folder:build_timm_model"})}
+
 #: The error each kind raises (all are :class:`~workbench.core.errors.WorkbenchError`).
 _ERRORS: dict[str, type[WorkbenchError]] = {"architecture": ArchitectureError, "dataset": DataError}
 #: What a contributed name may look like: no ``:``, ``/``, ``(`` or spaces, which mean a spec.
@@ -362,7 +369,8 @@ def is_registered(kind: str, name: str) -> bool:
         return timm_model(name) is not None
     if _is_spec(name):
         eps = [ep for group_eps in _entry_points(kind).values() for ep in group_eps]
-        return name in BUILTINS[kind].values() or any(ep.value.strip() == name for ep in eps)
+        return (name in BUILTINS[kind].values() or name in SAFE_BUILDERS.get(kind, ())
+                or any(ep.value.strip() == name for ep in eps))
     return (name in BUILTINS[kind] or name in _torchvision_names(kind) or name in _entry_points(kind)
             or (kind == "architecture" and timm_model(name) is not None))
 

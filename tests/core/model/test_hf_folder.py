@@ -296,3 +296,16 @@ def test_recorded_spec_builds_the_model_again(folders):
     assert set(spec.to_dict()["kwargs"]) == {"architecture", "config_json"}
     model = build_module(spec, device="meta")
     assert load_state_dict_into(model, opened.model.state_dict()).ok
+
+
+def test_a_saved_checkpoint_of_a_folder_model_reopens_without_a_trust_question(folders, tmp_path):
+    """The folder's recorded builder is Workbench's own: a checkpoint (or run.toml) naming it needs no trust."""
+    from workbench.core.model.saving import checkpoint_payload, save_checkpoint
+
+    original, folder = folders["bert"]
+    opened = open_model(folder)
+    path = save_checkpoint(tmp_path / "bert.pt", checkpoint_payload(opened.model, arch=opened.spec))
+    again = open_model(path)  # trust=False
+    assert type(again.model).__name__ == "BertForSequenceClassification"
+    for k, v in opened.model.state_dict().items():
+        assert torch.equal(again.model.state_dict()[k], v), k

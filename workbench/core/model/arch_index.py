@@ -160,10 +160,22 @@ def _write(path: Path, data: dict) -> dict:
     return data
 
 
-def _build(name: str) -> tuple[Signature | None, str | None]:
-    from workbench.core.model.architectures import _built_signature
+#: ``builder(name) -> (signature or None, the model's module or None)``: how a named architecture is built on
+#: the meta device. Registered by :mod:`workbench.core.model.architectures` (which owns ``build_module``) when it
+#: is imported, so that the two modules do not import each other; every caller of this index goes through it.
+_BUILDER: Callable[[str], tuple[Signature | None, str | None]] | None = None
 
-    return _built_signature(name)
+
+def use_builder(builder: Callable[[str], tuple[Signature | None, str | None]]) -> None:
+    """Set how an architecture's signature is built (:mod:`workbench.core.model.architectures` does, on import)."""
+    global _BUILDER
+    _BUILDER = builder
+
+
+def _build(name: str) -> tuple[Signature | None, str | None]:
+    if _BUILDER is None:
+        raise RuntimeError("import workbench.core.model.architectures first: it registers the signature builder")
+    return _BUILDER(name)
 
 
 def _build_all(names: list[str], progress: Progress | None, label: str) -> dict[str, list | None]:

@@ -26,6 +26,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from workbench.core import contrib
+from workbench.core.model import arch_index
 from workbench.core.errors import ArchitectureError
 from workbench.core.model.checkpoint import Checkpoint, common_leading, strip_prefixes
 
@@ -411,6 +412,15 @@ def _built_signature(name: str, **kwargs: Any) -> tuple[Signature | None, str | 
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}, type(model).__module__
 
 
+def candidate_builder(name: str) -> tuple[Signature | None, str | None]:
+    """``(signature, the model's module)`` of the architecture ``name`` built on the meta device without
+    arguments (``(None, None)`` when it cannot be): what the architecture index stores."""
+    return _built_signature(name)
+
+
+arch_index.use_builder(candidate_builder)
+
+
 def candidate_signatures() -> dict[str, Signature]:
     """Signatures of every torchvision model and registered contribution, from the architecture index.
 
@@ -419,15 +429,11 @@ def candidate_signatures() -> dict[str, Signature]:
     models are indexed by family and compared only when a checkpoint's keys
     look like one (see :func:`detect_architecture`).
     """
-    from workbench.core.model import arch_index
-
     return arch_index.full_signatures()
 
 
 def clear_signature_cache() -> None:
     """Forget signatures held in memory (benchmarks use it; the index files on disk stay)."""
-    from workbench.core.model import arch_index
-
     with _SIG_LOCK:
         _SIGNATURES.clear()
     arch_index.clear_memory()
@@ -511,8 +517,6 @@ def detect_architecture(state_dict: Mapping[str, torch.Tensor], top_k: int = 10)
     (``vit_tiny_patch16_224``, not ``deit_tiny_patch16_224``: both build a
     ``vision_transformer.VisionTransformer``).
     """
-    from workbench.core.model import arch_index
-
     variants = _variants(state_dict)
     rows: list[tuple[float, tuple[int, int], str, int | None, Signature]] = []
     for entry in arch_index.candidates(variants):

@@ -833,10 +833,20 @@ def _scalar_extras(raw: Mapping, used: set[str]) -> dict:
 def _arch_entry(arch: Any) -> dict | None:
     """A file's ``arch`` entry as ``{"name": str, "kwargs": ...}``; None when it names no architecture.
 
+    A plain string is timm's convention (its ``train.py`` saves ``"arch": "efficientnet_b0"``):
+    timm's model of that name when timm has one (``timm/efficientnet_b0``, not
+    torchvision's model of the same name), else the name as it is, without kwargs.
+
     ``kwargs`` is kept as the file gives it (a dict copied, anything else as it
     is, None as ``{}``): :meth:`ArchSpec.from_file` then refuses kwargs that are
     not a table of plain values with an ArchitectureError naming the file.
     """
+    if isinstance(arch, str) and arch.strip():
+        from workbench.core import contrib
+
+        name = arch.strip()
+        timm_name = contrib.TIMM_PREFIX + name
+        return {"name": timm_name if contrib.is_registered("architecture", timm_name) else name, "kwargs": {}}
     if not (isinstance(arch, Mapping) and isinstance(arch.get("name"), str)):
         return None
     kwargs = arch.get("kwargs")

@@ -56,7 +56,7 @@ def as_spec(arch: ArchSpec | str | Mapping | None, **extra: Any) -> ArchSpec | N
     else:
         spec = ArchSpec.parse(str(arch))
     if extra:
-        spec = ArchSpec(spec.name, {**spec.kwargs, **extra}, base=spec.base)
+        spec = spec.with_kwargs(**extra)
     return spec
 
 
@@ -165,7 +165,7 @@ def _file_spec(ckpt: Checkpoint, *, trust: bool, **extra: Any) -> ArchSpec | Non
         return None
     spec = ArchSpec.from_file(ckpt.metadata.arch, ckpt.path, trust=trust)
     if extra:
-        spec = ArchSpec(spec.name, {**spec.kwargs, **extra}, base=spec.base)
+        spec = spec.with_kwargs(**extra)
     return spec
 
 

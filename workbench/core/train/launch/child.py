@@ -420,13 +420,11 @@ def _read(conn, control, callbacks: list, flags: dict) -> None:
 
 
 def import_file(name: str, path: str) -> None:
-    """Import ``path`` as module ``name`` (a ``file.py:callable`` architecture the pickle refers to)."""
-    if name in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    """Import ``path`` as module ``name`` (a ``file.py:callable`` architecture the pickle refers to), inside its
+    package when ``name`` is dotted (relative imports work: :func:`workbench.core.contrib.import_file_module`)."""
+    from workbench.core.contrib import import_file_module
+
+    import_file_module(name, path)
 
 
 def _redirect_output(log_path: str | None) -> None:
