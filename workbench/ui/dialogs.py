@@ -1,4 +1,4 @@
-"""Dialogs of the main window: architecture choice, trust, load report, new model.
+"""Dialogs of the main window: architecture choice, trust, load report, new model, LoRA adapters.
 
 Each dialog is a plain widget that tests can build and inspect without
 ``exec()``; the window calls them through overridable ``_ask_*`` methods.
@@ -6,12 +6,14 @@ Each dialog is a plain widget that tests can build and inspect without
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
+    QDoubleSpinBox,
     QDialogButtonBox,
     QFormLayout,
     QLabel,
@@ -197,6 +199,92 @@ class NewModelDialog(QDialog):
         return ArchSpec(spec.name, kwargs)
 
 
+@dataclass(frozen=True)
+class LoraOptions:
+    """What the LoRA dialog asks: rank ``r``, ``alpha`` (the update is scaled by alpha / r), ``dropout``,
+    the module ``types`` to adapt below the selection, and optional last ``names`` to keep (``("query", "value")``).
+    """
+
+    r: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    types: tuple[str, ...] = ("Linear",)
+    names: tuple[str, ...] = ()
+
+
+class LoraDialog(QDialog):
+    """"Add LoRA adapters…" (objectName ``loraDialog``): rank, alpha, dropout, target types, names.
+
+    Widgets: ``loraRankSpin``, ``loraAlphaSpin``, ``loraDropoutSpin``, one
+    ``loraType<Name>`` check box per type, ``loraNamesEdit``.
+
+    Parameters
+    ----------
+    target : str
+        The selected module's qualified name (shown in the text).
+    types : tuple of str
+        The types offered (``core.model.lora.LORA_TYPES``).
+    present : collection of str
+        The types found under the selection: these start ticked, the others disabled.
+    """
+
+    def __init__(self, target: str, types: tuple[str, ...], present, parent=None):
+        super().__init__(parent, objectName="loraDialog")
+        self.setWindowTitle("Add LoRA adapters")
+        intro = QLabel(f"Freeze {target or 'the model'}'s weights and train low-rank adapters instead: each chosen "
+                       "layer computes with W + (alpha / r) B A (Hu et al., 2021). Undo removes them.",
+                       wordWrap=True, objectName="loraIntro")
+        self.rank = QSpinBox(minimum=1, maximum=4096, value=8, objectName="loraRankSpin")
+        self.alpha = QDoubleSpinBox(minimum=0.01, maximum=1e6, value=16.0, decimals=2, objectName="loraAlphaSpin")
+        self.dropout = QDoubleSpinBox(minimum=0.0, maximum=0.99, value=0.0, decimals=2, singleStep=0.05,
+                                      objectName="loraDropoutSpin")
+        self.type_boxes = {t: QCheckBox(t, objectName=f"loraType{t}", checked=t in present, enabled=t in present)
+                           for t in types}
+        self.names = QLineEdit(placeholderText="optional: query, value", objectName="loraNamesEdit")
+        self.names.setToolTip("Adapt only modules whose last name is one of these (comma-separated)")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        for box in self.type_boxes.values():
+            box.toggled.connect(self._on_types_toggled)
+        self._on_types_toggled()
+        self._build_layout(intro, buttons)
+
+    def _build_layout(self, intro: QLabel, buttons: QDialogButtonBox) -> None:
+        form = QFormLayout()
+        form.addRow("Rank r:", self.rank)
+        form.addRow("Alpha:", self.alpha)
+        form.addRow("Dropout:", self.dropout)
+        for i, box in enumerate(self.type_boxes.values()):
+            form.addRow("Adapt:" if i == 0 else "", box)
+        form.addRow("Only names:", self.names)
+        layout = QVBoxLayout(self)
+        layout.addWidget(intro)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+
+    def _on_types_toggled(self, _checked: bool = False) -> None:
+        self.ok_button.setEnabled(any(b.isChecked() for b in self.type_boxes.values()))
+
+    def options(self) -> LoraOptions | None:
+        """The choice after the dialog closed, or None when cancelled."""
+        if self.result() != QDialog.DialogCode.Accepted:
+            return None
+        names = tuple(n.strip() for n in self.names.text().replace(";", ",").split(",") if n.strip())
+        return LoraOptions(r=self.rank.value(), alpha=self.alpha.value(), dropout=self.dropout.value(),
+                           types=tuple(t for t, b in self.type_boxes.items() if b.isChecked()), names=names)
+
+
+def ask_lora(target: str, types: tuple[str, ...], present, parent=None) -> LoraOptions | None:
+    """Show :class:`LoraDialog` modally; the options chosen, or None."""
+    dialog = LoraDialog(target, types, present, parent)
+    dialog.exec()
+    options = dialog.options()
+    dialog.deleteLater()
+    return options
+
+
 def trust_dialog(err, parent=None) -> QMessageBox:
     """A warning listing the code a file would run; Cancel is the default and Escape button.
 
@@ -295,5 +383,6 @@ def accepted_button(box: QMessageBox) -> bool:
     return clicked is not None and box.buttonRole(clicked) == QMessageBox.ButtonRole.AcceptRole
 
 
-__all__ = ["WEIGHTS_ONLY", "FIT_THRESHOLD", "ArchitectureDialog", "NewModelDialog", "trust_dialog", "corrupt_checkpoint_dialog", "load_report_dialog",
+__all__ = ["WEIGHTS_ONLY", "FIT_THRESHOLD", "ArchitectureDialog", "NewModelDialog", "LoraOptions", "LoraDialog",
+           "ask_lora", "trust_dialog", "corrupt_checkpoint_dialog", "load_report_dialog",
            "format_report", "accepted_button"]

@@ -6,6 +6,11 @@ on the window's ``QUndoStack``. While a run owns the model, freezes become
 session to the run (applied at the next step boundary) and structural edits
 are refused with a status-bar message. Implements the tree view's
 ``TreeController`` protocol.
+
+LoRA adapters (:mod:`workbench.core.model.lora`, peft) are a structural edit
+like a replaced head: recorded in ``session.edits`` as ``{"op": "add_lora", ...}``
+(so a run replays them before loading its ``init.pt``), undone by putting the
+very base modules back and restoring the trainable set from before.
 """
 
 from __future__ import annotations
@@ -14,16 +19,62 @@ from PySide6.QtCore import QSettings
 from PySide6.QtGui import QUndoStack
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.model import freezing
+from workbench.core.model import edits as core_edits
+from workbench.core.model import freezing, lora
 from workbench.core.train.trainer.commands import SetTrainable
-from workbench.ui import undo
+from workbench.ui import dialogs, undo
 from workbench.ui.session import Session
 
-__all__ = ["ModelEdits"]
+__all__ = ["ModelEdits", "AddLoraCommand"]
+
+
+class AddLoraCommand(undo.ModelCommand):
+    """Put LoRA adapters on exact module paths (``core.model.lora.add_lora``); undo takes them off.
+
+    Undo puts back the very base modules (their weights untouched) and exactly
+    the trainable set from before; redo puts back the same adapter layers (their
+    trained values kept) and the frozen set right after the first apply.
+
+    Parameters
+    ----------
+    session : Session
+    paths : list of str
+        Exact qualified names (``core.model.lora.lora_targets``).
+    r, alpha, dropout
+        See ``core.model.lora.add_lora``.
+    """
+
+    def __init__(self, session: Session, paths: list[str], r: int, alpha: float, dropout: float):
+        where = paths[0] if len(paths) == 1 else f"{len(paths)} modules"
+        super().__init__(session, f"Add LoRA adapters to {where} (r={r})")
+        self._paths, self._numbers = list(paths), (int(r), float(alpha), float(dropout))
+        self._edit = lora.lora_edit(paths, r, alpha, dropout)
+        self._trainable_before: list[str] = []
+        self._layers: dict = {}
+        self._frozen_after: list[str] = []
+
+    def apply(self) -> None:  # noqa: D102
+        model = self._session.model
+        if not self._layers:
+            r, alpha, dropout = self._numbers
+            self._trainable_before = lora.add_lora(model, self._paths, r=r, alpha=alpha, dropout=dropout)
+            self._layers = {p: model.get_submodule(p) for p in self._paths}
+            self._frozen_after = [n for n, p in model.named_parameters() if not p.requires_grad]
+        else:
+            for path, layer in self._layers.items():
+                core_edits.swap_module(model, path, layer)
+            freezing.apply_frozen(model, self._frozen_after, strict=False)
+        self._session.record_edit(self._edit)
+        self._session.trainableChanged.emit()
+
+    def revert(self) -> None:  # noqa: D102
+        lora.remove_lora(self._session.model, self._paths, trainable=self._trainable_before)
+        self._session.undo_edit(self._edit)
+        self._session.trainableChanged.emit()
 
 
 class ModelEdits:
-    """Freeze, re-initialize and replace-head edits of ``session.model``.
+    """Freeze, re-initialize, replace-head and LoRA edits of ``session.model``.
 
     Parameters
     ----------
@@ -137,3 +188,42 @@ class ModelEdits:
             if num_outputs is None:
                 return False
         return self._push(undo.ReplaceHeadCommand(self.session, path, int(num_outputs)))
+
+    def add_lora(self, paths: str | list[str], options: dialogs.LoraOptions | None = None) -> bool:
+        """LoRA adapters on the modules of ``options.types`` at or below ``paths``; undoable.
+
+        Asks for the options (rank, alpha, dropout, types, names) when None:
+        ``prompts.lora(path, types, present)`` when the prompts have it, else
+        :func:`workbench.ui.dialogs.ask_lora`. Errors (peft missing, nothing to
+        adapt) are shown and change nothing.
+
+        Returns
+        -------
+        bool
+            True when adapters were added.
+        """
+        if self.session.refuse_while_running("add LoRA adapters"):
+            return False
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        model = self.session.model
+        try:
+            if options is None:
+                options = self._ask_lora(paths, model)
+                if options is None:
+                    return False
+            targets = lora.lora_targets(model, paths, tuple(options.types), tuple(options.names))
+        except WorkbenchError as exc:
+            self.prompts.error(str(exc))
+            return False
+        return self._push(AddLoraCommand(self.session, targets, options.r, options.alpha, options.dropout))
+
+    def _ask_lora(self, paths: list[str], model) -> dialogs.LoraOptions | None:
+        present = sorted({t for p in paths for t in lora.types_under(model, p)})
+        if not present:
+            raise WorkbenchError(f"LoRA: no {', '.join(lora.LORA_TYPES)} module without adapters under "
+                                 f"{', '.join(p or '(model)' for p in paths)}.")
+        target = paths[0] if len(paths) == 1 else f"{len(paths)} modules"
+        ask = getattr(self.prompts, "lora", None)
+        if callable(ask):
+            return ask(target, lora.LORA_TYPES, present)
+        return dialogs.ask_lora(target, lora.LORA_TYPES, present, getattr(self.prompts, "parent", None))

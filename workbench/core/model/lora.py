@@ -30,7 +30,7 @@ from torch import nn
 
 from workbench.core.errors import WorkbenchError
 
-__all__ = ["ADAPTER_NAME", "LORA_TYPES", "lora_targets", "lora_edit", "add_lora", "remove_lora", "lora_paths",
+__all__ = ["ADAPTER_NAME", "LORA_TYPES", "is_lora_layer", "types_under", "lora_targets", "lora_edit", "add_lora", "remove_lora", "lora_paths",
            "merge_lora", "merged_copy", "adapter_config", "adapter_state_dict", "save_adapters"]
 
 #: The name peft gives the adapter (``...query.lora_A.default.weight``).
@@ -119,6 +119,22 @@ def lora_targets(model: nn.Module, paths: list[str], types: tuple[str, ...] = ("
         raise WorkbenchError(f"LoRA: no {what} module without adapters under {', '.join(p or '(model)' for p in paths)}"
                              + (f" named {', '.join(names)}" if names else "") + ".")
     return found
+
+
+def types_under(model: nn.Module, path: str) -> list[str]:
+    """The :data:`LORA_TYPES` found at or below ``path`` outside existing adapters (what the dialog offers).
+
+    Raises
+    ------
+    WorkbenchError
+        No module named ``path``.
+    """
+    _module(model, path)
+    adapted = lora_paths(model)
+    found = {type(m).__name__ for name, m in model.named_modules()
+             if (not path or name == path or name.startswith(path + "."))
+             and isinstance(m, _torch_types(LORA_TYPES)) and not _inside_lora(name, adapted)}
+    return [t for t in LORA_TYPES if t in found]
 
 
 def _torch_types(types: tuple[str, ...]) -> tuple[type, ...]:

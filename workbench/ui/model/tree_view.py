@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.model.edits import INIT_METHODS, is_head_candidate
+from workbench.core.model.lora import is_lora_layer, types_under
 from workbench.ui.model.tree_model import (
     COL_CHANGE,
     COL_FLOPS,
@@ -78,6 +79,15 @@ def default_column_widths(metrics: QFontMetrics) -> dict[int, int]:
     return widths
 
 
+def _ancestors(node) -> list:
+    """``node``'s parents up to the root."""
+    out = []
+    while node.parent is not None:
+        node = node.parent
+        out.append(node)
+    return out
+
+
 class TreeController(Protocol):
     """What the context menu asks of its owner (:class:`workbench.ui.edits.ModelEdits` implements it)."""
 
@@ -88,6 +98,7 @@ class TreeController(Protocol):
     def freeze_before(self, path: str) -> None: ...  # noqa: D102
     def reinitialize(self, path: str, method: str) -> None: ...  # noqa: D102
     def replace_head(self, path: str, num_outputs: int | None = None) -> None: ...  # noqa: D102
+    def add_lora(self, paths) -> bool: ...  # noqa: D102
     def set_keep_bn_stats_fixed(self, flag: bool) -> None: ...  # noqa: D102
     def is_probed(self, name: str) -> bool: ...  # noqa: D102
     def toggle_probe(self, name: str) -> None: ...  # noqa: D102
@@ -321,6 +332,7 @@ class ModelTreeWidget(QWidget):
         self._add_reinit_menu(menu, obj)
         head = menu.addAction("Replace head…", lambda: self._controller.replace_head(obj.name))
         head.setEnabled(bool(obj.name) and is_head_candidate(obj.module))
+        self._add_lora_action(menu, obj)
         self._add_probe_action(menu, obj.name)
         return menu
 
@@ -334,6 +346,15 @@ class ModelTreeWidget(QWidget):
         for method in INIT_METHODS:
             label = f"{method}()" + ("…" if method == "constant_" else "")
             sub.addAction(label, lambda m=method: self._controller.reinitialize(node.name, m))
+
+    def _add_lora_action(self, menu: QMenu, node) -> None:
+        """"Add LoRA adapters…" (objectName ``addLoraAction``): enabled where a Linear / Conv2d /
+        MultiheadAttention without adapters is at or below the row."""
+        action = menu.addAction("Add LoRA adapters…", lambda: self._controller.add_lora(node.name))
+        action.setObjectName("addLoraAction")
+        action.setToolTip("Freeze the weights and train low-rank adapters (LoRA, peft)")
+        action.setEnabled(node.module is not None and bool(types_under(node.module, ""))
+                          and not any(is_lora_layer(n.module) for n in _ancestors(node)))
 
     def _add_probe_action(self, menu: QMenu, name: str) -> None:
         action = QAction("Probe", menu, checkable=True)
