@@ -218,3 +218,24 @@ def test_conv2d_adapters_merge_too():
         merged = lora.merged_copy(model)
         assert [type(m) for m in merged] == [nn.Conv2d, nn.ReLU, nn.Conv2d]
         assert torch.allclose(merged(x), out, atol=1e-5)
+
+
+def test_a_run_file_replays_the_adapters_before_its_init_weights_load(tmp_path):
+    """What ``workbench train run.toml`` does with a window's LoRA edit: edits, then init.pt, then the frozen set."""
+    from workbench.core.model.architectures import ArchSpec, build_module
+    from workbench.core.model.names import frozen_names
+    from workbench.core.train.config import ModelConfig
+    from workbench.core.train.launch.headless import model_from_config
+
+    model = build_module(ArchSpec("digits_cnn"))
+    paths = lora.lora_targets(model, [""], types=("Linear", "Conv2d"))
+    lora.add_lora(model, paths, r=2, alpha=4)
+    _randomize_b(model)
+    model.get_submodule(paths[-1]).base_layer.weight.requires_grad_(True)  # the user unfroze the head
+    init = saving.save_checkpoint(tmp_path / "init.pt", saving.checkpoint_payload(model, arch="digits_cnn"))
+    mc = ModelConfig(arch="digits_cnn", init=str(init), edits=[lora.lora_edit(paths, 2, 4)],
+                     frozen=frozen_names(model))
+    replayed, _ = model_from_config(mc, tmp_path)
+    assert lora.lora_paths(replayed) == paths
+    assert all(torch.equal(replayed.state_dict()[k], v) for k, v in model.state_dict().items())
+    assert frozen_names(replayed) == frozen_names(model)

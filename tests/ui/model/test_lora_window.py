@@ -109,3 +109,18 @@ def test_the_lora_dialog_offers_the_types_present_and_returns_the_numbers(qtbot)
     assert dialog.options() == LoraOptions(r=16, alpha=32.0, dropout=0.1, types=("Conv2d",), names=("conv1", "conv2"))
     conv.setChecked(False)
     assert not dialog.ok_button.isEnabled()  # nothing to adapt
+
+
+def test_probes_follow_an_adapted_projection_and_its_adapter(window, qtbot, monkeypatch):
+    win = window
+    monkeypatch.setattr(dialogs, "ask_lora", lambda *args: LoraOptions(r=4, alpha=8, types=("Linear",)))
+    win.session.set_model(_bert(), source="tiny bert")
+    _trigger_add_lora(win, SELF_ATTENTION)
+    probes = win.probes_panel
+    assert probes.toggle_probe(PROJECTIONS[0]) and probes.toggle_probe(f"{PROJECTIONS[0]}.lora_B.default")
+    with qtbot.waitSignal(probes.resultsShown, timeout=20_000):
+        assert probes.run_probe_batch()
+    qtbot.waitUntil(lambda: not probes.is_busy(), timeout=10_000)
+    stats = probes.current_stats()
+    assert stats is not None and stats.shape[-1] == 32
+    assert win.errors == []
