@@ -35,3 +35,23 @@ def test_reserve_sets_only_the_calling_thread_and_priority_is_per_thread():
     if sys.platform.startswith("linux"):
         assert out["lowered"] is True
         assert out["thread_nice"] == out["main_nice"] + 5
+
+
+def test_a_run_in_the_windows_process_forks_no_dataloader_worker(tmp_path):
+    """"auto" loader workers become 0 in a thread run: forking the window's multi-threaded process is unsafe."""
+    from pathlib import Path
+
+    from workbench.core.train.config import DataConfig, TrainConfig
+    from workbench.core.train.launch.thread_run import ThreadRun
+
+    examples = Path(__file__).resolve().parents[4] / "examples" / "own_loss"
+    module = {}
+    exec((examples / "hf_style.py").read_text(), module)
+    cfg = TrainConfig(data=DataConfig(dataset=f"{examples}/hf_style.py:make_dataset", kwargs={"n": 64}),
+                      epochs=1, run_dir=str(tmp_path / "run"), tensorboard=False)
+    cfg.task.kind = "model_loss"
+    assert cfg.data.num_workers == "auto"
+    events = []
+    run = ThreadRun(module["TinyTagger"](), cfg)
+    assert run.run(events.append) == "completed"
+    assert run.trainer.train_loader.settings.num_workers == 0 and cfg.data.num_workers == 0

@@ -32,6 +32,7 @@ class ThreadRun(SteeredByControl):
     model : nn.Module
         Trained in place; owned by the training thread until :meth:`run` returns.
     config : TrainConfig
+        ``data.num_workers = "auto"`` becomes 0 (no DataLoader worker is forked from this process).
     arch : ArchSpec or None
         Written into checkpoints.
     resume : str, Path or Checkpoint, optional
@@ -57,6 +58,11 @@ class ThreadRun(SteeredByControl):
 
     def __init__(self, model, config, arch=None, resume=None, callbacks=(), trainer_factory=None):
         self.model = model
+        if config.data.num_workers == "auto":
+            # The window's own process runs Qt's threads: a DataLoader worker forked from it copies one thread of
+            # a multi-threaded process (undefined behaviour in POSIX; a worker died with exit code 1 mid-run in
+            # CI). "auto" loads on the training thread here; a training process (the default) forks freely.
+            config.data.num_workers = 0
         self.config = config
         self.arch = arch
         self.resume_from = resume
