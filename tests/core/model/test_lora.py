@@ -239,3 +239,14 @@ def test_a_run_file_replays_the_adapters_before_its_init_weights_load(tmp_path):
     assert lora.lora_paths(replayed) == paths
     assert all(torch.equal(replayed.state_dict()[k], v) for k, v in model.state_dict().items())
     assert frozen_names(replayed) == frozen_names(model)
+
+
+def test_an_nn_multihead_attention_is_not_offered_and_its_out_proj_is_refused():
+    """Its forward reads in_proj_weight / out_proj.weight directly: an adapter there would never run."""
+    model = nn.Sequential(nn.TransformerEncoderLayer(16, 2, 32, batch_first=True))
+    assert lora.types_under(model, "") == ["Linear"]  # linear1, linear2; out_proj is not a plain Linear
+    assert lora.lora_targets(model, [""]) == ["0.linear1", "0.linear2"]
+    with pytest.raises(WorkbenchError, match="belongs to an nn.MultiheadAttention"):
+        lora.add_lora(model, ["0.self_attn.out_proj"])
+    with pytest.raises(WorkbenchError, match="is a MultiheadAttention"):
+        lora.add_lora(model, ["0.self_attn"])

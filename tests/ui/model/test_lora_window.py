@@ -53,7 +53,7 @@ def test_the_context_menu_adds_adapters_the_tree_shows_them_and_ctrl_z_removes_t
     base = {n: t.detach().clone() for n, t in model.state_dict().items()}
 
     _trigger_add_lora(win, SELF_ATTENTION)
-    assert asked == [(SELF_ATTENTION, ("Linear", "Conv2d", "MultiheadAttention"), ["Linear"])]
+    assert asked == [(SELF_ATTENTION, ("Linear", "Conv2d"), ["Linear"])]
     root = win.tree_model.root
     for path in PROJECTIONS:
         node = root.find(path)
@@ -95,7 +95,7 @@ def test_a_cancelled_dialog_changes_nothing_and_an_adapted_layer_offers_no_secon
 
 
 def test_the_lora_dialog_offers_the_types_present_and_returns_the_numbers(qtbot):
-    dialog = LoraDialog("layer1", ("Linear", "Conv2d", "MultiheadAttention"), ["Conv2d"])
+    dialog = LoraDialog("layer1", ("Linear", "Conv2d"), ["Conv2d"])
     qtbot.addWidget(dialog)
     assert dialog.objectName() == "loraDialog"
     conv, linear = dialog.findChild(object, "loraTypeConv2d"), dialog.findChild(object, "loraTypeLinear")

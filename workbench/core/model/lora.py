@@ -35,8 +35,11 @@ __all__ = ["ADAPTER_NAME", "LORA_TYPES", "is_lora_layer", "types_under", "lora_t
 
 #: The name peft gives the adapter (``...query.lora_A.default.weight``).
 ADAPTER_NAME = "default"
-#: Module types LoRA can adapt, by class name: what the dialog offers as target types.
-LORA_TYPES = ("Linear", "Conv2d", "MultiheadAttention")
+#: Module types LoRA can adapt, by class name: what the dialog offers as target types. An attention
+#: block is adapted through its Linear projections (BERT's ``query`` / ``key`` / ``value``). peft's
+#: ``nn.MultiheadAttention`` layer is left out: its forward merges the update into the base weights and
+#: subtracts it again, so the base weights would not stay bit-identical.
+LORA_TYPES = ("Linear", "Conv2d")
 #: The files of peft's adapters-only format (``PeftModel.save_pretrained``).
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -58,8 +61,16 @@ def is_lora_layer(module: nn.Module) -> bool:
 
 
 def lora_paths(model: nn.Module) -> list[str]:
-    """Qualified names of the modules that carry LoRA adapters, in registration order (no peft needed)."""
-    return [name for name, m in model.named_modules() if is_lora_layer(m)]
+    """Qualified names of the modules that carry LoRA adapters, in registration order (no peft needed).
+
+    Only the outermost: peft's ``MultiheadAttention`` layer adapts its
+    ``out_proj`` with a LoRA layer of its own, which belongs to it.
+    """
+    found: list[str] = []
+    for name, m in model.named_modules():
+        if is_lora_layer(m) and not _inside_lora(name, found):
+            found.append(name)
+    return found
 
 
 def _inside_lora(path: str, adapted: list[str]) -> bool:
@@ -78,7 +89,7 @@ def lora_targets(model: nn.Module, paths: list[str], types: tuple[str, ...] = ("
         (``bert.encoder.layer.0.attention``) stands for every module of the
         ``types`` below it. ``""`` is the whole model.
     types : tuple of str
-        Class names from :data:`LORA_TYPES` (``"Linear"``, ``"Conv2d"``, ``"MultiheadAttention"``).
+        Class names from :data:`LORA_TYPES` (``"Linear"``, ``"Conv2d"``).
     names : tuple of str
         When given, keep only modules whose last name part is one of these
         (``("query", "value")``), as peft's ``target_modules`` does.
@@ -158,8 +169,7 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
     Parameters
     ----------
     model : nn.Module
-        Edited in place (each ``nn.Linear`` / ``nn.Conv2d`` / ``nn.MultiheadAttention``
-        at ``paths`` is replaced by peft's LoRA layer wrapping it as ``base_layer``).
+        Edited in place (each ``nn.Linear`` / ``nn.Conv2d`` at ``paths`` is replaced by peft's LoRA layer wrapping it as ``base_layer``).
     paths : list of str
         Exact qualified names (see :func:`lora_targets`).
     r : int
@@ -179,7 +189,8 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
     ------
     WorkbenchError
         peft is not installed, bad numbers, a path that does not exist, is not a
-        type LoRA adapts, or already has adapters.
+        type LoRA adapts (or is the ``out_proj`` of an ``nn.MultiheadAttention``),
+        or already has adapters.
     """
     _check_numbers(r, alpha, dropout)
     paths = list(dict.fromkeys(paths))
@@ -193,6 +204,9 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
         if not isinstance(module, _torch_types(LORA_TYPES)):
             raise WorkbenchError(f"LoRA: {path} is a {type(module).__name__}; LoRA adapts "
                                  f"{', '.join(LORA_TYPES)} modules.")
+        if _in_multihead_attention(model, path):
+            raise WorkbenchError(f"LoRA: {path} belongs to an nn.MultiheadAttention, whose forward reads its "
+                                 "weights directly: an adapter there would never run.")
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     peft = _peft()
     config = peft.LoraConfig(r=int(r), lora_alpha=float(alpha), lora_dropout=float(dropout), bias="none",
@@ -203,6 +217,12 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
         raise WorkbenchError(f"LoRA: peft could not adapt {', '.join(paths)}: {exc}") from exc
     _drop_peft_config(model)
     return trainable
+
+
+def _in_multihead_attention(model: nn.Module, path: str) -> bool:
+    parts = path.split(".")
+    return any(isinstance(model.get_submodule(".".join(parts[:i])), nn.MultiheadAttention)
+               for i in range(len(parts)))
 
 
 def _check_numbers(r, alpha, dropout) -> None:

@@ -348,8 +348,8 @@ class ModelTreeWidget(QWidget):
             sub.addAction(label, lambda m=method: self._controller.reinitialize(node.name, m))
 
     def _add_lora_action(self, menu: QMenu, node) -> None:
-        """"Add LoRA adapters…" (objectName ``addLoraAction``): enabled where a Linear / Conv2d /
-        MultiheadAttention without adapters is at or below the row."""
+        """"Add LoRA adapters…" (objectName ``addLoraAction``): enabled where a Linear / Conv2d
+        without adapters is at or below the row."""
         action = menu.addAction("Add LoRA adapters…", lambda: self._controller.add_lora(node.name))
         action.setObjectName("addLoraAction")
         action.setToolTip("Freeze the weights and train low-rank adapters (LoRA, peft)")
