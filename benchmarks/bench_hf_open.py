@@ -1,0 +1,111 @@
+"""Opening a large Hugging Face model folder to its full tree (issue 27).
+
+A ~1.1B-parameter Llama-style config (hidden 2048, 22 layers, 32 heads with 4
+key/value heads, intermediate 5632, vocabulary 32,000: TinyLlama's shape) with
+random bf16 weights in sharded safetensors, generated once by this benchmark
+into a temporary folder (about 2.2 GB; not timed). Then, in a fresh process:
+
+``open_hf_1b_folder_s``
+    ``open_model(folder)`` plus ``build_summary`` (the tree: names, shapes,
+    dtypes, parameter counts), s. Target <= 2 s.
+``open_hf_1b_folder_rss_mb``
+    The process's resident memory after that, minus its resident memory after
+    importing Workbench, torch and transformers (the baseline), MB. Target <= 500 MB.
+
+Reported, not a target: ``open_hf_1b_import_s``, the imports before the open.
+Without transformers installed the module reports nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CHILD = r"""
+import json, resource, sys, time
+
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+t0 = time.perf_counter()
+import torch, transformers
+from workbench.core.model.opening import open_model
+from workbench.core.model.tree import build_summary
+t1 = time.perf_counter()
+base = rss_mb()
+opened = open_model(sys.argv[1])
+root = build_summary(opened.model)
+t2 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "open": t2 - t1, "rss": rss_mb() - base, "params": root.total_params,
+                  "type": type(opened.model).__name__}))
+"""
+
+
+def _make_folder(folder: Path) -> None:
+    """TinyLlama-shaped random bf16 weights, sharded at 500 MB (built on meta, filled shard by shard)."""
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                                      num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                                      max_position_embeddings=2048, torch_dtype="bfloat16")
+    config.architectures = ["LlamaForCausalLM"]
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    shards, weight_map, current, size = [], {}, {}, 0
+    g = torch.Generator().manual_seed(0)
+
+    def flush():
+        nonlocal current, size
+        if current:
+            name = f"model-{len(shards) + 1:05d}.safetensors"
+            save_file(current, str(folder / name), metadata={"format": "pt"})
+            shards.append(name)
+            weight_map.update({k: name for k in current})
+            current, size = {}, 0
+
+    for key, p in model.state_dict().items():
+        t = (torch.randn(p.shape, generator=g) * 0.02).to(torch.bfloat16)
+        current[key] = t
+        size += t.numel() * 2
+        if size > 500 * 2**20:
+            flush()
+    flush()
+    total = len(shards)
+    renamed = {}
+    for i, name in enumerate(shards, 1):
+        new = f"model-{i:05d}-of-{total:05d}.safetensors"
+        (folder / name).rename(folder / new)
+        renamed[name] = new
+    index = {"metadata": {"total_size": sum((folder / n).stat().st_size for n in renamed.values())},
+             "weight_map": {k: renamed[v] for k, v in weight_map.items()}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    config.save_pretrained(folder)
+
+
+def run() -> dict[str, float]:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("open_hf_1b_folder: transformers is not installed; skipped")
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "llama-1b"
+        _make_folder(folder)
+        out = subprocess.run([sys.executable, "-c", CHILD, str(folder)], capture_output=True, text=True, check=True)
+        figures = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"open_hf_1b_folder: {figures['params']:,} parameters ({figures['type']}) opened to the tree in "
+          f"{figures['open']:.2f} s, +{figures['rss']:.0f} MB resident (imports {figures['import']:.1f} s)")
+    return {"open_hf_1b_folder_s": figures["open"], "open_hf_1b_folder_rss_mb": figures["rss"],
+            "open_hf_1b_import_s": figures["import"]}
+
+
+if __name__ == "__main__":
+    print(run())
