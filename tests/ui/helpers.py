@@ -27,7 +27,7 @@ class RecordingPrompts:
         self.answers = {"trust": False, "partial_load": False, "architecture": None, "new_architecture": None,
                         "confirm_stop": True, "nonfinite": "stop", "open_path": None, "save_path": None,
                         "integer": None, "number": None, "replace_head": False, "open_intact": False,
-                        "end_training_process": True, **answers}
+                        "end_training_process": True, "lora_save": "merge", **answers}
 
     def _answer(self, name, *args):
         self.asked.append((name, *args))
@@ -36,6 +36,9 @@ class RecordingPrompts:
 
     def open_path(self, start_dir=""):
         return self._answer("open_path", start_dir)
+
+    def lora_save(self):
+        return self._answer("lora_save")
 
     def open_folder(self, start_dir=""):
         return self._answer("open_folder", start_dir)

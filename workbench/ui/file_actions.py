@@ -337,9 +337,29 @@ class FileActions(QObject):
             session.show_status(f"Saving {Path(path).name} at the next training step…", 5000)
             return True
         extras = session.run_extras
+        from workbench.core.model import lora as core_lora
+
+        mode = "keep"
+        if core_lora.lora_paths(session.model):  # adapters: merge them, keep them, or save them alone
+            mode = self.prompts.lora_save()
+            if mode is None:
+                return False
+            if mode == "adapters":
+                folder = Path(path).with_suffix("")
+                try:
+                    core_lora.save_adapters(session.model, folder)
+                except (WorkbenchError, ValueError, OSError) as exc:
+                    self.prompts.error(f"Could not save the adapters to {folder}: {exc}")
+                    return False
+                session.show_status(f"Saved the adapters to {folder} (adapter_model.safetensors, "
+                                    "adapter_config.json)", 5000)
+                return True
         try:
             payload = saving.checkpoint_payload(session.model, arch=session.arch_spec, epoch=extras.get("epoch"),
-                                                step=extras.get("step"), loss=extras.get("loss"))
+                                                step=extras.get("step"), loss=extras.get("loss"),
+                                                # the adapters' edits (a replaced head is in the arch spec already)
+                                                edits=[e for e in session.edits if e.get("op") == "add_lora"],
+                                                lora=mode)
             for key in ("optimizer_state_dict", "scheduler_state_dict"):
                 if extras.get(key) is not None:
                     payload[key] = extras[key]

@@ -148,6 +148,30 @@ class Prompts:
             box.setText(text)
         box.exec()
 
+    def lora_save(self) -> str | None:
+        """Saving a model with LoRA adapters: ``"merge"``, ``"keep"``, ``"adapters"`` (peft's folder) or None."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Save checkpoint",
+                          "The model has LoRA adapters. Merge them into the weights (W + (alpha/r) BA), keep them "
+                          "as adapters in the checkpoint, or save the adapters only (peft's format)?",
+                          QMessageBox.StandardButton.Cancel, self.parent)
+        box.setObjectName("loraSaveBox")
+        buttons = {}
+        for key, text, name in (("merge", "Merge adapters", "mergeAdaptersButton"),
+                                ("keep", "Keep adapters", "keepAdaptersButton"),
+                                ("adapters", "Save adapters only (peft)", "adaptersOnlyButton")):
+            button = box.addButton(text, QMessageBox.ButtonRole.AcceptRole)
+            button.setObjectName(name)
+            buttons[button] = key
+        box.setDefaultButton(next(iter(buttons)))
+        box.exec()
+        return buttons.get(box.clickedButton())
+
+    def lora(self, target: str, types, present):
+        """The LoRA options for ``target`` (:func:`workbench.ui.dialogs.ask_lora`), or None."""
+        from workbench.ui import dialogs
+
+        return dialogs.ask_lora(target, types, present, self.parent)
+
     # ------------------------------------------------------------------ training
     def confirm_stop(self) -> bool:
         """Closing during a run: stop it (after the current step), save last.pt and close?"""

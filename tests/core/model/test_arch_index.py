@@ -13,7 +13,7 @@ from workbench.core import contrib
 from workbench.core.model import arch_index
 from workbench.core.model.architectures import _variants, build_module, detect_architecture
 
-timm = pytest.importorskip("timm")
+import timm  # noqa: E402 - in the test extra
 
 #: timm families the tests index (every other family is left out to keep builds short).
 FAMILIES = ("convnext", "mobilenetv3", "resnet")

@@ -21,7 +21,7 @@ from workbench.core.errors import ArchitectureError, TrustRequired
 from workbench.core.model.architectures import ArchSpec, build_module
 from workbench.core.model.opening import NeedsArchitecture, Opened, open_model
 
-timm = pytest.importorskip("timm")
+import timm  # noqa: E402 - in the test extra
 
 MODELS = ("resnet50d", "convnext_atto", "vit_tiny_patch16_224", "efficientnet_b0", "mobilenetv3_small_100")
 FORMATS = ("bare", "module_prefix", "train_dict")

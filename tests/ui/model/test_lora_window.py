@@ -7,9 +7,10 @@ import torch
 from PySide6.QtGui import QAction, QKeySequence
 from torch import nn
 
-pytest.importorskip("peft")
-transformers = pytest.importorskip("transformers")
+import peft  # noqa: F401,E402 - in the test extra: a missing extra fails here, never skips
+import transformers  # noqa: E402
 
+from workbench.core.model.opening import open_model  # noqa: E402
 from workbench.ui import dialogs  # noqa: E402
 from workbench.ui.dialogs import LoraDialog, LoraOptions  # noqa: E402
 
@@ -124,3 +125,33 @@ def test_probes_follow_an_adapted_projection_and_its_adapter(window, qtbot, monk
     stats = probes.current_stats()
     assert stats is not None and stats.shape[-1] == 32
     assert win.errors == []
+
+
+def test_save_merges_keeps_or_saves_the_adapters_alone_and_a_kept_file_reopens_with_them(window, monkeypatch,
+                                                                                        tmp_path):
+    from workbench.core.model import lora as core_lora
+
+    win = window
+    _bert().save_pretrained(tmp_path / "bert")  # opened from its folder: the checkpoint then names its architecture
+    assert win.open_path(tmp_path / "bert")
+    monkeypatch.setattr(dialogs, "ask_lora", lambda *args: dialogs.LoraOptions(r=4, alpha=8, dropout=0.0,
+                                                                               types=("Linear",), names=()))
+    _trigger_add_lora(win, SELF_ATTENTION)
+    assert core_lora.lora_paths(win.model)
+
+    win.prompts.answers["lora_save"] = "merge"
+    assert win.save_checkpoint(tmp_path / "merged.pt")
+    merged = torch.load(tmp_path / "merged.pt", weights_only=True)
+    assert not any("lora_" in k for k in merged["model_state_dict"]) and not merged.get("edits")
+    assert core_lora.lora_paths(win.model)  # the live model keeps its adapters
+
+    win.prompts.answers["lora_save"] = "keep"
+    assert win.save_checkpoint(tmp_path / "kept.pt")
+    reopened = open_model(tmp_path / "kept.pt")  # the file's add_lora edit is replayed before its weights load
+    assert reopened.report.ok and sorted(core_lora.lora_paths(reopened.model)) == sorted(PROJECTIONS)
+
+    win.prompts.answers["lora_save"] = "adapters"
+    assert win.save_checkpoint(tmp_path / "adapters.pt")
+    assert {p.name for p in (tmp_path / "adapters").iterdir()} >= {"adapter_model.safetensors",
+                                                                   "adapter_config.json"}
+    assert [a[0] for a in win.prompts.asked].count("lora_save") == 3

@@ -115,6 +115,9 @@ class CheckpointMetadata:
         damaged file), which :meth:`ArchSpec.from_file` refuses.
     frozen : list of str
         The ``"frozen"`` entry written by Workbench (qualified parameter names).
+    edits : list of dict
+        The ``"edits"`` entry written by Workbench: the structural edits its
+        weights were saved with (``{"op": "add_lora", ...}``), replayed on open.
     extra : dict
         Anything else worth showing: safetensors ``__metadata__``, Lightning
         ``hyper_parameters``, other scalar entries of a training dict.
@@ -137,6 +140,7 @@ class CheckpointMetadata:
     file_size: int = 0
     arch: dict | None = None
     frozen: list[str] = field(default_factory=list)
+    edits: list[dict] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     verified: bool | None = None
 
@@ -866,6 +870,8 @@ def _metadata_from_raw(fmt: str, container: str, key: str | None, raw: Mapping |
     frozen = raw.get("frozen")
     if isinstance(frozen, (list, tuple)):
         meta.frozen = [str(n) for n in frozen]
+    if isinstance(raw.get("edits"), (list, tuple)):  # plain data; apply_edits checks every entry before use
+        meta.edits = [_plain(dict(e)) for e in raw["edits"] if isinstance(e, Mapping)]
     for lightning_key in ("hyper_parameters", "lr_schedulers"):
         if isinstance(raw.get(lightning_key), (Mapping, list, tuple)):
             meta.extra[lightning_key] = _plain(raw[lightning_key])

@@ -129,6 +129,7 @@ def open_model(path: str | Path, arch: ArchSpec | str | Mapping | None = None, *
         return Opened(model, _file_spec(ckpt, trust=True), ckpt, report)
     if spec is None:
         spec = _file_spec(ckpt, trust=trust, **extra)
+        edits = list(edits) or list(ckpt.metadata.edits)  # the file's own edits (LoRA adapters) with its own arch
     if spec is None:
         if weights_only:
             return Opened(weights_only_model(ckpt.state_dict), None, ckpt, weights_only=True)
