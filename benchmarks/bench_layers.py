@@ -126,7 +126,7 @@ def nan_trace() -> dict[str, float]:
     times = []
     for _ in range(3):
         t = time.perf_counter()
-        trace = trace_nonfinite(model, x, y, torch.nn.functional.cross_entropy, step=1)
+        trace = trace_nonfinite(model, (x, y), lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1]), step=1)
         times.append(time.perf_counter() - t)
     assert trace.module == "layer3.1.bn2", trace
     return {"nan_trace_s": statistics.median(times)}
