@@ -26,6 +26,7 @@ from workbench.core.model import tree as core_tree
 from workbench.core.model.architectures import ArchSpec, Candidate, detect_architecture
 from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
 from workbench.core.model.diff import module_diff
+from workbench.core.model.example_input import timm_input_shape
 from workbench.core.model.health_check import NonFiniteTensor, find_nonfinite, nonfinite_summary
 from workbench.core.model.opening import NeedsArchitecture, Opened, PartialFit, open_model
 from workbench.core.train.trainer.commands import SaveNow
@@ -46,14 +47,18 @@ IMAGE_INPUT_SHAPE = (1, 3, 224, 224)
 
 
 def default_input_shape(spec: ArchSpec | None) -> tuple[int, ...] | None:
-    """The example input shape to annotate a model with: the demo's, or ``(1, 3, 224, 224)``
-    for torchvision classification models; None when unknown."""
+    """The example input shape to annotate a model with: the demo's, a Tabular MLP's row, a timm model's
+    ``pretrained_cfg`` input size, or ``(1, 3, 224, 224)`` for torchvision classification models; None when
+    unknown."""
     if spec is None:
         return None
     if spec.name == "digits_cnn":
         return DEMO_INPUT_SHAPE
     if spec.name == "tabular_mlp" and isinstance(spec.kwargs.get("in_features"), int):
         return (1, spec.kwargs["in_features"])  # one row of the table's features
+    timm_shape = timm_input_shape(spec.name)  # timm's pretrained_cfg (efficientnet_b3: 288 x 288)
+    if timm_shape is not None:
+        return timm_shape
     try:
         import torchvision
 

@@ -140,3 +140,11 @@ def test_factory_specs_take_positional_arguments():
 def test_workbench_imports_timm_only_when_needed():
     assert "timm" in sys.modules  # this module imported it; the subprocess check is tests/test_optional_extras.py
     assert contrib.timm_names() and "resnet50d" in contrib.timm_names()
+
+
+def test_timm_pretrained_cfg_gives_the_input_shape():
+    from workbench.core.model.example_input import timm_input_shape
+
+    assert timm_input_shape("timm/efficientnet_b3") == (1, 3, 288, 288)  # not the 224 a torchvision model gets
+    assert timm_input_shape("vit_tiny_patch16_224") == (1, 3, 224, 224)
+    assert timm_input_shape("resnet18") is None  # torchvision's

@@ -20,3 +20,12 @@ def test_a_bert_folder_opens_with_shapes_and_flops(main_window, tmp_path):
     root = win.tree_model.root
     assert root.flops > 0
     assert root.find("classifier").output_shape == (1, 3)  # the config's example: input_ids (1, 16)
+
+
+def test_a_timm_model_gets_its_pretrained_cfg_input_size(main_window):
+    """File > New from architecture timm/efficientnet_b3: the tree's shapes for 288 x 288, timm's own size."""
+    from workbench.core.model.architectures import ArchSpec
+
+    win, _ = main_window
+    assert win.new_from_architecture(ArchSpec("timm/efficientnet_b3", {"num_classes": 4}))
+    assert win.input_shape == (1, 3, 288, 288) and win.tree_model.root.output_shape == (1, 4)

@@ -267,3 +267,33 @@ def _describe(obj: Any) -> str:
     if isinstance(obj, torch.Tensor):
         return f"{tuple(obj.shape)} {str(obj.dtype).removeprefix('torch.')}"
     return type(obj).__name__
+
+
+def timm_input_shape(name: str) -> tuple[int, ...] | None:
+    """``(1, C, H, W)`` from timm's ``pretrained_cfg.input_size`` for a timm architecture name, else None.
+
+    Parameters
+    ----------
+    name : str
+        ``"timm/efficientnet_b3"`` or a bare timm name torchvision lacks
+        (:func:`workbench.core.contrib.timm_model`).
+
+    Returns
+    -------
+    tuple of int or None
+        E.g. ``(1, 3, 288, 288)`` for efficientnet_b3 (timm's default
+        configuration of that model); None when timm is not installed, the name is
+        not timm's, or timm records no input size for it.
+    """
+    from workbench.core import contrib
+
+    model = contrib.timm_model(name)
+    if model is None:
+        return None
+    try:
+        from timm.models import get_pretrained_cfg
+
+        size = getattr(get_pretrained_cfg(model), "input_size", None)
+    except Exception:  # noqa: BLE001 - an older timm without it: no hint
+        return None
+    return (1, *(int(d) for d in size)) if size is not None and len(size) == 3 else None
