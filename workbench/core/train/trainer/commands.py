@@ -52,9 +52,18 @@ class SetTrainable:
 
 @dataclass
 class SetLR:
-    """Set the head learning rate (backbone groups get ``lr * backbone_lr_mult``)."""
+    """Set the head learning rate (backbone groups get ``lr * backbone_lr_mult``).
+
+    Attributes
+    ----------
+    lr : float
+    group : int or None
+        An attached script's param group to set alone (None: every group; see
+        :func:`workbench.core.attach.script_trainer.set_group_lr`).
+    """
 
     lr: float
+    group: int | None = None
 
 
 @dataclass

@@ -30,7 +30,10 @@ def _record(cmd) -> dict | None:
             return None  # nothing changed: nothing to replay
         return {"op": "set_trainable", "names": list(cmd.changed), "flag": bool(cmd.flag)}
     if isinstance(cmd, SetLR):
-        return {"op": "set_lr", "lr": float(cmd.lr)}
+        entry = {"op": "set_lr", "lr": float(cmd.lr)}
+        if cmd.group is not None:
+            entry["group"] = int(cmd.group)
+        return entry
     if isinstance(cmd, SaveNow):
         return {"op": "save_now"}
     return None

@@ -1,0 +1,471 @@
+"""The script's side of attaching: :func:`attach` and :class:`Attached`.
+
+A user's own loop calls :meth:`Attached.step` after each optimizer step and
+:meth:`Attached.epoch_end` after validating. That call is the step boundary:
+commands a window sent (freeze, LR, pause, save now, stop, probes) apply there,
+on the training thread, through the same code as Workbench's own runs
+(:func:`~workbench.core.train.trainer.commands.apply_command`, the
+:class:`~workbench.core.train.events.EventBridge`, the live
+:class:`~workbench.core.probe.callback.ProbeCallback`, ``edits.jsonl`` and
+``status.json`` of a run folder).
+
+With no window attached a step costs a few microseconds: a row appended to a
+list, a clock read, and every :data:`EMIT_S` seconds the rows packed into one
+:class:`~workbench.core.train.events.Metrics` event kept in the run's bounded
+history (:class:`~workbench.core.attach.server.History`). The script never
+waits for a window; only a pause the user asked for blocks ``step``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+import secrets
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from workbench.core.attach.discovery import remove_discovery, write_discovery
+from workbench.core.attach.server import AttachServer
+from workbench.core.attach.script_trainer import ScriptTrainer, set_group_lr
+from workbench.core.attach.wire import register
+from workbench.core.model.skeleton import describe_structure
+from workbench.core.probe import activations, cadence, callback, gradients, health, layer_stats, stats
+from workbench.core.train.events import (CommandApplied, EpochEnded, Finished, FitStarted, Metrics, NonFinite,
+                                         Paused, RunError, Sink, pack_metrics, plain)
+from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_status
+from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable, apply_command
+from workbench.core.train.trainer.control import RunControl
+from workbench.core.train.trainer.nan_trace import trace_nonfinite
+
+__all__ = ["attach", "Attached", "EMIT_S", "PROBE_SETTINGS", "CALLBACK_METHODS", "OPS"]
+
+log = logging.getLogger("workbench.attach")
+
+register(callback.ProbeReport, activations.ActivationStats, cadence.CadencePlan, gradients.GradNorms,
+         gradients.LayerNorm, health.Badge, health.HealthThresholds, layer_stats.LayerSnapshot, stats.Histogram)
+
+#: Seconds between two metric batches (~25 per second, as Workbench's own runs).
+EMIT_S = 0.04
+#: The keyword arguments of :class:`ProbeCallback` a window may set (nothing that names code).
+PROBE_SETTINGS = ("every", "grad_every", "budget", "probed", "track_updates", "weight_hist", "thresholds",
+                  "layers", "tb_histogram_budget", "flush_ms", "bins", "images")
+#: What a window may call on a probe callback it installed (each thread-safe there).
+CALLBACK_METHODS = ("set_probed", "set_cadence", "set_weight_histograms")
+#: The commands a window may send.
+OPS = ("freeze", "unfreeze", "set_lr", "pause", "resume", "save_now", "stop", "resolve_nonfinite", "callbacks",
+       "callback", "detach")
+
+
+class _Callbacks:
+    """Replace the window's probe callbacks (applied on the training thread)."""
+
+    def __init__(self, specs: list):
+        self.specs = specs
+
+
+def attach(model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, name: str | None = None,
+           host: str = "127.0.0.1", port: int = 0) -> "Attached":
+    """Let Workbench's window see and steer this script's training (see :class:`Attached`).
+
+    Parameters
+    ----------
+    model : nn.Module
+        The model the loop trains (freezing goes through its parameters).
+    optimizer : torch.optim.Optimizer, optional
+        LR changes go through its ``param_groups``.
+    scheduler : LRScheduler, optional
+        Its reference LRs follow an LR change.
+    run_dir : str or Path, optional
+        The run folder (``edits.jsonl``, ``status.json``, ``metrics.csv``, saves);
+        default: a new folder under Workbench's runs folder.
+    name : str, optional
+        Shown in the window's list (default: the script's file name).
+    host, port : str, int
+        Where to listen: ``127.0.0.1`` (this machine only; reach it from another
+        machine with ``ssh -L``) and a free port.
+
+    Returns
+    -------
+    Attached
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not an ``nn.Module``.
+    OSError
+        The address cannot be bound or the run folder written.
+    """
+    return Attached(model, optimizer, scheduler=scheduler, run_dir=run_dir, name=name, host=host, port=port)
+
+
+class Attached:
+    """A script's training, open to Workbench's window (:func:`attach`; a context manager).
+
+    Attributes
+    ----------
+    address : str
+        ``"host:port"`` the window connects to.
+    token : str
+        The run's secret (also in the discovery file, readable by this user only).
+    run_dir : Path
+    step_count : int
+        Steps reported so far.
+    """
+
+    def __init__(self, model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, name=None,
+                 host: str = "127.0.0.1", port: int = 0):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"workbench.attach needs the nn.Module being trained, not {type(model).__name__}")
+        self.name = name or Path(sys.argv[0] or "python").stem or "script"
+        self.run_dir = Path(run_dir) if run_dir is not None else new_run_dir(name=None)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.control = RunControl()
+        self.trainer = ScriptTrainer(model, optimizer, scheduler, self.run_dir, self.control, self.name)
+        self.token = secrets.token_urlsafe(24)
+        self._t0 = time.perf_counter()
+        self._started = time.time()
+        self._rows: list[dict] = []
+        self._device_losses = False
+        self._last_emit = self._t0
+        self._pending = False
+        self._probes: list = []
+        self._grad_hook = None
+        self._epoch_loss = [0.0, 0]
+        self._bad_loss = False
+        self._closed = False
+        self.step_count = 0
+        self._csv = MetricsCSV(self.run_dir / "metrics.csv")
+        write_status(self.run_dir, None, self._started, {"model": type(model).__name__, "dataset": self.name})
+        self.server = AttachServer(self.token, self._welcome, self._on_command, self._on_lost, host, port)
+        self.address = self.server.address
+        self._publish(FitStarted({"epoch": 0, "step": 0, "epochs": 0, "run_dir": str(self.run_dir),
+                                  "data_note": f"attached script {self.name}", "history": []}))
+        try:
+            self._discovery = write_discovery({
+                "address": self.address, "host": host, "port": self.server.port, "token": self.token,
+                "pid": os.getpid(), "name": self.name, "run_dir": str(self.run_dir), "started": self._started,
+                "model": type(model).__name__})
+        except OSError as exc:
+            self._discovery = None
+            log.warning("workbench attach: no discovery file (%s); attach with the address and token", exc)
+        print(f"workbench: attach to this run at {self.address} with token {self.token} "
+              f"(File > Attach to a running script...)", file=sys.stderr, flush=True)
+        atexit.register(self.close)
+
+    # ------------------------------------------------------------------ the script's calls
+    @property
+    def should_stop(self) -> bool:
+        """True once the window said Stop: end the loop cleanly, then :meth:`close`."""
+        return self.control.stop_requested
+
+    def step(self, loss=None, *, batch: Any = None, **metrics) -> None:
+        """One optimizer step is done: record ``loss`` and ``metrics``; apply the window's commands.
+
+        Parameters
+        ----------
+        loss : Tensor or float, optional
+            The step's training loss (a 0-d tensor is read in batches, one device sync every :data:`EMIT_S`).
+        batch : object, optional
+            The step's batch (``(inputs, targets)``, a dict of tensors, a tensor): with it, a
+            non-finite loss is traced to the first module that produced a NaN/Inf.
+        **metrics : float or 0-d Tensor
+            More per-step values to plot (``acc=...``).
+        """
+        tr = self.trainer
+        tr.step = step = tr.step + 1
+        tr.batch_in_epoch += 1
+        self.step_count = step
+        if isinstance(loss, torch.Tensor):
+            loss = loss.detach()
+            if loss.device.type == "cpu":
+                loss = float(loss)
+            else:
+                self._device_losses = True
+        row = {"step": step, "loss": loss, **metrics}
+        self._rows.append(row)
+        if batch is not None:
+            tr.last_batch = batch
+        if isinstance(loss, float) and not math.isfinite(loss):
+            self._nonfinite(step, loss)
+        if self._probes:
+            for cb in self._probes:
+                cb.on_step_end(tr, row)
+        now = time.perf_counter()
+        if now - self._last_emit >= EMIT_S:
+            self._flush(now)
+        if self._pending or self.control.is_paused:
+            self._boundary()
+
+    def epoch_end(self, **val_metrics) -> None:
+        """An epoch ended: ``val_loss=...``, ``val_acc=...`` and any other numbers, one row of ``metrics.csv``."""
+        self._flush(time.perf_counter())
+        tr = self.trainer
+        total, count = self._epoch_loss
+        m = {"epoch": tr.epoch, "step": tr.step, "train_loss": total / count if count else math.nan,
+             "lr": tr.lr, "time": time.perf_counter() - self._t0}
+        for k, v in val_metrics.items():
+            m[k] = float(v.detach().float().mean()) if isinstance(v, torch.Tensor) else plain(v)
+        tr.history.append(m)
+        try:
+            self._csv.append(m)
+        except OSError as exc:
+            log.warning("workbench attach: metrics.csv not written: %s", exc)
+        for cb in self._probes:
+            cb.on_epoch_end(tr, m)
+        self._publish(EpochEnded(dict(m)))
+        tr.epoch += 1
+        tr.batch_in_epoch = 0
+        self._epoch_loss = [0.0, 0]
+        if self._pending or self.control.is_paused:
+            self._boundary()
+
+    def close(self, reason: str | None = None) -> None:
+        """The run ended: final metrics, ``status.json``, ``Finished`` to the windows, stop listening (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        try:
+            self._flush(time.perf_counter())
+            self._set_probes([])
+        except Exception:  # noqa: BLE001 - the end of a run is never an error of its own
+            log.exception("workbench attach: while closing")
+        reason = reason or ("stopped" if self.control.stop_requested else "completed")
+        try:
+            write_status(self.run_dir, reason, self._started, {"model": type(self.trainer.model).__name__,
+                                                               "dataset": self.name})
+        except OSError:
+            pass
+        self._publish(Finished(reason))
+        self.server.close()
+        remove_discovery(self._discovery)
+
+    def __enter__(self) -> "Attached":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and not isinstance(exc, KeyboardInterrupt):
+            self._publish(RunError("".join(traceback.format_exception(exc_type, exc, tb))))
+            self.close("error")
+        else:
+            self.close("stopped" if exc is not None else None)
+
+    # ------------------------------------------------------------------ the training thread
+    def _publish(self, event) -> None:
+        self.server.publish(event)
+
+    def _flush(self, now: float) -> None:
+        self._last_emit = now
+        rows, self._rows = self._rows, []
+        if not rows:
+            return
+        if self._device_losses:
+            self._device_losses = False
+            idx = [i for i, r in enumerate(rows) if isinstance(r["loss"], torch.Tensor)]
+            if idx:
+                values = torch.stack([rows[i]["loss"].float().reshape(()) for i in idx]).tolist()
+                for i, v in zip(idx, values):
+                    rows[i]["loss"] = v
+                    if not math.isfinite(v):
+                        self._nonfinite(rows[i]["step"], v)
+        tr = self.trainer
+        t = now - self._t0
+        lr = tr.lr
+        epoch = tr.epoch
+        for r in rows:
+            for k, v in r.items():
+                if isinstance(v, torch.Tensor):
+                    r[k] = float(v.detach().float().mean())
+            loss = r.get("loss")
+            if isinstance(loss, (int, float)) and math.isfinite(loss):
+                self._epoch_loss[0] += float(loss)
+                self._epoch_loss[1] += 1
+            r.setdefault("lr", lr)
+            r.setdefault("time", t)
+            r.setdefault("epoch", epoch)
+        self._publish(Metrics(pack_metrics(rows)))
+        for cb in self._probes:
+            cb.on_metrics(tr, rows)
+
+    def _nonfinite(self, step: int, loss: float) -> None:
+        if self._bad_loss:
+            return
+        self._bad_loss = True  # once per run: the window asks what to do
+        tr = self.trainer
+        trace: dict = {}
+        if tr.last_batch is not None:
+            try:
+                tr.nonfinite_trace = trace_nonfinite(tr.model, tr.last_batch, _output_sum, step, exact=False)
+                trace = tr.nonfinite_trace.to_dict()
+            except Exception as exc:  # noqa: BLE001 - the trace is a help, never the run's end
+                log.warning("workbench attach: could not trace the non-finite loss: %s", exc)
+        self._publish(NonFinite(int(step), float(loss), trace))
+
+    def _boundary(self) -> None:
+        """Apply queued commands; block while paused (the window resumes or stops)."""
+        self._pending = False
+        self._apply()
+        if self.control.is_paused and not self.control.stop_requested:
+            self._flush(time.perf_counter())
+            self._publish(Paused(int(self.trainer.step)))
+            for cb in self._probes:
+                cb.on_pause(self.trainer)
+            self.control.wait_while_paused(self._apply)
+            self._last_emit = time.perf_counter()
+
+    def _apply(self) -> None:
+        self._pending = False
+        tr = self.trainer
+        for cmd in self.control.take_commands():
+            if isinstance(cmd, _Callbacks):
+                self._set_probes(cmd.specs)
+                continue
+            try:
+                if isinstance(cmd, SetLR):
+                    if tr.optimizer is None:
+                        raise ValueError("the script attached no optimizer")
+                    set_group_lr(tr.optimizer, tr.scheduler, cmd.lr, cmd.group)
+                elif isinstance(cmd, SaveNow):
+                    self._flush(time.perf_counter())
+                    apply_command(tr, cmd)
+                else:
+                    apply_command(tr, cmd)
+            except Exception as exc:  # noqa: BLE001 - a command that cannot apply is reported, never fatal
+                log.warning("workbench attach: %s not applied: %s", type(cmd).__name__, exc)
+                if isinstance(cmd, SetTrainable):
+                    cmd.error = str(exc)
+                else:
+                    continue
+            tr.edit_log.command(tr.step, cmd)
+            self._publish(CommandApplied(cmd, int(tr.step), float(tr.epoch)))
+
+    def _set_probes(self, specs: list) -> None:
+        for cb in self._probes:
+            cb.on_fit_end(self.trainer, "stopped")
+        self._probes = []
+        if self._grad_hook is not None:
+            self._grad_hook.remove()
+            self._grad_hook = None
+        for index, spec in enumerate(specs):
+            cb = callback.ProbeCallback(lambda reports, i=index: self._publish(Sink(i, reports)), **spec)
+            cb.on_fit_start(self.trainer)
+            self._probes.append(cb)
+        opt = self.trainer.optimizer
+        if self._probes and opt is not None and hasattr(opt, "register_step_pre_hook"):
+            # the optimizer's step is where the gradients of the step are whole (after backward,
+            # before the update and zero_grad): the probes' on_after_backward
+            self._grad_hook = opt.register_step_pre_hook(lambda *_: self._after_backward())
+
+    def _after_backward(self) -> None:
+        for cb in self._probes:
+            cb.on_after_backward(self.trainer)
+
+    # ------------------------------------------------------------------ the server's threads
+    def _welcome(self) -> dict:
+        tr = self.trainer
+        opt = tr.optimizer
+        return {"name": self.name, "pid": os.getpid(), "address": self.address, "run_dir": str(self.run_dir),
+                "model": describe_structure(tr.model), "model_class": type(tr.model).__name__,
+                "step": tr.step, "epoch": tr.epoch, "paused": self.control.is_paused,
+                "lrs": [float(g["lr"]) for g in opt.param_groups] if opt is not None else [],
+                "device": str(tr.device), "torch": torch.__version__}
+
+    def _on_command(self, msg: dict, steering: bool) -> str | None:
+        op = msg["op"]
+        if op not in OPS:
+            return f"unknown command {op!r}"
+        if not steering:
+            return "read-only: another window steers this run"
+        c = self.control
+        if op in ("freeze", "unfreeze"):
+            names = msg.get("path", "")
+            names = [names] if isinstance(names, str) else names
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                return "path must be a module or parameter name, or a list of them"
+            c.queue(SetTrainable(names, op == "unfreeze"))
+        elif op == "set_lr":
+            lr, group = msg.get("lr"), msg.get("group")
+            if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not (math.isfinite(lr) and lr > 0):
+                return "lr must be a positive number"
+            if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group < 0):
+                return "group must be a param group's index"
+            c.queue(SetLR(float(lr), group))
+        elif op == "pause":
+            c.pause()
+        elif op == "resume":
+            c.resume()
+        elif op == "save_now":
+            c.queue(SaveNow(None))
+        elif op == "stop":
+            c.request_stop()
+        elif op == "resolve_nonfinite":
+            action = msg.get("action")
+            if action == "stop":
+                c.request_stop()
+            elif action == "lower_lr":
+                c.queue(SetLR(self.trainer.lr / 10))
+            elif action != "continue":
+                return "an attached script can stop, lower the LR or continue (no rollback)"
+            self._bad_loss = False
+        elif op == "callbacks":
+            specs = msg.get("callbacks")
+            if not isinstance(specs, list) or len(specs) > 4:
+                return "callbacks must be a list of probe settings"
+            clean = []
+            for spec in specs:
+                if not isinstance(spec, dict) or spec.get("kind") != "probe" or \
+                        not isinstance(spec.get("settings"), dict):
+                    return "only Workbench's probe callback can be installed"
+                settings = spec["settings"]
+                unknown = [k for k in settings if k not in PROBE_SETTINGS]
+                if unknown:
+                    return f"probe settings refused: {', '.join(map(str, unknown))}"
+                clean.append(dict(settings))
+            c.queue(_Callbacks(clean))
+        elif op == "callback":
+            index, method, args = msg.get("index"), msg.get("method"), msg.get("args")
+            if method not in CALLBACK_METHODS or not isinstance(index, int) or not isinstance(args, (list, tuple)):
+                return f"callback method {method!r} refused"
+            if not 0 <= index < len(self._probes):
+                return "no such probe callback"
+            getattr(self._probes[index], method)(*args)
+            return None
+        self._pending = True
+        return None
+
+    def _on_lost(self, clean: bool) -> None:
+        """The steering window went away: its probes go; a pause ends unless it detached on purpose."""
+        self.control.queue(_Callbacks([]))
+        self._pending = True
+        if not clean and self.control.is_paused:
+            log.warning("workbench attach: the window that paused this run went away; resuming")
+            self.control.resume()
+
+
+def _output_sum(model: nn.Module, batch: Any) -> torch.Tensor:
+    """A scalar of the model's output for the NaN trace (the script's own loss function is not known here)."""
+    if isinstance(batch, dict):
+        out = model(**{k: v for k, v in batch.items() if k not in ("labels", "label", "target", "targets", "y")})
+    elif isinstance(batch, (list, tuple)):
+        out = model(batch[0])
+    else:
+        out = model(batch)
+    first = out
+    while not isinstance(first, torch.Tensor):
+        if isinstance(first, dict):
+            first = next(iter(first.values()))
+        elif isinstance(first, (list, tuple)):
+            first = first[0]
+        elif hasattr(first, "logits"):
+            first = first.logits
+        else:
+            raise TypeError(f"cannot find a tensor in the model's output ({type(out).__name__})")
+    return first.float().sum()

@@ -1,0 +1,342 @@
+"""The socket a script listens on while it trains: :class:`AttachServer`.
+
+Threads, none of them the training thread: one accepts connections; per window
+one reads its commands and one writes events to it. The training thread only
+calls :meth:`AttachServer.publish` (a lock, an append; never a send), so a slow
+or vanished window costs the script nothing but dropped metric batches.
+
+Every connection first sends ``{"type": "hello", "token", "steer"}`` within
+:data:`HELLO_TIMEOUT_S`; a wrong token (compared in constant time,
+``hmac.compare_digest``), a message that is not one (:mod:`.wire`), or one
+larger than its limit closes the connection and is logged
+(``logging.getLogger("workbench.attach")``); the script goes on. One window at
+a time steers; others watch read-only. A window that attaches gets the
+welcome (``{"type": "welcome", "info", "steering"}``), then the run's history
+(:class:`History`), then every event as it happens.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import queue
+import socket
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from workbench.core.attach.wire import WireError, encode, recv_message, send_message
+from workbench.core.train.events import Event, Metrics, Sink, to_wire
+
+__all__ = ["AttachServer", "History", "HELLO_TIMEOUT_S", "MAX_COMMAND_BYTES", "HISTORY_ROWS", "BACKLOG"]
+
+log = logging.getLogger("workbench.attach")
+
+#: Seconds a new connection has to authenticate.
+HELLO_TIMEOUT_S = 5.0
+#: The largest message a window may send (bytes): commands are small.
+MAX_COMMAND_BYTES = 1 * 2**20
+#: Step rows the history keeps; beyond, every other older row is dropped (the curve keeps its shape).
+HISTORY_ROWS = 200_000
+#: Metric / probe batches waiting for a slow window beyond which new ones are dropped.
+BACKLOG = 64
+
+
+class History:
+    """What a window that attaches late is shown first: every event but the step metrics, in order,
+    and the step metrics merged into one bounded :class:`Metrics` (at most :data:`HISTORY_ROWS` rows)."""
+
+    def __init__(self, max_rows: int = HISTORY_ROWS):
+        self.max_rows = int(max_rows)
+        self.events: list[Event] = []
+        self._cols: dict[str, list[np.ndarray]] = {}
+        self._rows = 0
+
+    def add(self, event: Event) -> None:
+        """Keep ``event`` (probe reports are live only: not kept)."""
+        if isinstance(event, Metrics):
+            self._add_rows(event.values)
+        elif not isinstance(event, Sink):
+            self.events.append(event)
+
+    def _add_rows(self, values: dict) -> None:
+        n = len(values.get("step", ()))
+        if not n:
+            return
+        for k in set(self._cols) | set(values):
+            col = values.get(k)
+            if col is None:
+                col = np.full(n, np.nan)
+            if k not in self._cols:
+                self._cols[k] = [np.full(self._rows, np.nan)] if self._rows else []
+            self._cols[k].append(np.asarray(col, dtype=np.float64))
+        self._rows += n
+        if self._rows > self.max_rows:
+            merged = self.metrics()
+            half = self._rows // 2
+            self._cols = {k: [np.concatenate([v[:half][::2], v[half:]])] for k, v in merged.items()}
+            self._rows = len(next(iter(self._cols.values()))[0])
+
+    def metrics(self) -> dict:
+        """The kept step rows: ``{key: (R,) float64}``."""
+        return {k: np.concatenate(v) if v else np.zeros(0) for k, v in self._cols.items()}
+
+    def replay(self) -> list[Event]:
+        """The events a new window gets first: the first event (``FitStarted``), the merged metrics, the rest."""
+        out = list(self.events[:1])
+        if self._rows:
+            out.append(Metrics(self.metrics()))
+        return out + self.events[1:]
+
+
+class _Client:
+    """One window: its socket, whether it steers, and the events waiting to be written."""
+
+    def __init__(self, conn: socket.socket, peer: str, steering: bool):
+        self.conn = conn
+        self.peer = peer
+        self.steering = steering
+        self.detached = False
+        self.dropped = 0
+        self.queue: queue.Queue = queue.Queue()
+        self.closed = False
+
+    def offer(self, event: Event) -> None:
+        if isinstance(event, (Metrics, Sink)) and self.queue.qsize() >= BACKLOG:
+            self.dropped += 1  # a slow window loses metric batches, the script never waits
+            return
+        self.queue.put(event)
+
+    def close(self) -> None:
+        self.closed = True
+        self.queue.put(None)
+        try:
+            self.conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.conn.close()
+
+
+class AttachServer:
+    """Listen for windows on ``host:port`` (0: a free port) and serve them (see the module docstring).
+
+    Parameters
+    ----------
+    token : str
+        The run's secret; a window must send it.
+    welcome : callable
+        ``welcome() -> dict``: the run's description for a new window (plain data).
+    on_command : callable
+        ``on_command(message, steering) -> str or None``: a window's command
+        (``{"type": "command", "op": ...}``); returns an error text to send back, or None.
+    on_lost : callable
+        ``on_lost(clean)``: the steering window went away (``clean``: it said detach).
+    host, port : str, int
+
+    Raises
+    ------
+    OSError
+        The address cannot be bound.
+    """
+
+    def __init__(self, token: str, welcome: Callable[[], dict], on_command: Callable[[dict, bool], str | None],
+                 on_lost: Callable[[bool], None], host: str = "127.0.0.1", port: int = 0):
+        self.token = str(token)
+        self._welcome = welcome
+        self._on_command = on_command
+        self._on_lost = on_lost
+        self.history = History()
+        self._lock = threading.Lock()
+        self._clients: list[_Client] = []
+        self._closed = False
+        self.sock = socket.create_server((host, int(port)), reuse_port=False)
+        self.host = host
+        self.port = int(self.sock.getsockname()[1])
+        self._thread = threading.Thread(target=self._accept_loop, name="workbench-attach", daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        """``"host:port"``."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def windows(self) -> int:
+        """Windows attached now."""
+        with self._lock:
+            return len(self._clients)
+
+    @property
+    def steered(self) -> bool:
+        """A window steers now."""
+        with self._lock:
+            return any(c.steering for c in self._clients)
+
+    def publish(self, event: Event) -> None:
+        """Keep ``event`` in the history and queue it for every window (training thread; never blocks)."""
+        with self._lock:
+            self.history.add(event)
+            for c in self._clients:
+                c.offer(event)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop listening; give every window up to ``timeout`` seconds to receive what was published, then close."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            clients = list(self._clients)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        for c in clients:
+            c.queue.put(None)  # the writer ends after what is queued
+        for c in clients:
+            t = getattr(c, "writer", None)
+            if t is not None:
+                t.join(timeout)
+            c.close()
+
+    # ------------------------------------------------------------------ threads
+    def _accept_loop(self) -> None:
+        while True:
+            try:
+                conn, addr = self.sock.accept()
+            except OSError:
+                return  # closed
+            peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+            threading.Thread(target=self._serve, args=(conn, peer), name="workbench-attach-reader",
+                             daemon=True).start()
+
+    def _serve(self, conn: socket.socket, peer: str) -> None:
+        client = self._handshake(conn, peer)
+        if client is None:
+            return
+        try:
+            conn.settimeout(None)
+            while not client.closed:
+                try:
+                    msg = recv_message(conn, MAX_COMMAND_BYTES)
+                except WireError as exc:
+                    log.warning("workbench attach: refused a message from %s: %s (connection closed)", peer, exc)
+                    break
+                except OSError:
+                    break
+                if msg is None:
+                    break
+                self._command(client, msg)
+        finally:
+            self._drop(client)
+
+    def _handshake(self, conn: socket.socket, peer: str) -> _Client | None:
+        try:
+            conn.settimeout(HELLO_TIMEOUT_S)
+            msg = recv_message(conn, 64 * 1024)
+        except (WireError, OSError) as exc:
+            log.warning("workbench attach: refused a connection from %s: %s", peer, exc)
+            conn.close()
+            return None
+        token = msg.get("token") if isinstance(msg, dict) and msg.get("type") == "hello" else None
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
+            log.warning("workbench attach: refused a connection from %s: wrong token", peer)
+            try:
+                send_message(conn, {"type": "refused", "reason": "wrong token"})
+            except OSError:
+                pass
+            conn.close()
+            return None
+        with self._lock:
+            if self._closed:
+                conn.close()
+                return None
+            steering = bool(msg.get("steer", True)) and not any(c.steering for c in self._clients)
+            client = _Client(conn, peer, steering)
+            replay = self.history.replay()
+            self._clients.append(client)  # events published from here on queue behind the replay
+        try:
+            conn.settimeout(30.0)
+            welcome = {"type": "welcome", "info": self._welcome(), "steering": steering,
+                       "history": len(replay)}
+            send_message(conn, welcome)
+            for event in replay:
+                conn.sendall(_event_bytes(event))
+        except (OSError, TypeError) as exc:
+            log.warning("workbench attach: lost %s while sending the history: %s", peer, exc)
+            self._drop(client)
+            return None
+        client.writer = threading.Thread(target=self._write_loop, args=(client,), name="workbench-attach-writer",
+                                         daemon=True)
+        client.writer.start()
+        log.info("workbench attach: %s attached (%s)", peer, "steering" if steering else "read-only")
+        return client
+
+    def _write_loop(self, client: _Client) -> None:
+        while True:
+            event = client.queue.get()
+            if event is None or client.closed:
+                return
+            try:
+                data = _event_bytes(event)
+            except TypeError as exc:  # a probe's report without a wire form: a bug, never the run's end
+                log.warning("workbench attach: an event could not be sent: %s", exc)
+                continue
+            try:
+                client.conn.sendall(data)
+            except OSError:
+                return
+
+    def _command(self, client: _Client, msg: Any) -> None:
+        cid = msg.get("id") if isinstance(msg, dict) else None
+        if not isinstance(msg, dict) or msg.get("type") != "command" or not isinstance(msg.get("op"), str):
+            log.warning("workbench attach: refused a message from %s: not a command", client.peer)
+            self._ack(client, cid, "not a command")
+            return
+        if msg["op"] == "detach":
+            client.detached = True
+            client.closed = True
+            return
+        try:
+            error = self._on_command(msg, client.steering)
+        except Exception as exc:  # noqa: BLE001 - a bad command is refused, the script trains on
+            error = f"{type(exc).__name__}: {exc}"
+        if error:
+            log.warning("workbench attach: refused %r from %s: %s", msg["op"], client.peer, error)
+        self._ack(client, cid, error)
+
+    def _ack(self, client: _Client, cid: Any, error: str | None) -> None:
+        try:
+            reply = {"type": "ack", "id": cid if isinstance(cid, int) else None, "ok": not error, "error": error}
+            client.queue.put(_Ack(reply))
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _drop(self, client: _Client) -> None:
+        with self._lock:
+            if client not in self._clients:
+                client.close()
+                return
+            self._clients.remove(client)
+        was_steering = client.steering
+        client.close()
+        log.info("workbench attach: %s %s", client.peer, "detached" if client.detached else "went away")
+        if was_steering:
+            try:
+                self._on_lost(client.detached)
+            except Exception:  # noqa: BLE001
+                log.exception("workbench attach: on_lost failed")
+
+
+class _Ack:
+    """A reply to one command, queued like an event."""
+
+    def __init__(self, message: dict):
+        self.message = message
+
+
+def _event_bytes(event) -> bytes:
+    if isinstance(event, _Ack):
+        return encode(event.message)
+    name, fields = to_wire(event)
+    return encode({"type": "event", "name": name, "fields": fields})
