@@ -35,6 +35,8 @@ def _isolated_settings(tmp_path, monkeypatch):
     """QSettings and the default run folder go to a per-test temporary folder."""
     monkeypatch.setenv("WORKBENCH_SETTINGS_DIR", str(tmp_path / "settings"))
     monkeypatch.setenv("WORKBENCH_DATA_DIR", str(tmp_path / "data"))
+    # scripts attached during a test write their discovery files here, never in the user's runtime dir
+    monkeypatch.setenv("WORKBENCH_ATTACH_DIR", str(tmp_path / "attach"))
     # a window starts no training process ahead (each would import torch on these 2 cores);
     # tests of that start-ahead set it back to "1"
     monkeypatch.setenv("WORKBENCH_START_AHEAD", "0")

@@ -315,10 +315,13 @@ class Attached:
         self._apply()
         if self.control.is_paused and not self.control.stop_requested:
             self._flush(time.perf_counter())
-            self._publish(Paused(int(self.trainer.step)))
+            step = int(self.trainer.step)
+            self._publish(Paused(step))
+            self.trainer.edit_log.write(step, {"op": "pause"})
             for cb in self._probes:
                 cb.on_pause(self.trainer)
             self.control.wait_while_paused(self._apply)
+            self.trainer.edit_log.write(int(self.trainer.step), {"op": "resume"})
             self._last_emit = time.perf_counter()
 
     def _apply(self) -> None:

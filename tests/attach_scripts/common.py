@@ -1,0 +1,50 @@
+"""Start an attach script in a subprocess and find it, for the attach tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from workbench.core.attach.discovery import list_waiting
+
+SCRIPTS = Path(__file__).parent
+
+
+def start_script(name: str, run_dir: Path, *args: str, timeout: float = 120.0) -> tuple[subprocess.Popen, dict]:
+    """Run ``tests/attach_scripts/<name>.py RUN_DIR *args``; wait for its discovery file; ``(process, info)``.
+
+    The child inherits ``WORKBENCH_ATTACH_DIR`` (set per test by conftest), so only its file is found.
+
+    Raises
+    ------
+    AssertionError
+        The script exited or wrote no discovery file within ``timeout`` seconds (its output in the message).
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(SCRIPTS.parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / f"{name}.py"), str(run_dir), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = [i for i in list_waiting() if i.get("pid") == proc.pid]
+        if found:
+            return proc, found[0]
+        if proc.poll() is not None:
+            raise AssertionError(f"{name}.py exited {proc.returncode} before attaching:\n{proc.stdout.read()}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"{name}.py wrote no discovery file in {timeout} s:\n{proc.communicate()[0]}")
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[int, str]:
+    """Wait for the script to exit; ``(exit code, its output)`` (killed after ``timeout`` seconds)."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        return -9, out
+    return proc.returncode, out
