@@ -33,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--freeze", metavar="PATH", action="append", default=[],
                         help="freeze a module before the screenshot ('' = everything); repeatable")
     parser.add_argument("--select", metavar="NAME", help="select a module in the tree (shows it in Details)")
+    parser.add_argument("--attach", metavar="HOST:PORT",
+                        help="attach to a training script that called workbench.attach (File > Attach to a "
+                             "running script…); the token comes from its discovery file on this machine, or --token")
+    parser.add_argument("--token", help="the attached script's token (printed by the script)")
     parser.add_argument("--unfreeze", metavar="PATH", action="append", default=[],
                         help="unfreeze a module (applied after --freeze); repeatable")
     return parser
@@ -171,11 +175,31 @@ def show_and_open(window, args) -> None:
     The tree options (``--freeze``, ``--unfreeze``, ``--select``) apply after the file opened.
     """
     window.show()
+    if getattr(args, "attach", None):
+        from PySide6.QtCore import QTimer
+
+        QTimer.singleShot(0, lambda: attach_from_args(window, args))  # once the window is painted
+        return
     if not args.path:
         apply_tree_options(window, args)
         return
     window.open_when_shown(args.path, arch=_arch_spec(args), trust=args.trust,
                            then=lambda _opened: apply_tree_options(window, args))
+
+
+def attach_from_args(window, args) -> bool:
+    """``--attach HOST:PORT [--token T]``: attach the window; the token, when not given, from the script's
+    discovery file with that address. False after saying why not."""
+    from workbench.core.attach.discovery import list_waiting
+
+    token = args.token
+    if not token:
+        found = [i for i in list_waiting() if i.get("address") == args.attach]
+        if not found:
+            window.prompts.error(f"No script waiting on this machine at {args.attach}: give its --token.")
+            return False
+        token = found[0]["token"]
+    return window.attach_to(args.attach, token)
 
 
 def apply_tree_options(window, args) -> None:

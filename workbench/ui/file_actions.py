@@ -29,6 +29,7 @@ from workbench.core.model.diff import module_diff
 from workbench.core.model.example_input import timm_input_shape
 from workbench.core.model.health_check import NonFiniteTensor, find_nonfinite, nonfinite_summary
 from workbench.core.model.opening import NeedsArchitecture, Opened, PartialFit, open_model
+from workbench.core.model.skeleton import is_skeleton
 from workbench.core.train.trainer.commands import SaveNow
 from workbench.core.probe.health import Badge
 from workbench.core.train.trainer.faults import nonfinite_tensors
@@ -337,6 +338,15 @@ class FileActions(QObject):
             True when written (or queued); False on an error (shown).
         """
         session = self.session
+        if is_skeleton(session.model):  # an attached script's structure: its weights live in the script
+            if session.running:
+                session.send_command(SaveNow(None))
+                session.show_status("The script saves last.pt into its own run folder at its next step…", 8000)
+                return True
+            self.prompts.error("This tree is the structure of a script's model: its weights are in the script. "
+                               "Attach to the script again and use Save now (it writes last.pt into the "
+                               "script's run folder).")
+            return False
         if session.running:
             session.send_command(SaveNow(str(path)))
             session.show_status(f"Saving {Path(path).name} at the next training step…", 5000)

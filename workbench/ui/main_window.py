@@ -18,10 +18,12 @@ from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QUndoStack
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QWidget
 
+from workbench.core.attach.client import AttachError, connect
 from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
 from workbench.core.model import tree as core_tree
 from workbench.core.model.edits import last_layer
+from workbench.core.model.skeleton import SkeletonError, build_skeleton
 from workbench.core.train.runs.folder import default_runs_root
 from workbench.ui.threading import run_in_background
 from workbench.ui.edits import ModelEdits
@@ -320,6 +322,15 @@ class MainWindow(QMainWindow):
         self.new_table_model_action.setObjectName("newTableModelAction")
         self._action(file_menu, "Open &demo model", self._on_demo_triggered)
         file_menu.addSeparator()
+        self.attach_action = self._action(
+            file_menu, "A&ttach to a running script…", self.on_attach_triggered,
+            tip="Watch and steer a training script that called workbench.attach(model, optimizer)")
+        self.attach_action.setObjectName("attachAction")
+        self.detach_action = self._action(file_menu, "&Detach from the script", self.detach,
+                                          tip="Let go of the attached script: it trains on as it is")
+        self.detach_action.setObjectName("detachAction")
+        self.detach_action.setEnabled(False)
+        file_menu.addSeparator()
         self._action(file_menu, "&Save checkpoint…", files.on_save_triggered, QKeySequence.StandardKey.Save)
         self._action(file_menu, "&Export summary…", files.on_export_triggered, tip="Markdown or CSV")
         self._action(file_menu, "&Compare with checkpoint…", files.on_compare_triggered,
@@ -572,6 +583,45 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Ready to resume {Path(run_dir).name}: press Start (F5).", 10000)
         return True
 
+    # -- attaching to a script ----------------------------------------------------------
+    def on_attach_triggered(self) -> None:
+        """File > Attach to a running script…"""
+        target = self.prompts.attach_target()
+        if target:
+            self.attach_to(*target)
+
+    def attach_to(self, address: str, token: str, steer: bool = True) -> bool:
+        """Attach to a script that called ``workbench.attach``: its model tree, curves, probes and controls.
+
+        Returns
+        -------
+        bool
+            True when attached; False after saying why not (a run is going, nothing
+            listens there, a wrong token, a structure that cannot be shown).
+        """
+        if self.training_panel.is_running():
+            self.session.show_status("Stop or detach the current run before attaching to a script.", 8000)
+            return False
+        try:
+            handle = connect(address, token, steer=steer, callbacks=self.session.training_callbacks())
+        except AttachError as exc:
+            self.prompts.error(f"Attach: {exc}")
+            return False
+        try:
+            skeleton = build_skeleton(handle.info.get("model") or {})
+        except SkeletonError as exc:
+            handle.close()
+            self.prompts.error(f"Attach: the script's model cannot be shown: {exc}")
+            return False
+        info = handle.info
+        self.session.set_model(skeleton, source=f"attached · {info.get('name', 'script')} (pid {info.get('pid')}) "
+                                                f"· {handle.address}")
+        return self.training_panel.attach(handle)
+
+    def detach(self) -> bool:
+        """Let go of the attached script (it trains on as it is); False when none is attached."""
+        return self.training_panel.detach()
+
     def _update_change_arch_action(self) -> None:
         """Edit > Change architecture… applies to weights opened from a file (a state_dict), when idle."""
         ckpt = self.session.checkpoint
@@ -579,6 +629,8 @@ class MainWindow(QMainWindow):
 
     def _on_running_changed(self, running: bool) -> None:
         self._update_change_arch_action()
+        self.detach_action.setEnabled(running and self.training_panel.is_attached())
+        self.attach_action.setEnabled(not running)
         if not running and self.runs_dock.isVisible():
             self.runs_panel.refresh()  # the run that just ended joins the list
         self.undo_action.setEnabled(not running and self.undo_stack.canUndo())

@@ -173,6 +173,12 @@ class Prompts:
         return dialogs.ask_lora(target, types, present, self.parent)
 
     # ------------------------------------------------------------------ training
+    def attach_target(self) -> tuple[str, str] | None:
+        """File > Attach to a running script…: ``(address, token)`` (:class:`~workbench.ui.attach_dialog.AttachDialog`), or None."""
+        from workbench.ui.attach_dialog import ask_attach_target
+
+        return ask_attach_target(self.parent)
+
     def confirm_stop(self) -> bool:
         """Closing during a run: stop it (after the current step), save last.pt and close?"""
         answer = QMessageBox.question(

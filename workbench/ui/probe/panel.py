@@ -55,6 +55,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.model.skeleton import is_skeleton
 from workbench.core.model.example_input import default_input_shape
 from workbench.core.probe.activations import ActivationStats, dataset_batch, random_input
 from workbench.core.probe.cadence import CadencePlan, describe_plan, describe_setting
@@ -731,6 +732,8 @@ class ProbesPanel(QWidget):
         model = self.session.model
         if not name or model is None or self._training_running() or self.is_busy():
             return  # the training thread (or the probe worker) owns the model: the next report brings it
+        if is_skeleton(model):
+            return  # an attached script's structure has no values here: its probes send the histograms
         try:
             hists = weight_histograms(model, [name])
         except KeyError:

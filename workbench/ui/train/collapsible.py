@@ -9,7 +9,7 @@ inspector, the less-used ones shut.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFormLayout, QLayout, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFormLayout, QLayout, QLineEdit, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 
 def compact_form() -> QFormLayout:
@@ -29,6 +29,31 @@ def compact_form() -> QFormLayout:
     form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
     form.setContentsMargins(8, 2, 2, 6)
     return form
+
+
+def line_edit(name: str, placeholder: str, tip: str) -> QLineEdit:
+    """A text field for a narrow inspector form.
+
+    Parameters
+    ----------
+    name : str
+        The field's objectName, e.g. ``"targetEdit"``.
+    placeholder : str
+        The grey text shown while the field is empty.
+    tip : str
+        The field's tooltip.
+
+    Returns
+    -------
+    QLineEdit
+        The empty field, at least 100 pixels wide.
+    """
+    edit = QLineEdit()
+    edit.setObjectName(name)
+    edit.setPlaceholderText(placeholder)
+    edit.setToolTip(tip)
+    edit.setMinimumWidth(100)
+    return edit
 
 
 class CollapsibleSection(QWidget):

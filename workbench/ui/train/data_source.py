@@ -12,7 +12,9 @@ import json
 import re
 import sys
 
-from PySide6.QtWidgets import QComboBox, QLineEdit
+from PySide6.QtWidgets import QComboBox
+
+from workbench.ui.train.collapsible import line_edit
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -65,15 +67,6 @@ def parse_columns(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
-def _line(name: str, placeholder: str, tip: str) -> QLineEdit:
-    edit = QLineEdit()
-    edit.setObjectName(name)
-    edit.setPlaceholderText(placeholder)
-    edit.setToolTip(tip)
-    edit.setMinimumWidth(100)
-    return edit
-
-
 class DataSourceFields:
     """The CSV table's and the user dataset's widgets.
 
@@ -86,19 +79,19 @@ class DataSourceFields:
     """
 
     def __init__(self):
-        self.target_edit = _line("targetEdit", "target column(s), e.g. price",
-                                 "The column(s) to predict, comma-separated")
-        self.features_edit = _line("featuresEdit", "all other columns",
-                                   "Feature columns, comma-separated (optional: every column but the targets)")
+        self.target_edit = line_edit("targetEdit", "target column(s), e.g. price",
+                                     "The column(s) to predict, comma-separated")
+        self.features_edit = line_edit("featuresEdit", "all other columns",
+                                       "Feature columns, comma-separated (optional: every column but the targets)")
         self.categorical_combo = QComboBox(objectName="categoricalCombo")
         self.categorical_combo.addItem("one-hot", "onehot")
         self.categorical_combo.addItem("integer codes", "codes")
         self.categorical_combo.setToolTip("How text (non-numeric) feature columns become numbers")
-        self.spec_edit = _line("datasetSpecEdit", "my_data.py:make_dataset",
-                               "Your dataset factory: file.py:function or package.module:function returning "
-                               "(train, val) datasets or {'train': ..., 'val': ..., 'collate_fn': ...}")
-        self.kwargs_edit = _line("datasetKwargsEdit", "optional, e.g. n = 100, vocab = 50",
-                                 "Keyword arguments of the factory, as TOML: n = 100, name = \"x\"")
+        self.spec_edit = line_edit("datasetSpecEdit", "my_data.py:make_dataset",
+                                   "Your dataset factory: file.py:function or package.module:function returning "
+                                   "(train, val) datasets or {'train': ..., 'val': ..., 'collate_fn': ...}")
+        self.kwargs_edit = line_edit("datasetKwargsEdit", "optional, e.g. n = 100, vocab = 50",
+                                     "Keyword arguments of the factory, as TOML: n = 100, name = \"x\"")
 
     def csv_widgets(self) -> list:
         """The rows of dataset ``"csv"``."""

@@ -43,6 +43,7 @@ from workbench.core.train.events import (
     Paused, ProgressText, RanksLine, RunError, StateSynced, apply_state,
 )
 from workbench.core.train.launch import ModelNotPortable, RunLauncher, RunRequest
+from workbench.core.model.skeleton import is_skeleton
 from workbench.core.train.trainer.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.control import NONFINITE_ACTIONS
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
@@ -68,6 +69,10 @@ STOP_TIP = "Finish the current step, then stop (the model stays consistent) (Shi
 LIVE_NOTE = ("<b>During this run</b> the learning rate (type it, then Enter) and freezing (the Model tree's "
              "Train boxes) change live, from the next step. The other settings are fixed for this run: stop to "
              "change them.")
+#: The note above the settings while a script is attached (its own settings are the script's).
+ATTACHED_NOTE = ("<b>Attached to {name}</b>: the learning rate (type it, then Enter), freezing (the Model tree's "
+                 "Train boxes), Pause, Save now and Stop steer the script at its next <code>wb.step</code>. "
+                 "The settings below are the window's own runs'; Detach (File menu) lets the script train on.")
 #: Shortcut of each run action, by objectName (the tooltips above name them too).
 RUN_SHORTCUTS = {"startAction": "F5", "pauseAction": "F6", "stopAction": "Shift+F5", "findLrAction": "Ctrl+L"}
 #: QSettings key: train on a QThread in the window's process instead of a training process.
@@ -110,8 +115,12 @@ class TrainingPanel(QWidget):
         A run started (True) / its thread finished (False).
     trainableChanged(list)
         Names of parameters whose ``requires_grad`` the trainer changed at a step boundary.
+    runEvent(object)
+        Every typed event of the run (:mod:`workbench.core.train.events`), on the GUI thread, in order,
+        after the panel handled it (``Finished`` last).
     """
 
+    runEvent = Signal(object)
     runningChanged = Signal(bool)
     trainableChanged = Signal(list)
     runPaused = Signal(int)
@@ -124,6 +133,7 @@ class TrainingPanel(QWidget):
         self.setObjectName("trainingPanel")
         self._run = RunController(self)
         self._run.event.connect(self._on_event)
+        self._run.event.connect(self.runEvent)
         self._run.ended.connect(self._on_thread_finished)
         self._launcher = RunLauncher()
         #: what each event of a run does here (one entry per event type the window shows)
@@ -153,6 +163,7 @@ class TrainingPanel(QWidget):
         self._cuda_mem: tuple[float, float] | None = None
         self._paused = False
         self._config = None
+        self._attached_lr = math.nan  # the LR of an attached script's first param group, as last known here
         self._build()
         self._status_timer = QTimer(self)
         self._status_timer.setInterval(500)
@@ -419,24 +430,61 @@ class TrainingPanel(QWidget):
             return False
         self._config = config
         self.memory.remember(config)
+        self._begin(handle, config.run_dir, config.epochs, config.device)
+        if str(config.device).startswith("cuda"):
+            self._status_timer.start()
+        return True
+
+    def attach(self, handle) -> bool:
+        """Follow a script's run (an :class:`~workbench.core.attach.client.AttachedRun`) like a run of the window's
+        own: its curves from the beginning, the tree's checkboxes, the LR, Pause, Save now and Stop steer it.
+
+        False (and nothing happens) while a run is going. :meth:`detach` lets go of it.
+        """
+        if self.is_running():
+            return False
+        self._config = None
+        lrs = handle.info.get("lrs") or []
+        self._attached_lr = float(lrs[0]) if lrs else math.nan
+        if lrs:
+            self.settings.lr_spin.setValue(float(lrs[0]))  # the field shows the script's LR (sent only when edited)
+        self._begin(handle, handle.info.get("run_dir"), 0, handle.info.get("device", "cpu"))
+        self._status(f"Attached to {handle.info.get('name', 'the script')} (pid {handle.info.get('pid', '?')}) at "
+                     f"{handle.address}" + ("" if handle.steering else " - read-only: another window steers it"),
+                     10000)
+        return True
+
+    def is_attached(self) -> bool:
+        """The run of the moment is a script's, attached (:meth:`attach`)."""
+        return self.is_running() and self._run.kind == "attached"
+
+    def detach(self) -> bool:
+        """Let go of an attached script: it trains on as it is. False when none is attached."""
+        if not self.is_attached():
+            return False
+        self._run.stop_and_save()  # an attached run's stop_and_save detaches; the script is never stopped
+        return True
+
+    def _begin(self, handle, run_dir, epochs: int, device) -> None:
+        """What every run shows from its start: empty curves, the progress, the run's state in the controls."""
         self._last_reason = None
         self._last_error = None
         self._last_samples = None
         self._last_epoch_metrics = {}
         self.skipped_images = []
-        self._run_dir = config.run_dir
+        self._run_dir = run_dir
         self.feed.begin()
-        self.run_progress.begin(config.epochs, config.device)
+        self.run_progress.begin(epochs, device)
         self._run.start(handle)
         self._redraw_timer.start()
         self.settings.set_running(True)
+        info = getattr(handle, "info", None)
+        self.live_note.setText(ATTACHED_NOTE.format(name=info.get("name", "a script")) if handle.kind == "attached"
+                               and isinstance(info, dict) else LIVE_NOTE)
         self.live_note.setVisible(True)
         self._update_buttons()
-        if str(config.device).startswith("cuda"):
-            self._status_timer.start()
         self.session.set_running(True)
         self.runningChanged.emit(True)
-        return True
 
     def stop(self) -> None:
         """Ask the trainer to stop after the current step.
@@ -447,7 +495,8 @@ class TrainingPanel(QWidget):
         if self.is_running():
             self._run.stop()
             self.run_progress.show_stopping()
-            self._stop_timer.start()
+            if self._run.kind != "attached":  # a script's step is the script's: nothing here can end it
+                self._stop_timer.start()
 
     def end_training_process(self) -> bool:
         """End the run's training process now (a step that never returns); False for a run in this process."""
@@ -622,8 +671,8 @@ class TrainingPanel(QWidget):
         if not self.is_running():
             self._launcher.end_spare()
             return True
-        if ask and not self.prompts.confirm_stop():
-            return False
+        if ask and self._run.kind != "attached" and not self.prompts.confirm_stop():
+            return False  # an attached script is let go, never stopped: nothing to ask
         self._launcher.end_spare()
         self._run.stop_and_save()
         if not self._run.wait(timeout_ms):
@@ -672,8 +721,14 @@ class TrainingPanel(QWidget):
     def _on_lr_edited(self) -> None:
         """The LR field changed during a run: send it (applied at the next step, marked on the plot)."""
         lr = float(self.settings.lr_spin.value())
-        if self.is_running() and self._config is not None and lr != self._config.lr:
+        if not self.is_running():
+            return
+        if self._config is not None and lr != self._config.lr:
             self._config.lr = lr
+            self.queue_lr(lr)
+            self._status(f"Learning rate {lr:.3g}: applied at the next step", 4000)
+        elif self._config is None and lr != self._attached_lr:  # an attached script: its first group's LR
+            self._attached_lr = lr
             self.queue_lr(lr)
             self._status(f"Learning rate {lr:.3g}: applied at the next step", 4000)
 
@@ -766,6 +821,9 @@ class TrainingPanel(QWidget):
         model = self.session.model
         if model is None:
             return "There is no model to train: open a checkpoint or create a model first."
+        if is_skeleton(model):
+            return ("This tree is the structure of a script's model (attached): its weights and code are in the "
+                    "script. Attach to it again to steer it, or open a checkpoint it saved to train here.")
         if isinstance(model, WeightsOnlyModule):
             return ("This is a weights-only tree: it has no architecture, so no forward pass and no training. "
                     "Choose the architecture with Edit > Change architecture… to train it.")
@@ -876,7 +934,8 @@ class TrainingPanel(QWidget):
                     Badge("nonfinite", 1.0, step, text)]
                 self.session.set_badges(badges)
                 self.session.reveal(module, step)
-        action = self.prompts.nonfinite(step, loss, can_rollback=True, trace=text)
+        attached = self._run.kind == "attached"  # a script's run has no checkpoint of the window's to roll back to
+        action = self.prompts.nonfinite(step, loss, can_rollback=not attached, trace=text)
         if action not in NONFINITE_ACTIONS:
             action = "stop"
         self._run.resolve_nonfinite(action)

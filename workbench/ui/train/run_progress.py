@@ -113,12 +113,19 @@ class RunProgress(QWidget):
             self.bar.setValue(min(step, int(total)))
         # epoch_float reaches 1.0 at the last step of the first epoch: that step is still in epoch 1
         epoch_shown = max(1, math.ceil(epoch_f - 1e-9)) if math.isfinite(epoch_f) else 1
-        parts = [f"epoch {min(epoch_shown, epochs)}/{epochs}",
-                 f"step {step}" + (f"/{int(total)}" if math.isfinite(total) else "")]
+        if epochs > 0:
+            parts = [f"epoch {min(epoch_shown, epochs)}/{epochs}",
+                     f"step {step}" + (f"/{int(total)}" if math.isfinite(total) else "")]
+        else:  # no plan (an attached script): where it is, no total, no ETA
+            epoch = last("epoch")
+            parts = [f"epoch {int(epoch) + 1}" if math.isfinite(epoch) else "", f"step {step}"]
+            parts = [p for p in parts if p]
+            total = math.nan
         if math.isfinite(self.samples_per_s):
             parts.append(f"{self.samples_per_s:,.0f} samples/s")
         self.show_input_wait(last("input_wait"))
-        parts.append(self.eta.text(total))
+        if epochs > 0:
+            parts.append(self.eta.text(total))
         if self.paused:
             parts.append("paused")
         self.bar.setFormat(" · ".join(parts))
@@ -166,7 +173,7 @@ class RunProgress(QWidget):
         if fmt.startswith("starting"):  # ended before its first step
             fmt = ""
         fmt = " · ".join(part for part in fmt.split(" · ") if not part.startswith(("ETA", "paused")))
-        if reason == "completed":  # the text gives the steps done, not a planned total
+        if reason == "completed" and self._epochs > 0:  # the text gives the steps done, not a planned total
             self.bar.setValue(self.bar.maximum())
             fmt = f"epoch {self._epochs}/{self._epochs} · step {int(last_step)}"
             if not math.isfinite(self.samples_per_s) and len(self._rate_window) > 1:  # a run shorter than the

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QComboBox, QCompleter, QFormLayout, QLabel, QLineE
 from workbench.core.train.config import TaskConfig
 from workbench.core.train.task.losses import LOSS_NAMES
 from workbench.core.train.task.metrics import BUILTIN_METRICS, DEFAULT_METRICS, column
+from workbench.ui.train.collapsible import line_edit
 
 __all__ = ["TaskFields", "TASK_KINDS", "MAXIMIZED"]
 
@@ -25,15 +26,6 @@ TASK_KINDS = [("Auto (the data's own)", "auto"), ("Classification", "classificat
 #: Monitor metrics for which larger is better: choosing one sets the mode to max.
 MAXIMIZED = {"val_acc", "val_accuracy", "val_top5", "val_r2", "val_f1", "val_map"}
 _MONITORS = ["val_loss", *dict.fromkeys(column(name) for name in BUILTIN_METRICS), "train_loss"]
-
-
-def _line(name: str, placeholder: str, tip: str) -> QLineEdit:
-    edit = QLineEdit()
-    edit.setObjectName(name)
-    edit.setPlaceholderText(placeholder)
-    edit.setToolTip(tip)
-    edit.setMinimumWidth(100)
-    return edit
 
 
 class TaskFields:
@@ -54,21 +46,21 @@ class TaskFields:
             self.kind_combo.addItem(text, key)
         self.kind_combo.setToolTip("The built-in task: its loss, target format and default metrics. Auto: a CSV's "
                                    "inferred task, else classification")
-        self.step_edit = _line("stepEdit", "built in; or my_task.py:training_step",
-                               "Your training step: a function (model, batch) -> loss or {'loss': loss, "
-                               "'<metric>': value, ...}, as file.py:function or package.module:function")
-        self.validation_step_edit = _line("validationStepEdit", "the training step, without gradients",
-                                          "Your validation step, of the same form (optional)")
-        self.loss_edit = _line("lossSpecEdit", "the task's default",
-                               f"The criterion loss(output, target): {', '.join(LOSS_NAMES)}, or a spec such as "
-                               "my_loss.py:FocalLoss (a class is built without arguments). Empty: the Loss of "
-                               "Optimization for classification, else the task's default")
+        self.step_edit = line_edit("stepEdit", "built in; or my_task.py:training_step",
+                                   "Your training step: a function (model, batch) -> loss or {'loss': loss, "
+                                   "'<metric>': value, ...}, as file.py:function or package.module:function")
+        self.validation_step_edit = line_edit("validationStepEdit", "the training step, without gradients",
+                                              "Your validation step, of the same form (optional)")
+        self.loss_edit = line_edit("lossSpecEdit", "the task's default",
+                                   f"The criterion loss(output, target): {', '.join(LOSS_NAMES)}, or a spec such as "
+                                   "my_loss.py:FocalLoss (a class is built without arguments). Empty: the Loss of "
+                                   "Optimization for classification, else the task's default")
         completer = QCompleter(list(LOSS_NAMES), self.loss_edit)
         completer.setCompletionMode(QCompleter.CompletionMode.InlineCompletion)  # no popup over the form
         self.loss_edit.setCompleter(completer)
-        self.metrics_edit = _line("metricsEdit", "the task's defaults",
-                                  f"Validation metrics, comma-separated: {', '.join(BUILTIN_METRICS)}, or specs "
-                                  "of metric(output, target) -> number. Empty: the task's defaults")
+        self.metrics_edit = line_edit("metricsEdit", "the task's defaults",
+                                      f"Validation metrics, comma-separated: {', '.join(BUILTIN_METRICS)}, or specs "
+                                      "of metric(output, target) -> number. Empty: the task's defaults")
         self.monitor_combo = QComboBox(objectName="monitorCombo")
         self.monitor_combo.setEditable(True)
         self.monitor_combo.addItems(_MONITORS)
