@@ -44,6 +44,7 @@ from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_stat
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable, apply_command
 from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.nan_trace import trace_nonfinite
+from workbench.core.train.trainer.rank_sync import RankSync
 
 __all__ = ["attach", "Attached", "EMIT_S", "PROBE_SETTINGS", "CALLBACK_METHODS", "OPS"]
 
@@ -125,10 +126,18 @@ class Attached:
         if not isinstance(model, nn.Module):
             raise TypeError(f"workbench.attach needs the nn.Module being trained, not {type(model).__name__}")
         self.name = name or Path(sys.argv[0] or "python").stem or "script"
-        self.run_dir = Path(run_dir) if run_dir is not None else new_run_dir(name=None)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        rank, world = _distributed()
+        self.rank = rank
+        if rank == 0:
+            self.run_dir = Path(run_dir) if run_dir is not None else new_run_dir(name=None)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        else:  # rank 0 alone writes the run folder and listens; the others follow it (RankSync)
+            self.run_dir = Path(run_dir) if run_dir is not None else Path(".")
         self.control = RunControl()
-        self.trainer = ScriptTrainer(model, optimizer, scheduler, self.run_dir, self.control, self.name)
+        self.trainer = ScriptTrainer(model, optimizer, scheduler, self.run_dir, self.control, self.name,
+                                     rank=rank, world_size=world, owner=self)
+        self.sync = RankSync(self.trainer) if world > 1 else None
+        self.trainer.sync = self.sync
         self.token = secrets.token_urlsafe(24)
         self._t0 = time.perf_counter()
         self._started = time.time()
@@ -142,6 +151,11 @@ class Attached:
         self._bad_loss = False
         self._closed = False
         self.step_count = 0
+        self.server: AttachServer | None = None
+        self.address = ""
+        self._discovery = None
+        if rank != 0:
+            return
         self._csv = MetricsCSV(self.run_dir / "metrics.csv")
         write_status(self.run_dir, None, self._started, {"model": type(model).__name__, "dataset": self.name})
         self.server = AttachServer(self.token, self._welcome, self._on_command, self._on_lost, host, port)
@@ -198,16 +212,35 @@ class Attached:
         if self._probes:
             for cb in self._probes:
                 cb.on_step_end(tr, row)
+        if self.sync is not None:  # every rank applies rank 0's commands, pause and stop at this same step
+            self._rank_step(row)
+            return
         now = time.perf_counter()
         if now - self._last_emit >= EMIT_S:
             self._flush(now)
         if self._pending or self.control.is_paused:
             self._boundary()
 
+    def _rank_step(self, row: dict) -> None:
+        """Data-parallel: one all-reduce of the loss and rank 0's flags (:class:`RankSync`), then the boundary."""
+        loss = row["loss"]
+        value = loss if isinstance(loss, torch.Tensor) else torch.tensor(
+            float(loss) if isinstance(loss, (int, float)) else math.nan, device=self.trainer.device)
+        mean, _ = self.sync.reduce(value.float().reshape(()), 1, deferred=value.device.type == "cuda")
+        row["loss"] = mean  # the curve shows the mean over the ranks
+        now = time.perf_counter()
+        if now - self._last_emit >= EMIT_S:
+            self._flush(now)
+        self.sync.boundary()
+
     def epoch_end(self, **val_metrics) -> None:
         """An epoch ended: ``val_loss=...``, ``val_acc=...`` and any other numbers, one row of ``metrics.csv``."""
         self._flush(time.perf_counter())
         tr = self.trainer
+        if self.rank != 0:
+            tr.epoch += 1
+            tr.batch_in_epoch = 0
+            return
         total, count = self._epoch_loss
         m = {"epoch": tr.epoch, "step": tr.step, "train_loss": total / count if count else math.nan,
              "lr": tr.lr, "time": time.perf_counter() - self._t0}
@@ -224,7 +257,7 @@ class Attached:
         tr.epoch += 1
         tr.batch_in_epoch = 0
         self._epoch_loss = [0.0, 0]
-        if self._pending or self.control.is_paused:
+        if self.sync is None and (self._pending or self.control.is_paused):
             self._boundary()
 
     def close(self, reason: str | None = None) -> None:
@@ -239,6 +272,8 @@ class Attached:
         except Exception:  # noqa: BLE001 - the end of a run is never an error of its own
             log.exception("workbench attach: while closing")
         reason = reason or ("stopped" if self.control.stop_requested else "completed")
+        if self.server is None:
+            return
         try:
             write_status(self.run_dir, reason, self._started, {"model": type(self.trainer.model).__name__,
                                                                "dataset": self.name})
@@ -260,7 +295,8 @@ class Attached:
 
     # ------------------------------------------------------------------ the training thread
     def _publish(self, event) -> None:
-        self.server.publish(event)
+        if self.server is not None:
+            self.server.publish(event)
 
     def _flush(self, now: float) -> None:
         self._last_emit = now
@@ -326,29 +362,42 @@ class Attached:
 
     def _apply(self) -> None:
         self._pending = False
-        tr = self.trainer
         for cmd in self.control.take_commands():
-            if isinstance(cmd, _Callbacks):
+            self.apply_one(cmd)
+
+    def apply_one(self, cmd) -> None:
+        """Apply one command on the training thread, record it in ``edits.jsonl`` and tell the windows
+        (``trainer.apply_one``: :class:`RankSync` calls it on every rank with rank 0's commands)."""
+        tr = self.trainer
+        if isinstance(cmd, _Callbacks):
+            if self.rank == 0:  # the probes measure rank 0's replica
                 self._set_probes(cmd.specs)
-                continue
-            try:
-                if isinstance(cmd, SetLR):
-                    if tr.optimizer is None:
-                        raise ValueError("the script attached no optimizer")
-                    set_group_lr(tr.optimizer, tr.scheduler, cmd.lr, cmd.group)
-                elif isinstance(cmd, SaveNow):
-                    self._flush(time.perf_counter())
-                    apply_command(tr, cmd)
-                else:
-                    apply_command(tr, cmd)
-            except Exception as exc:  # noqa: BLE001 - a command that cannot apply is reported, never fatal
-                log.warning("workbench attach: %s not applied: %s", type(cmd).__name__, exc)
-                if isinstance(cmd, SetTrainable):
-                    cmd.error = str(exc)
-                else:
-                    continue
+            return
+        try:
+            if isinstance(cmd, SetLR):
+                if tr.optimizer is None:
+                    raise ValueError("the script attached no optimizer")
+                set_group_lr(tr.optimizer, tr.scheduler, cmd.lr, cmd.group)
+            elif isinstance(cmd, SaveNow):
+                self._flush(time.perf_counter())
+                apply_command(tr, cmd)
+            else:
+                apply_command(tr, cmd)
+        except Exception as exc:  # noqa: BLE001 - a command that cannot apply is reported, never fatal
+            log.warning("workbench attach: %s not applied: %s", type(cmd).__name__, exc)
+            if not isinstance(cmd, SetTrainable):
+                return
+            cmd.error = str(exc)
+        if tr.edit_log is not None:
             tr.edit_log.command(tr.step, cmd)
-            self._publish(CommandApplied(cmd, int(tr.step), float(tr.epoch)))
+        self._publish(CommandApplied(cmd, int(tr.step), float(tr.epoch)))
+
+    def on_pause(self) -> None:
+        """Data-parallel: the ranks pause in lockstep at this step (:class:`RankSync`): say so, like a pause of one process."""
+        self._flush(time.perf_counter())
+        self._publish(Paused(int(self.trainer.step)))
+        for cb in self._probes:
+            cb.on_pause(self.trainer)
 
     def _set_probes(self, specs: list) -> None:
         for cb in self._probes:
@@ -451,6 +500,15 @@ class Attached:
         if not clean and self.control.is_paused:
             log.warning("workbench attach: the window that paused this run went away; resuming")
             self.control.resume()
+
+
+def _distributed() -> tuple[int, int]:
+    """``(rank, world_size)`` of an initialized data-parallel process group, else ``(0, 1)``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 def _output_sum(model: nn.Module, batch: Any) -> torch.Tensor:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from pathlib import Path
 
 import torch
@@ -67,7 +68,13 @@ class ScriptTrainer:
     name : str
     """
 
-    def __init__(self, model: nn.Module, optimizer, scheduler, run_dir: Path, control: RunControl, name: str):
+    def __init__(self, model: nn.Module, optimizer, scheduler, run_dir: Path, control: RunControl, name: str, *,
+                 rank: int = 0, world_size: int = 1, owner=None):
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self.is_main = self.rank == 0
+        self.sync = None
+        self._owner = owner
         self.model = model
         self.net = model
         self.optimizer = optimizer
@@ -85,7 +92,7 @@ class ScriptTrainer:
         self.control = control
         self.checkpoints = _Checkpoints(self)
         self.run_dir = Path(run_dir)
-        self.edit_log = EditLog(self.run_dir)
+        self.edit_log = EditLog(self.run_dir) if self.is_main else None
         self.epoch = self.step = self.batch_in_epoch = self.samples = 0
         self.best_val_loss = math.inf
         self.best_score = math.nan
@@ -112,11 +119,6 @@ class ScriptTrainer:
             return math.nan
         return float(self.optimizer.param_groups[0]["lr"])
 
-    is_main = True
-    rank = 0
-    world_size = 1
-    sync = None
-
     def prepare(self) -> None:
         """The script prepared everything itself."""
 
@@ -126,6 +128,27 @@ class ScriptTrainer:
     def autocast(self):
         """The script's own autocast is in its loop: a no-op here."""
         return contextlib.nullcontext()
+
+    # what RankSync asks of a data-parallel script's trainer
+    def apply_one(self, cmd) -> None:
+        """Apply one command (the owner's :meth:`~workbench.core.attach.script.Attached.apply_one`)."""
+        self._owner.apply_one(cmd)
+
+    def emit(self, now: float | None = None) -> None:
+        """Send the step rows so far (before a pause)."""
+        self._owner._flush(time.perf_counter())
+
+    def call(self, hook: str, *args) -> None:
+        """``on_pause`` of a lockstep pause: the owner says so to the windows; other hooks have no listener."""
+        if hook == "on_pause":
+            self._owner.on_pause()
+
+    def wrap_ddp(self) -> None:
+        """The script owns its ``DistributedDataParallel`` wrapper: freezing needs it built with
+        ``find_unused_parameters=True`` (said in the README)."""
+
+    def restart_throughput_window(self) -> None:
+        """No throughput is measured here."""
 
 
 def set_group_lr(optimizer, scheduler, lr: float, group: int | None = None) -> list[int]:
