@@ -1,6 +1,8 @@
-"""Test doubles shared by the UI tests (imported as ``tests.ui.helpers``)."""
+"""Test doubles and input helpers shared by the UI tests (imported as ``tests.ui.helpers``)."""
 
 from __future__ import annotations
+
+from PySide6.QtCore import Qt
 
 from workbench.ui.session import Session
 
@@ -130,3 +132,20 @@ def pause_and_sync(qtbot, panel, timeout=60_000) -> None:
     signals = [panel.runPaused] + ([] if panel.in_process() else [panel.weightsSynced])
     with qtbot.waitSignals(signals, timeout=timeout):
         panel.pause()
+
+
+def choose_item(combo, key) -> None:
+    """Select the item of ``combo`` with data ``key``, as picking it from the list does (emits ``activated``)."""
+    index = combo.findData(key)
+    assert index >= 0, key
+    combo.setCurrentIndex(index)
+    combo.activated.emit(index)
+
+
+def type_text(qtbot, edit, text: str, enter: bool = False) -> None:
+    """Select the field's text as a user does (Ctrl+A) and type ``text`` over it; ``enter`` presses Enter after."""
+    edit.setFocus()
+    qtbot.keyClick(edit, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(edit, text)
+    if enter:
+        qtbot.keyClick(edit, Qt.Key.Key_Return)

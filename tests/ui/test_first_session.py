@@ -13,6 +13,8 @@ import pytest
 import torch
 from PySide6.QtCore import Qt
 
+from tests.ui.helpers import type_text
+
 RUN_TIMEOUT_MS = 120_000
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
@@ -64,14 +66,6 @@ def test_freeze_train_save_reopen_resume(main_window, qtbot, tmp_path):
         assert torch.equal(p.detach(), frozen_before[n]), n
 
 
-def _type(qtbot, widget, text: str) -> None:
-    """Select the field's text and type ``text`` + Enter."""
-    widget.setFocus()
-    qtbot.keyClick(widget, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    qtbot.keyClicks(widget, text)
-    qtbot.keyClick(widget, Qt.Key.Key_Return)
-
-
 def test_scripted_first_session_of_the_issue(main_window, qtbot, tmp_path):
     """Open a ``module.``-prefixed resnet18, freeze all but fc, replace the head, train 3 epochs, type a
     new LR mid-run, Stop, Resume, finish: no dialog but the ones a user must answer, and the run folder
@@ -99,7 +93,7 @@ def test_scripted_first_session_of_the_issue(main_window, qtbot, tmp_path):
 
     s = panel.settings
     s.dataset_combo.setCurrentIndex(s.dataset_combo.findData("fake"))
-    _type(qtbot, s.fake_shape_edit, "3, 32, 32")
+    type_text(qtbot, s.fake_shape_edit, "3, 32, 32", enter=True)
     s.fake_size_spin.setValue(400)
     s.classes_spin.setValue(3)
     s.batch_spin.setValue(16)
@@ -108,7 +102,7 @@ def test_scripted_first_session_of_the_issue(main_window, qtbot, tmp_path):
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: len(panel.plots.steps) >= 3, timeout=RUN_TIMEOUT_MS)
-    _type(qtbot, s.lr_spin, "1e-4")
+    type_text(qtbot, s.lr_spin, "1e-4", enter=True)
     qtbot.waitUntil(lambda: any("lr 0.0001" in m[3] for m in panel.plots._markers), timeout=RUN_TIMEOUT_MS)
     lr_step = next(m[0] for m in panel.plots._markers if "lr 0.0001" in m[3])
     qtbot.waitUntil(lambda: len(panel.plots.steps) >= steps_per_epoch + 2, timeout=RUN_TIMEOUT_MS)

@@ -18,6 +18,7 @@ import torch
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
+from tests.ui.helpers import choose_item, type_text
 from workbench.core.model.architectures import ArchSpec
 from workbench.core.train.launch.headless import train_from_toml
 from workbench.ui.train.data_source import SPEC
@@ -26,19 +27,6 @@ pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RUN_TIMEOUT_MS = 180_000
-
-
-def _choose(combo, key) -> None:
-    index = combo.findData(key)
-    assert index >= 0, key
-    combo.setCurrentIndex(index)
-    combo.activated.emit(index)
-
-
-def _type(qtbot, edit: QLineEdit, text: str) -> None:
-    edit.setFocus()
-    qtbot.keyClick(edit, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    qtbot.keyClicks(edit, text)
 
 
 def _run(qtbot, win, panel) -> Path:
@@ -67,9 +55,9 @@ def test_tabular_regression_from_a_csv_with_default_settings(main_window, qtbot)
     """In a training process (the window's default), no code: R² above 0.4 with the default settings."""
     win, panel = main_window
     s = panel.settings
-    _choose(s.dataset_combo, "csv")
-    _type(qtbot, s.root_edit, str(EXAMPLES / "tabular" / "diabetes.csv"))
-    _type(qtbot, s.findChild(QLineEdit, "targetEdit"), "progression")
+    choose_item(s.dataset_combo, "csv")
+    type_text(qtbot, s.root_edit, str(EXAMPLES / "tabular" / "diabetes.csv"))
+    type_text(qtbot, s.findChild(QLineEdit, "targetEdit"), "progression")
     win.new_table_model_action.trigger()  # File > New Tabular MLP for the table
     assert win.arch_spec == ArchSpec("tabular_mlp", {"in_features": 10, "num_outputs": 1})
     run_dir = _run(qtbot, win, panel)
@@ -94,11 +82,11 @@ def test_text_classifier_with_a_user_dataset_and_training_step(main_window, qtbo
     assert win.new_from_architecture(ArchSpec.parse(f"{folder}/text_task.py:TinyTextClassifier"))
     s = panel.settings
     panel.set_in_process(True, remember=False)
-    _choose(s.dataset_combo, SPEC)
-    _type(qtbot, s.findChild(QLineEdit, "datasetSpecEdit"), f"{folder}/text_task.py:make_dataset")
-    _type(qtbot, s.findChild(QLineEdit, "datasetKwargsEdit"), "n = 600")
-    _type(qtbot, s.task_fields.step_edit, f"{folder}/text_task.py:training_step")
-    _type(qtbot, s.lr_spin.lineEdit(), "0.01")
+    choose_item(s.dataset_combo, SPEC)
+    type_text(qtbot, s.findChild(QLineEdit, "datasetSpecEdit"), f"{folder}/text_task.py:make_dataset")
+    type_text(qtbot, s.findChild(QLineEdit, "datasetKwargsEdit"), "n = 600")
+    type_text(qtbot, s.task_fields.step_edit, f"{folder}/text_task.py:training_step")
+    type_text(qtbot, s.lr_spin.lineEdit(), "0.01")
     s.epochs_spin.setValue(3)
     run_dir = _run(qtbot, win, panel)
     rows = _rows(run_dir)
@@ -115,10 +103,10 @@ def test_a_model_that_returns_its_own_loss(main_window, qtbot, tmp_path):
     assert win.new_from_architecture(ArchSpec.parse(f"{folder}/hf_style.py:TinyTagger"))
     s = panel.settings
     panel.set_in_process(True, remember=False)
-    _choose(s.dataset_combo, SPEC)
-    _type(qtbot, s.findChild(QLineEdit, "datasetSpecEdit"), f"{folder}/hf_style.py:make_dataset")
-    _choose(s.task_fields.kind_combo, "model_loss")
-    _type(qtbot, s.lr_spin.lineEdit(), "0.02")
+    choose_item(s.dataset_combo, SPEC)
+    type_text(qtbot, s.findChild(QLineEdit, "datasetSpecEdit"), f"{folder}/hf_style.py:make_dataset")
+    choose_item(s.task_fields.kind_combo, "model_loss")
+    type_text(qtbot, s.lr_spin.lineEdit(), "0.02")
     s.epochs_spin.setValue(2)
     run_dir = _run(qtbot, win, panel)
     rows = _rows(run_dir)

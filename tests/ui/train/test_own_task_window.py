@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit
 
-from tests.ui.helpers import RecordingPrompts, panel_host
+from tests.ui.helpers import RecordingPrompts, choose_item, panel_host, type_text
 from workbench.core.model.architectures import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.tabular_mlp import tabular_mlp
@@ -32,19 +32,6 @@ def settings(qtbot):
     return s
 
 
-def _choose(combo: QComboBox, key) -> None:
-    """Select the item with data ``key``, as picking it from the list does."""
-    index = combo.findData(key)
-    assert index >= 0, key
-    combo.setCurrentIndex(index)
-    combo.activated.emit(index)
-
-
-def _type(qtbot, edit: QLineEdit, text: str) -> None:
-    edit.clear()
-    qtbot.keyClicks(edit, text)
-
-
 def test_the_task_section_round_trips_every_task_field(settings, qtbot):
     section = settings.sections["task"]
     qtbot.mouseClick(section.toggle, Qt.MouseButton.LeftButton)
@@ -53,13 +40,13 @@ def test_the_task_section_round_trips_every_task_field(settings, qtbot):
     for name in ("taskKindCombo", "stepEdit", "validationStepEdit", "lossSpecEdit", "metricsEdit",
                  "monitorCombo", "modeCombo"):
         assert settings.findChild(object, name) is not None, name
-    _choose(f.kind_combo, "regression")
-    _type(qtbot, f.step_edit, "my_task.py:training_step")
-    _type(qtbot, f.validation_step_edit, "my_task.py:validation_step")
-    _type(qtbot, f.loss_edit, "huber")
-    _type(qtbot, f.metrics_edit, "mae, r2, my_metrics.py:within_10")
-    _type(qtbot, f.monitor_combo.lineEdit(), "val_within_10")
-    _choose(f.mode_combo, "max")
+    choose_item(f.kind_combo, "regression")
+    type_text(qtbot, f.step_edit, "my_task.py:training_step")
+    type_text(qtbot, f.validation_step_edit, "my_task.py:validation_step")
+    type_text(qtbot, f.loss_edit, "huber")
+    type_text(qtbot, f.metrics_edit, "mae, r2, my_metrics.py:within_10")
+    type_text(qtbot, f.monitor_combo.lineEdit(), "val_within_10")
+    choose_item(f.mode_combo, "max")
     cfg = settings.config()
     assert cfg.task == TaskConfig(kind="regression", step="my_task.py:training_step",
                                   validation_step="my_task.py:validation_step", loss="huber",
@@ -92,17 +79,17 @@ def test_csv_table_shows_its_columns_and_hides_the_image_transforms(settings, qt
     features = settings.findChild(QLineEdit, "featuresEdit")
     assert not target.isVisibleTo(settings)  # digits: no table columns
     assert settings.sections["transforms"].isVisibleTo(settings)
-    _choose(settings.dataset_combo, "csv")
+    choose_item(settings.dataset_combo, "csv")
     assert target.isVisibleTo(settings) and features.isVisibleTo(settings)
     assert settings.root_edit.isVisibleTo(settings) and "table file" in settings.root_edit.placeholderText()
     assert not settings.sections["transforms"].isVisibleTo(settings)
     assert not settings.fake_shape_edit.isVisibleTo(settings)
-    _type(qtbot, settings.root_edit, "/data/diabetes.csv")
-    _type(qtbot, target, "progression")
-    _type(qtbot, features, "age, bmi")
+    type_text(qtbot, settings.root_edit, "/data/diabetes.csv")
+    type_text(qtbot, target, "progression")
+    type_text(qtbot, features, "age, bmi")
     d = settings.config().data
     assert (d.dataset, d.root, d.target, d.features) == ("csv", "/data/diabetes.csv", ["progression"], ["age", "bmi"])
-    _choose(settings.dataset_combo, "fake")
+    choose_item(settings.dataset_combo, "fake")
     assert settings.fake_shape_edit.isVisibleTo(settings) and not target.isVisibleTo(settings)
     assert settings.sections["transforms"].isVisibleTo(settings)
 
@@ -113,18 +100,18 @@ def test_a_typed_spec_is_the_dataset_with_its_arguments(settings, qtbot):
     spec_edit = settings.findChild(QLineEdit, "datasetSpecEdit")
     kwargs_edit = settings.findChild(QLineEdit, "datasetKwargsEdit")
     assert not spec_edit.isVisibleTo(settings)
-    _choose(settings.dataset_combo, SPEC)
+    choose_item(settings.dataset_combo, SPEC)
     assert spec_edit.isVisibleTo(settings) and kwargs_edit.isVisibleTo(settings)
     assert not settings.sections["transforms"].isVisibleTo(settings)
     with pytest.raises(ValueError, match="make_dataset"):
         settings.config()  # no spec typed yet: said, with an example
-    _type(qtbot, spec_edit, "my_data.py:make_dataset")
-    _type(qtbot, kwargs_edit, 'n = 100, vocab = 50, name = "train"')
+    type_text(qtbot, spec_edit, "my_data.py:make_dataset")
+    type_text(qtbot, kwargs_edit, 'n = 100, vocab = 50, name = "train"')
     cfg = settings.config()
     assert cfg.data.dataset == "my_data.py:make_dataset"
     assert cfg.data.kwargs == {"n": 100, "vocab": 50, "name": "train"}
     assert settings.code_to_confirm(cfg) is None  # typed here: the user's own decision
-    _type(qtbot, kwargs_edit, "n = ")
+    type_text(qtbot, kwargs_edit, "n = ")
     with pytest.raises(ValueError, match="TOML"):
         settings.config()
     settings.set_config(TrainConfig.from_dict({"data": {"dataset": "pkg.data:make", "kwargs": {"k": [1, 2]}}}))
@@ -156,7 +143,7 @@ def test_code_named_by_a_file_waits_for_the_users_yes(qtbot, tmp_path):
     assert settings.code_to_confirm(settings.config()) is None  # asked once
 
     settings.set_config(cfg, origin=origin)
-    _type(qtbot, settings.task_fields.step_edit, "mine.py:step")  # the user's own now
+    type_text(qtbot, settings.task_fields.step_edit, "mine.py:step")  # the user's own now
     assert settings.code_to_confirm(settings.config()) is None
 
 
@@ -198,7 +185,7 @@ def test_the_metric_picker_lists_every_epoch_metric_and_plots_the_chosen(plots, 
     plots.refresh(force=True)
     assert "train_tokens" in plots.metric_names()  # a new key appears as it arrives
     assert plots.best_line.label.toPlainText() == "best: epoch 3"
-    _choose(combo, "val_mae")  # the user's pick
+    choose_item(combo, "val_mae")  # the user's pick
     assert plots.shown_metric() == "val_mae"
     assert list(plots.acc_curve.getData()[1]) == pytest.approx([0.7, 0.6, 0.5])
     lo, hi = plots.accuracy_plot.getPlotItem().getViewBox().viewRange()[1]
@@ -248,10 +235,10 @@ def test_a_csv_regression_run_from_the_window_plots_val_r2(qtbot, tmp_path):
     panel.set_in_process(True, remember=False)
     settings.run_dir_edit.setText(str(tmp_path / "run"))
     host.show()
-    _choose(settings.dataset_combo, "csv")
-    _type(qtbot, settings.root_edit, str(table))
-    _type(qtbot, settings.findChild(QLineEdit, "targetEdit"), "progression")
-    _choose(settings.task_fields.kind_combo, "regression")
+    choose_item(settings.dataset_combo, "csv")
+    type_text(qtbot, settings.root_edit, str(table))
+    type_text(qtbot, settings.findChild(QLineEdit, "targetEdit"), "progression")
+    choose_item(settings.task_fields.kind_combo, "regression")
     settings.epochs_spin.setValue(3)
     with qtbot.waitSignal(panel.runningChanged, timeout=10_000):
         assert panel.start_action.isEnabled()
