@@ -865,7 +865,7 @@ def _alive_elsewhere(pid: int) -> bool:
 _MAX_PID = 2**31 - 1
 
 
-def is_training_process(pid: object, start: object = None) -> bool:
+def is_training_process(pid: object, start: object = None, attached: bool = False) -> bool:
     """Whether a ``status.json``'s ``pid`` (and ``pid_start``) name a live Workbench training process.
 
     A recorded pid is trusted only if it is a positive pid (``os.kill(0, 0)``
@@ -877,7 +877,9 @@ def is_training_process(pid: object, start: object = None) -> bool:
     process (the window's training process); this very process counts too (it
     runs Workbench: a trainer on one of its threads, as in the tests). Any other
     process (a plain ``python``, ``sleep``) that took the pid of a dead run is
-    not. Elsewhere being alive is all that can be checked.
+    not. Elsewhere being alive is all that can be checked. ``attached`` (a
+    ``status.json`` written by a user's own script through ``workbench.attach``):
+    any program counts, as long as its recorded start time matches (required then).
     """
     if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= _MAX_PID:
         return False
@@ -885,6 +887,8 @@ def is_training_process(pid: object, start: object = None) -> bool:
         began = process_start_time(pid)
         if began is None or (isinstance(start, int) and not isinstance(start, bool) and began != start):
             return False
+        if attached:  # the user's own python script: its identity is its start time
+            return isinstance(start, int) and not isinstance(start, bool)
         return _is_workbench_process(pid)
     return _alive_elsewhere(pid)
 
@@ -901,7 +905,7 @@ def training_pid(folder: str | Path) -> int | None:
     if not status or status.get("state") != "running":
         return None
     pid = status.get("pid")
-    return pid if is_training_process(pid, status.get("pid_start")) else None
+    return pid if is_training_process(pid, status.get("pid_start"), status.get("attached") is True) else None
 
 
 def refuse_if_training(folder: str | Path, action: str) -> None:

@@ -9,6 +9,7 @@ import torch
 
 import workbench
 from tests.attach_scripts.common import finish, start_script
+from workbench.core.train.runs.index import list_runs
 from workbench.core.train.events import CommandApplied, EpochEnded, Finished, Metrics, Paused
 
 pytestmark = pytest.mark.timeout(300)
@@ -30,6 +31,7 @@ def test_plain_loop_freeze_lr_pause_save_stop(tmp_path):
         names = [m[0] for m in run.info["model"]["modules"]]
         assert "layer1" in names and run.info["model_class"] == "ResNet"
         _until(run, Metrics, lambda e: len(e.values["step"]) > 0)
+        assert [r.state for r in list_runs(tmp_path)] == ["running"]  # the Runs dock's view of the live script
         run.freeze("layer1")
         applied = _until(run, CommandApplied)
         assert applied.command.changed and all(n.startswith("layer1.") for n in applied.command.changed)
@@ -48,6 +50,7 @@ def test_plain_loop_freeze_lr_pause_save_stop(tmp_path):
     finally:
         code, out = finish(proc)
     assert code == 0, out
+    assert [r.state for r in list_runs(tmp_path)] == ["stopped"]
     final = torch.load(run_dir / "final.pt", weights_only=True)
     at_save = torch.load(run_dir / "last.pt", weights_only=True)["model_state_dict"]
     frozen = [n for n in final if n.startswith("layer1.") and (n.endswith("weight") or n.endswith("bias"))]

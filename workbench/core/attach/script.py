@@ -157,7 +157,8 @@ class Attached:
         if rank != 0:
             return
         self._csv = MetricsCSV(self.run_dir / "metrics.csv")
-        write_status(self.run_dir, None, self._started, {"model": type(model).__name__, "dataset": self.name})
+        write_status(self.run_dir, None, self._started,
+                     {"model": type(model).__name__, "dataset": self.name, "attached": True})
         self.server = AttachServer(self.token, self._welcome, self._on_command, self._on_lost, host, port)
         self.address = self.server.address
         self._publish(FitStarted({"epoch": 0, "step": 0, "epochs": 0, "run_dir": str(self.run_dir),
@@ -276,7 +277,7 @@ class Attached:
             return
         try:
             write_status(self.run_dir, reason, self._started, {"model": type(self.trainer.model).__name__,
-                                                               "dataset": self.name})
+                                                               "dataset": self.name, "attached": True})
         except OSError:
             pass
         self._publish(Finished(reason))

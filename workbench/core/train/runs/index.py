@@ -220,7 +220,8 @@ def _read(reader, folder: Path, problems: list[str]):
 def _state(status: dict) -> str:
     """The state a readable status.json says, a stale ``running`` reconciled to ``crashed``."""
     state = status.get("state") or "unknown"
-    if state == "running" and not is_training_process(status.get("pid"), status.get("pid_start")):
+    if state == "running" and not is_training_process(status.get("pid"), status.get("pid_start"),
+                                                      status.get("attached") is True):
         return "crashed"
     return state
 
