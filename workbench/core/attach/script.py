@@ -190,7 +190,9 @@ class Attached:
             The step's training loss (a 0-d tensor is read in batches, one device sync every :data:`EMIT_S`).
         batch : object, optional
             The step's batch (``(inputs, targets)``, a dict of tensors, a tensor): with it, a
-            non-finite loss is traced to the first module that produced a NaN/Inf.
+            non-finite loss is traced to the first module that produced a NaN/Inf, by re-running
+            the batch on the weights as they are now (after a step that already spread NaN into
+            every weight, that is the first module).
         **metrics : float or 0-d Tensor
             More per-step values to plot (``acc=...``).
         """

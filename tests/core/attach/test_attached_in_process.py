@@ -1,0 +1,103 @@
+"""workbench.attach in this process (the loop on a thread), a client attached: the NaN trace of a script's
+batch, the cost of a step with no window, a group's own LR, and what a read-only watcher may do."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+import torch
+import torchvision
+from torch import nn
+
+import workbench
+from workbench.core.train.events import CommandApplied, NonFinite
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _until(run, kind, pred=lambda e: True, timeout=60.0):
+    for event in run.events(timeout=timeout):
+        if isinstance(event, kind) and pred(event):
+            return event
+    raise AssertionError(f"no {kind.__name__} within {timeout} s")
+
+
+def test_a_nonfinite_loss_is_traced_to_the_module_that_made_it(tmp_path):
+    model = torchvision.models.resnet18(num_classes=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    wb = workbench.attach(model, optimizer, run_dir=tmp_path / "run")
+    run = workbench.connect(wb.address, wb.token)
+    try:
+        for step in range(3):
+            if step == 2:
+                with torch.no_grad():
+                    model.layer2[0].conv1.weight.fill_(math.nan)
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if torch.isfinite(loss):  # the loop skips a non-finite step, as AMP's GradScaler does
+                optimizer.step()
+            optimizer.zero_grad()
+            wb.step(loss, batch=(x, y))
+        event = _until(run, NonFinite)
+        assert event.step == 3 and math.isnan(event.loss)
+        assert event.trace["module"] == "layer2.0.conv1" and event.trace["phase"] == "forward"
+    finally:
+        wb.close()
+        run.close()
+
+
+def test_set_lr_of_one_param_group_leaves_the_others(tmp_path):
+    model = torchvision.models.resnet18(num_classes=10)
+    head = list(model.fc.parameters())
+    body = [p for n, p in model.named_parameters() if not n.startswith("fc.")]
+    optimizer = torch.optim.SGD([{"params": body, "lr": 0.01}, {"params": head, "lr": 0.1}])
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1000)
+    wb = workbench.attach(model, optimizer, scheduler=scheduler, run_dir=tmp_path / "run")
+    run = workbench.connect(wb.address, wb.token)
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set() and not wb.should_stop:
+            wb.step(1.0)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        run.set_lr(0.5, group=1)
+        assert _until(run, CommandApplied).command.group == 1
+        run.set_lr(0.002)  # every group, in proportion to the first's
+        _until(run, CommandApplied)
+        run.stop()
+        thread.join(10)
+        assert not thread.is_alive()  # should_stop ended the loop
+    finally:
+        stop.set()
+        thread.join(10)
+        wb.close()
+        run.close()
+    assert [g["lr"] for g in optimizer.param_groups] == [pytest.approx(0.002), pytest.approx(0.1)]
+    assert scheduler.base_lrs == [pytest.approx(0.002), pytest.approx(0.1)]
+
+
+def test_a_watcher_cannot_steer_and_an_unknown_command_is_refused(tmp_path):
+    model = torchvision.models.resnet18(num_classes=10)
+    wb = workbench.attach(model, torch.optim.SGD(model.parameters(), lr=0.1), run_dir=tmp_path / "run")
+    steering = workbench.connect(wb.address, wb.token)
+    watcher = workbench.connect(wb.address, wb.token)
+    try:
+        assert steering.steering and not watcher.steering
+        cid = watcher._command("freeze", path="layer1")
+        reply = watcher.wait_ack(cid)
+        assert reply is not None and not reply["ok"] and "read-only" in reply["error"]
+        cid = steering._command("format_disk")
+        reply = steering.wait_ack(cid)
+        assert reply is not None and not reply["ok"] and "unknown command" in reply["error"]
+        wb.step(1.0)
+        assert all(p.requires_grad for p in model.parameters())
+    finally:
+        wb.close()
+        steering.close()
+        watcher.close()
