@@ -29,7 +29,7 @@ class RecordingPrompts:
         self.answers = {"trust": False, "partial_load": False, "architecture": None, "new_architecture": None,
                         "confirm_stop": True, "nonfinite": "stop", "open_path": None, "save_path": None,
                         "integer": None, "number": None, "replace_head": False, "open_intact": False,
-                        "end_training_process": True, "lora_save": "merge", **answers}
+                        "end_training_process": True, "lora_save": "merge", "attach_target": None, **answers}
 
     def _answer(self, name, *args):
         self.asked.append((name, *args))
@@ -77,6 +77,9 @@ class RecordingPrompts:
 
     def confirm_stop(self):
         return self._answer("confirm_stop")
+
+    def attach_target(self):
+        return self._answer("attach_target")
 
     def end_training_process(self, seconds):
         return self._answer("end_training_process", seconds)

@@ -153,3 +153,34 @@ def test_a_killed_window_leaves_the_script_training_and_a_new_window_attaches(qt
             gui.kill()
         code, out = finish(proc)
     assert code == 0, out
+
+
+def test_attach_dialog_lists_the_waiting_script_and_the_menu_attaches(qtbot, tmp_path):
+    from workbench.ui.attach_dialog import AttachDialog
+
+    proc, info = start_script("plain_loop", tmp_path / "run")
+    try:
+        dialog = AttachDialog()
+        qtbot.addWidget(dialog)
+        assert dialog.list.count() == 1 and "plain_loop" in dialog.list.item(0).text()
+        assert dialog.target() == (info["address"], info["token"])  # the first one is chosen and filled in
+
+        prompts = RecordingPrompts(attach_target=dialog.target())
+        w = MainWindow(prompts=prompts)
+        qtbot.addWidget(w)
+        assert w.attach_action.isEnabled() and not w.detach_action.isEnabled()
+        w.attach_action.trigger()
+        qtbot.waitUntil(lambda: w.detach_action.isEnabled(), timeout=30_000)
+        assert not w.attach_action.isEnabled() and "plain_loop" in w.session.source
+        w.detach_action.trigger()
+        qtbot.waitUntil(lambda: not w.training_panel.is_running(), timeout=30_000)
+        assert proc.poll() is None  # detached: the script trains on
+
+        wrong = RecordingPrompts(attach_target=(info["address"], "not-the-token"))
+        w.prompts = wrong
+        w.file_actions.prompts = wrong
+        assert not w.attach_to(info["address"], "not-the-token")
+        assert wrong.errors and "wrong token" in wrong.errors[-1]
+    finally:
+        proc.kill()
+        finish(proc)
