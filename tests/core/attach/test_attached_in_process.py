@@ -101,3 +101,19 @@ def test_a_watcher_cannot_steer_and_an_unknown_command_is_refused(tmp_path):
         wb.close()
         steering.close()
         watcher.close()
+
+
+def test_a_script_that_raises_ends_its_run_as_an_error(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    code = ("import torch, torchvision, workbench\n"
+            "m = torchvision.models.resnet18(num_classes=10)\n"
+            f"wb = workbench.attach(m, torch.optim.SGD(m.parameters(), lr=0.1), run_dir={str(tmp_path / 'run')!r})\n"
+            "for i in range(5):\n    wb.step(1.0)\n"
+            "raise ValueError('the data ran out')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "the data ran out" in done.stderr
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "crashed" and status["reason"] == "error" and status["attached"] is True

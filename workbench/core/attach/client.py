@@ -134,6 +134,7 @@ class AttachedRun:
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
         self._closed = False
+        self._detaching = False
         self._finished = False
         self._listeners: list = []
         self._reader = threading.Thread(target=self._read_loop, name="workbench-attach-client", daemon=True)
@@ -211,6 +212,7 @@ class AttachedRun:
         """Detach: the script trains on as it is (a pause stays); attach again later to pick up its history."""
         if self._closed:
             return
+        self._detaching = True  # the script closes the connection on "detach": that end is no loss
         try:
             self._send({"type": "command", "op": "detach"})
         except OSError:
@@ -266,7 +268,7 @@ class AttachedRun:
                     reason = event.reason
                     return reason
                 emit(event)
-            if not self._closed:
+            if not (self._closed or self._detaching):
                 emit(RunError(f"The connection to the script at {self.address} was lost "
                               f"(the script ended or the network went away)."))
                 reason = "crashed"

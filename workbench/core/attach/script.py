@@ -125,6 +125,7 @@ class Attached:
                  host: str = "127.0.0.1", port: int = 0):
         if not isinstance(model, nn.Module):
             raise TypeError(f"workbench.attach needs the nn.Module being trained, not {type(model).__name__}")
+        optimizer = _unwrap_optimizer(optimizer)
         self.name = name or Path(sys.argv[0] or "python").stem or "script"
         rank, world = _distributed()
         self.rank = rank
@@ -174,6 +175,7 @@ class Attached:
         print(f"workbench: attach to this run at {self.address} with token {self.token} "
               f"(File > Attach to a running script...)", file=sys.stderr, flush=True)
         atexit.register(self.close)
+        self._hook_excepthook()
 
     # ------------------------------------------------------------------ the script's calls
     @property
@@ -296,6 +298,22 @@ class Attached:
         else:
             self.close("stopped" if exc is not None else None)
 
+    def _hook_excepthook(self) -> None:
+        """An uncaught exception ends the script: the run ends ``"error"`` with its traceback (not ``"completed"``
+        at exit); the previous hook runs as before."""
+        previous = sys.excepthook
+
+        def hook(exc_type, exc, tb):
+            if not self._closed:
+                if issubclass(exc_type, KeyboardInterrupt):
+                    self.close("stopped")
+                else:
+                    self._publish(RunError("".join(traceback.format_exception(exc_type, exc, tb))))
+                    self.close("error")
+            previous(exc_type, exc, tb)
+
+        sys.excepthook = hook
+
     # ------------------------------------------------------------------ the training thread
     def _publish(self, event) -> None:
         if self.server is not None:
@@ -319,10 +337,8 @@ class Attached:
         t = now - self._t0
         lr = tr.lr
         epoch = tr.epoch
+        _read_tensors(rows)  # every other tensor value of the batch in one read (one device sync)
         for r in rows:
-            for k, v in r.items():
-                if isinstance(v, torch.Tensor):
-                    r[k] = float(v.detach().float().mean())
             loss = r.get("loss")
             if isinstance(loss, (int, float)) and math.isfinite(loss):
                 self._epoch_loss[0] += float(loss)
@@ -414,10 +430,13 @@ class Attached:
             cb.on_fit_start(self.trainer)
             self._probes.append(cb)
         opt = self.trainer.optimizer
-        if self._probes and opt is not None and hasattr(opt, "register_step_pre_hook"):
+        if self._probes and isinstance(opt, torch.optim.Optimizer):
             # the optimizer's step is where the gradients of the step are whole (after backward,
             # before the update and zero_grad): the probes' on_after_backward
-            self._grad_hook = opt.register_step_pre_hook(lambda *_: self._after_backward())
+            try:
+                self._grad_hook = opt.register_step_pre_hook(lambda *_: self._after_backward())
+            except Exception as exc:  # noqa: BLE001 - no gradient probes, never the script's end
+                log.warning("workbench attach: gradient probes unavailable (%s)", exc)
 
     def _after_backward(self) -> None:
         for cb in self._probes:
@@ -503,6 +522,39 @@ class Attached:
         if not clean and self.control.is_paused:
             log.warning("workbench attach: the window that paused this run went away; resuming")
             self.control.resume()
+
+
+def _unwrap_optimizer(optimizer):
+    """The torch optimizer inside a framework's wrapper (accelerate's ``AcceleratedOptimizer``,
+    Lightning's ``LightningOptimizer``): its ``param_groups`` and step hooks are the real ones."""
+    for _ in range(3):
+        if optimizer is None or isinstance(optimizer, torch.optim.Optimizer):
+            return optimizer
+        inner = getattr(optimizer, "optimizer", None) or getattr(optimizer, "_optimizer", None)
+        if inner is None:
+            return optimizer
+        optimizer = inner
+    return optimizer
+
+
+def _read_tensors(rows: list[dict]) -> None:
+    """Replace every tensor value in ``rows`` by its float (a tensor's mean), reading each device once."""
+    where: list[tuple[dict, str]] = []
+    values: list[torch.Tensor] = []
+    for r in rows:
+        for k, v in r.items():
+            if isinstance(v, torch.Tensor):
+                where.append((r, k))
+                values.append(v.detach().float().mean())
+    if not values:
+        return
+    by_device: dict = {}
+    for i, v in enumerate(values):
+        by_device.setdefault(v.device, []).append(i)
+    for idx in by_device.values():
+        for i, x in zip(idx, torch.stack([values[i] for i in idx]).tolist()):
+            r, k = where[i]
+            r[k] = x
 
 
 def _distributed() -> tuple[int, int]:

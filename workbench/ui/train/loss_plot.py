@@ -547,7 +547,10 @@ class TrainingPlots(QWidget):
                 self.best_marker.setData([xe[best]], [self.epochs["val_loss"][best]])
         if "accuracy" in parts:
             y = self.metric_values()
-            self.acc_curve.setData(xe, y)
+            if np.isfinite(y).any():
+                self.acc_curve.setData(xe, y)
+            else:  # a run that reports no such metric (an attached script's epochs with only val_loss)
+                self.acc_curve.setData([], [])  # all-NaN points made the symbols' bounds warn on each redraw
             self._fit_metric_y(y)
             if best is None:
                 self.best_line.setVisible(False)
