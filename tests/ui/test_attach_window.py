@@ -23,7 +23,9 @@ from workbench.ui.main_window import MainWindow
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_dangling_qthreads")]
 
 #: each script: (a module the test freezes, a parameter outside it that trains on)
-SCRIPTS = {"plain_loop": ("layer1", "fc.weight")}
+SCRIPTS = {"plain_loop": ("layer1", "fc.weight"),  # a plain loop around a torchvision resnet18
+           "lightning_fit": ("features", "head.weight"),  # Lightning's Trainer.fit with WorkbenchCallback
+           "hf_train": ("bert.embeddings", "classifier.weight")}  # Hugging Face's Trainer.train
 
 
 class _Events:
