@@ -15,7 +15,8 @@ gives a curve of every step (each log reads the loss off the device once).
 
 One process: under ``torch.distributed`` only the main process attaches. The
 Trainer has no hook for an exception: a training that raises ends the attached
-run when the process exits.
+run as an error when the exception leaves the script (``Attached`` chains
+``sys.excepthook``).
 """
 
 from __future__ import annotations
