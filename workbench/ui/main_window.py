@@ -23,7 +23,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
 from workbench.core.model import tree as core_tree
 from workbench.core.model.edits import last_layer
-from workbench.core.model.skeleton import SkeletonError, build_skeleton
+from workbench.core.model.skeleton import SkeletonError, build_skeleton, is_skeleton
 from workbench.core.train.runs.folder import default_runs_root
 from workbench.ui.threading import run_in_background
 from workbench.ui.edits import ModelEdits
@@ -503,7 +503,8 @@ class MainWindow(QMainWindow):
         self.status_size.setText(format_bytes(root.total_bytes))
         self.status_size.setToolTip(f"{format_int(root.total_bytes)} bytes (parameters and buffers)")
         first = next(iter(self.model.parameters()), None)
-        self.status_device.setText(str(first.device) if first is not None else "cpu")
+        device = str(first.device) if first is not None else "cpu"
+        self.status_device.setText("in the script" if is_skeleton(self.model) else device)
 
     # -- handlers ----------------------------------------------------------------
     def _on_current_node_changed(self, obj) -> None:
