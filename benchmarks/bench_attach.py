@@ -1,0 +1,271 @@
+"""What ``workbench.attach`` costs a user's own training loop, with no window and with a window attached.
+
+Figures, each for two loops, ``_digits`` (the demo: ``DigitsCNN`` on scikit-learn's
+digits, batch 64, Adam 1e-3) and ``_resnet18`` (torchvision ``resnet18``, 10
+classes, random 32x32 images, batch 32, SGD 0.05 with momentum), on the CPU with
+:data:`THREADS` torch threads (all cores but one: the window's process needs a core,
+and torch's OpenMP threads stall whenever another process takes one of theirs: on
+the 2-core machine, digits at 2 threads fell from ~150 to ~10 steps/s while another
+process computed), written the way a user writes the loop (forward,
+``cross_entropy``, ``backward``, ``step``, ``zero_grad``; batches already in memory):
+
+``attach_idle_overhead_ratio_<loop>``
+    Steps per second of the loop calling ``wb.step(loss)`` after each optimizer
+    step with no window attached, divided by the same loop without
+    ``workbench.attach``. Target >= 0.99.
+``attach_live_overhead_ratio_<loop>``
+    The same with a window attached: ``workbench --attach HOST:PORT --token T``
+    in its own process, headless (``QT_QPA_PLATFORM=offscreen``, no training
+    process started ahead), which receives every event, draws the curves and,
+    as any window does, installs its live probe callback in the script (the
+    default cadence, within a 2 % time budget). Target >= 0.95. Without the
+    ``workbench`` command (an install without its scripts), the consumer is a
+    ``python -c`` loop over ``workbench.connect(...).events()`` (no probes):
+    said on the console.
+
+How: the two sides are two copies of the same model and optimizer in this
+process (the attached one carries the probes' hooks, the plain one nothing), run
+in segments of about :data:`SEGMENT_S` seconds, in ``PAIRS`` interleaved pairs
+(ABBA order), side by side in one run; each figure is the median ratio with the
+range of all pairs (``_min``, ``_max``). The idle pairs run before the window
+starts. During the live pairs' plain segments the window process is stopped
+(``SIGSTOP``, so it takes no CPU: the plain side is a loop with no Workbench at
+all) and continued (``SIGCONT``) for the attached segments, where it catches up
+and draws as it would. Before the live pairs, the window's start-up (imports,
+first paint, the model skeleton) is over: its CPU time has settled.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+#: Short segments, many pairs: both sides of a pair see the same load from other processes.
+PAIRS = 15
+#: Seconds a segment (one side of one pair) lasts, roughly (its step count is set from a timed warm-up).
+SEGMENT_S = 1.0
+#: torch's threads on both sides.
+THREADS = max(1, (os.cpu_count() or 2) - 1)
+#: The consumer when the ``workbench`` command is missing: a client that reads every event.
+CLIENT = """
+import sys
+import workbench
+
+run = workbench.connect(sys.argv[1], sys.argv[2])
+for _ in run.events():
+    pass
+"""
+
+
+class Loop:
+    """A user's training loop over batches held in memory; ``wb`` (optional) gets ``wb.step(loss)`` each step.
+
+    Parameters
+    ----------
+    model : nn.Module
+    optimizer : torch.optim.Optimizer
+    batches : list of (Tensor, Tensor)
+        Cycled through.
+    wb : Attached, optional
+    """
+
+    def __init__(self, model: nn.Module, optimizer, batches: list, wb=None):
+        self.model = model
+        self.optimizer = optimizer
+        self.batches = itertools.cycle(batches)
+        self.wb = wb
+
+    def run(self, steps: int) -> float:
+        """Train ``steps`` steps; the seconds they took (wall clock)."""
+        model, opt, wb = self.model, self.optimizer, self.wb
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            x, y = next(self.batches)
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if wb is not None:
+                wb.step(loss)
+        return time.perf_counter() - t0
+
+
+def digits_setup():
+    """``(model, optimizer factory, batches)`` of the digits demo: the workbench digits split, batch 64."""
+    from workbench.core.model.demo import DigitsCNN
+    from workbench.core.train.config import DataConfig
+    from workbench.core.train.data.datasets import build_datasets
+
+    train_ds, _, _ = build_datasets(DataConfig(dataset="digits", batch_size=64))
+    x, y = train_ds.tensors
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+    x, y = x[perm], y[perm]
+    batches = [(x[i:i + 64], y[i:i + 64]) for i in range(0, len(x) - 63, 64)]
+    return DigitsCNN(), lambda m: torch.optim.Adam(m.parameters(), lr=1e-3), batches
+
+
+def resnet18_setup():
+    """``(model, optimizer factory, batches)``: torchvision resnet18 on random 32x32 images, batch 32."""
+    import torchvision
+
+    g = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(32, 3, 32, 32, generator=g), torch.randint(0, 10, (32,), generator=g))
+               for _ in range(8)]
+    model = torchvision.models.resnet18(num_classes=10)
+    return model, lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9), batches
+
+
+class Window:
+    """The window in its own process, attached to ``wb``; :meth:`pause` / :meth:`go_on` stop and continue it.
+
+    Parameters
+    ----------
+    wb : Attached
+    folder : Path
+        Its settings and data folders (never the user's).
+    """
+
+    def __init__(self, wb, folder: Path):
+        self.wb = wb
+        exe = shutil.which("workbench", path=str(Path(sys.executable).parent)) or shutil.which("workbench")
+        env = dict(os.environ, QT_QPA_PLATFORM="offscreen", WORKBENCH_START_AHEAD="0",
+                   WORKBENCH_SETTINGS_DIR=str(folder / "settings"), WORKBENCH_DATA_DIR=str(folder / "data"))
+        if exe:
+            self.kind = "the window (workbench --attach, offscreen)"
+            cmd = [exe, "--attach", wb.address, "--token", wb.token]
+        else:
+            self.kind = "a workbench.connect client (no workbench command found)"
+            cmd = [sys.executable, "-c", CLIENT, wb.address, wb.token]
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(f"  consumer: {self.kind}, pid {self.proc.pid}", flush=True)
+
+    def wait_attached(self, timeout: float = 120.0) -> None:
+        """Until the script serves the window (start-up: imports, the first paint).
+
+        Raises
+        ------
+        RuntimeError
+            The window exited or did not attach within ``timeout`` seconds.
+        """
+        end = time.monotonic() + timeout
+        while self.wb.server.windows < 1:
+            if self.proc.poll() is not None or time.monotonic() > end:
+                raise RuntimeError(f"{self.kind} did not attach (exit code {self.proc.poll()})")
+            time.sleep(0.1)
+
+    def cpu_s(self) -> float:
+        """The window process's CPU seconds so far (Linux ``/proc``; 0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Until the window uses under 5 % of a core over half a second (its start-up work is done)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            c0 = self.cpu_s()
+            time.sleep(0.5)
+            if self.cpu_s() - c0 < 0.025:
+                return
+
+    def pause(self) -> None:
+        """Stop the window process (it takes no CPU until :meth:`go_on`)."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def go_on(self) -> None:
+        """Continue the window process."""
+        self.proc.send_signal(signal.SIGCONT)
+
+    def close(self) -> None:
+        """End the window process."""
+        self.go_on()
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def pairs(plain: Loop, attached: Loop, steps: int, before_plain=None, before_attached=None) -> list[float]:
+    """``PAIRS`` ratios (plain seconds / attached seconds for the same steps: attached steps/s over plain), ABBA."""
+    ratios = []
+    for i in range(PAIRS):
+        times = {}
+        for side in (("plain", "attached") if i % 2 == 0 else ("attached", "plain")):
+            hook = before_plain if side == "plain" else before_attached
+            if hook is not None:
+                hook()
+            times[side] = (plain if side == "plain" else attached).run(steps)
+        ratios.append(times["plain"] / times["attached"])
+    return ratios
+
+
+def measure(name: str, setup, folder: Path) -> dict[str, float]:
+    """The idle and live ratios of one loop (see the module docstring)."""
+    import workbench
+
+    model, make_opt, batches = setup()
+    twin = copy.deepcopy(model)
+    plain = Loop(model, make_opt(model), batches)
+    opt = make_opt(twin)
+    wb = workbench.attach(twin, opt, run_dir=folder / f"run-{name}", name=f"bench_attach_{name}")
+    attached = Loop(twin, opt, batches, wb)
+    try:
+        plain.run(5)
+        attached.run(5)
+        per_step = plain.run(10) / 10
+        steps = max(5, round(SEGMENT_S / per_step))
+        print(f"  {name}: {1 / per_step:.1f} steps/s plain, segments of {steps} steps", flush=True)
+        idle = pairs(plain, attached, steps)
+        window = Window(wb, folder / name)
+        try:
+            window.wait_attached()
+            window.settle()
+            attached.run(steps)  # the window's probes install at a step boundary, its curves draw first
+            window.settle()
+            live = pairs(plain, attached, steps, before_plain=window.pause, before_attached=window.go_on)
+        finally:
+            window.close()
+    finally:
+        wb.close()
+    figures = {}
+    for kind, ratios in (("idle", idle), ("live", live)):
+        key = f"attach_{kind}_overhead_ratio_{name}"
+        print(f"{key}: median {statistics.median(ratios):.3f} over {PAIRS} pairs "
+              f"(range {min(ratios):.3f}-{max(ratios):.3f})", flush=True)
+        figures.update({key: statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios)})
+    return figures
+
+
+def run() -> dict[str, float]:
+    """Every figure of the module docstring."""
+    figures: dict[str, float] = {}
+    torch.set_num_threads(THREADS)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        os.environ["WORKBENCH_ATTACH_DIR"] = str(folder / "attach")  # no discovery file where windows look
+        for name, setup in (("digits", digits_setup), ("resnet18", resnet18_setup)):
+            torch.manual_seed(0)
+            figures.update(measure(name, setup, folder))
+    return figures
+
+
+if __name__ == "__main__":
+    print(run())
