@@ -117,3 +117,34 @@ def test_a_script_that_raises_ends_its_run_as_an_error(tmp_path):
     assert done.returncode == 1 and "the data ran out" in done.stderr
     status = json.loads((tmp_path / "run" / "status.json").read_text())
     assert status["state"] == "crashed" and status["reason"] == "error" and status["attached"] is True
+
+
+def test_bad_probe_settings_are_refused_and_an_early_probe_choice_is_kept(tmp_path):
+    from workbench.core.probe.callback import ProbeCallback
+
+    model = torchvision.models.resnet18(num_classes=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    wb = workbench.attach(model, optimizer, run_dir=tmp_path / "run")
+    reports: list = []
+    window_cb = ProbeCallback(reports.extend, every=1)
+    run = workbench.connect(wb.address, wb.token, callbacks=[window_cb])
+    window_cb.set_probed(["layer3"])  # at once, before the script's next step installed the callback
+    x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    try:
+        for bad in ({"every": 0}, {"budget": "lots"}, {"thresholds": {"a": 1}}):
+            cid = run._command("callbacks", callbacks=[{"kind": "probe", "settings": bad}])
+            reply = run.wait_ack(cid)
+            assert reply is not None and not reply["ok"] and "probe settings refused" in reply["error"]
+        for _ in range(3):
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            wb.step(loss)  # none of the refused settings reaches the step
+        for event in run.events(timeout=10):  # the window's sink gets the reports, not events()
+            if any("layer3" in r.activations for r in reports):
+                break
+        assert any("layer3" in r.activations for r in reports)
+    finally:
+        wb.close()
+        run.close()

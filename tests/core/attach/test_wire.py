@@ -343,3 +343,19 @@ def test_unknown_forms_and_bad_structures_are_refused():
     for tree in ({"$eval": "1"}, {"$t": "abc"}, {"$m": [[1]]}, {"$m": [[[1, 2], 3]]}, {"$m": "x"}):
         with pytest.raises(WireError):
             decode(_frame(tree))
+
+
+def _raw_body(text: bytes, blob: bytes = b"") -> bytes:
+    return struct.pack(">I", len(text)) + text + blob
+
+
+@pytest.mark.parametrize("text, blob", [
+    (b'{"$nd": 0, "n": 4, "dtype": ["float32"], "shape": [1]}', b"\0" * 4),  # a list as a dtype
+    (b'{"$pt": 0, "n": 4, "dtype": ["float32"], "shape": [1]}', b"\0" * 4),
+    (b'{"$pt": 0, "n": 4, "dtype": "float32", "shape": [1180591620717411303424]}', b"\0" * 4),  # 2**70
+    (b"[" * 30000 + b"]" * 30000, b""),  # nesting deeper than the interpreter's recursion
+    (b'{"$m": [[[1, 2], 3]]}', b""),  # an unhashable key
+])
+def test_damaged_forms_raise_wire_error_only(text, blob):
+    with pytest.raises(WireError):
+        decode(_raw_body(text, blob))

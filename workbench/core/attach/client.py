@@ -321,7 +321,7 @@ class AttachedRun:
             while True:
                 try:
                     msg = recv_message(self.sock, MAX_MESSAGE_BYTES)
-                except (OSError, WireError):
+                except Exception:  # noqa: BLE001 - a lost or damaged stream ends the run's events
                     return
                 if msg is None:
                     return

@@ -22,7 +22,13 @@ __all__ = ["discovery_dir", "write_discovery", "remove_discovery", "list_waiting
 
 
 def discovery_dir() -> Path:
-    """The folder of the discovery files (created ``0o700`` when missing)."""
+    """The folder of the discovery files (created ``0o700`` when missing; made ``0o700`` when looser).
+
+    Raises
+    ------
+    OSError
+        It cannot be created, or it belongs to another user (someone made it first in the shared temp dir).
+    """
     override = os.environ.get("WORKBENCH_ATTACH_DIR")
     if override:
         folder = Path(override)
@@ -32,6 +38,12 @@ def discovery_dir() -> Path:
         uid = os.getuid() if hasattr(os, "getuid") else "user"
         folder = Path(tempfile.gettempdir()) / f"workbench-attach-{uid}"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if hasattr(os, "getuid"):
+        st = folder.stat()
+        if st.st_uid != os.getuid():  # a folder someone else made first (the shared temp dir): never use it
+            raise OSError(f"{folder} belongs to another user; set WORKBENCH_ATTACH_DIR or XDG_RUNTIME_DIR")
+        if st.st_mode & 0o077:
+            os.chmod(folder, 0o700)
     return folder
 
 

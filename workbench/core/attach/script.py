@@ -58,6 +58,27 @@ EMIT_S = 0.04
 #: The keyword arguments of :class:`ProbeCallback` a window may set (nothing that names code).
 PROBE_SETTINGS = ("every", "grad_every", "budget", "probed", "track_updates", "weight_hist", "thresholds",
                   "layers", "tb_histogram_budget", "flush_ms", "bins", "images")
+
+
+def _names(v) -> bool:
+    return isinstance(v, list) and all(isinstance(n, str) for n in v)
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _count(v) -> bool:
+    return v is None or (isinstance(v, int) and not isinstance(v, bool))
+
+
+#: The type each probe setting a window sends must have (checked before the callback is built).
+_SETTING_OK = {"every": _count, "grad_every": _count, "budget": _number, "probed": _names,
+               "track_updates": lambda v: isinstance(v, bool), "weight_hist": _names,
+               "thresholds": lambda v: v is None or isinstance(v, health.HealthThresholds),
+               "layers": lambda v: isinstance(v, bool), "tb_histogram_budget": _number, "flush_ms": _number,
+               "bins": lambda v: isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 4096,
+               "images": lambda v: isinstance(v, bool)}
 #: What a window may call on a probe callback it installed (each thread-safe there).
 CALLBACK_METHODS = ("set_probed", "set_cadence", "set_weight_histograms")
 #: The commands a window may send.
@@ -70,6 +91,13 @@ class _Callbacks:
 
     def __init__(self, specs: list):
         self.specs = specs
+
+
+class _CallbackCall:
+    """``probes[index].method(*args)``, queued behind a :class:`_Callbacks` sent just before it."""
+
+    def __init__(self, index: int, method: str, args: list):
+        self.index, self.method, self.args = index, method, args
 
 
 def attach(model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, name: str | None = None,
@@ -388,9 +416,16 @@ class Attached:
         """Apply one command on the training thread, record it in ``edits.jsonl`` and tell the windows
         (``trainer.apply_one``: :class:`RankSync` calls it on every rank with rank 0's commands)."""
         tr = self.trainer
-        if isinstance(cmd, _Callbacks):
-            if self.rank == 0:  # the probes measure rank 0's replica
-                self._set_probes(cmd.specs)
+        if isinstance(cmd, (_Callbacks, _CallbackCall)):
+            if self.rank != 0:  # the probes measure rank 0's replica
+                return
+            try:
+                if isinstance(cmd, _Callbacks):
+                    self._set_probes(cmd.specs)
+                elif 0 <= cmd.index < len(self._probes):
+                    getattr(self._probes[cmd.index], cmd.method)(*cmd.args)
+            except Exception as exc:  # noqa: BLE001 - a probe the window asked for is never the script's end
+                log.warning("workbench attach: probes not changed: %s", exc)
             return
         try:
             if isinstance(cmd, SetLR):
@@ -502,16 +537,21 @@ class Attached:
                 unknown = [k for k in settings if k not in PROBE_SETTINGS]
                 if unknown:
                     return f"probe settings refused: {', '.join(map(str, unknown))}"
+                wrong = [k for k, v in settings.items() if not _SETTING_OK[k](v)]
+                if wrong:
+                    return f"probe settings refused: wrong type of {', '.join(wrong)}"
+                try:  # the values too, here: a bad one must be refused, never raised in the script's step
+                    callback.ProbeCallback(lambda reports: None, **settings)
+                except (TypeError, ValueError, AttributeError) as exc:
+                    return f"probe settings refused: {exc}"
                 clean.append(dict(settings))
             c.queue(_Callbacks(clean))
         elif op == "callback":
             index, method, args = msg.get("index"), msg.get("method"), msg.get("args")
-            if method not in CALLBACK_METHODS or not isinstance(index, int) or not isinstance(args, (list, tuple)):
+            if method not in CALLBACK_METHODS or not isinstance(index, int) or isinstance(index, bool) \
+                    or not isinstance(args, (list, tuple)) or not 0 <= index < 4:
                 return f"callback method {method!r} refused"
-            if not 0 <= index < len(self._probes):
-                return "no such probe callback"
-            getattr(self._probes[index], method)(*args)
-            return None
+            c.queue(_CallbackCall(index, method, list(args)))  # after the callbacks queued before it
         self._pending = True
         return None
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workbench.core.attach.wire import WireError, encode, recv_message, send_message
+from workbench.core.attach.wire import encode, recv_message, send_message
 from workbench.core.train.events import Event, Metrics, Sink, to_wire
 
 __all__ = ["AttachServer", "History", "HELLO_TIMEOUT_S", "MAX_COMMAND_BYTES", "HISTORY_ROWS", "BACKLOG"]
@@ -219,10 +219,10 @@ class AttachServer:
             while not client.closed:
                 try:
                     msg = recv_message(conn, MAX_COMMAND_BYTES)
-                except WireError as exc:
-                    log.warning("workbench attach: refused a message from %s: %s (connection closed)", peer, exc)
-                    break
                 except OSError:
+                    break
+                except Exception as exc:  # noqa: BLE001 - WireError, or anything a damaged message raises
+                    log.warning("workbench attach: refused a message from %s: %s (connection closed)", peer, exc)
                     break
                 if msg is None:
                     break
@@ -234,7 +234,7 @@ class AttachServer:
         try:
             conn.settimeout(HELLO_TIMEOUT_S)
             msg = recv_message(conn, 64 * 1024)
-        except (WireError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - WireError, OSError, or anything a damaged message raises
             log.warning("workbench attach: refused a connection from %s: %s", peer, exc)
             conn.close()
             return None

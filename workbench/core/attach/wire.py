@@ -98,10 +98,16 @@ def decode(body: bytes) -> Any:
         raise WireError("truncated message")
     try:
         tree = json.loads(bytes(body[_JSON_LEN.size:_JSON_LEN.size + n]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise WireError(f"not a message: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise WireError(f"not a message: {type(exc).__name__}: {exc}") from None
     blob = memoryview(body)[_JSON_LEN.size + n:]
-    return _from_json(tree, _Buffers(blob))
+    try:
+        return _from_json(tree, _Buffers(blob))
+    except WireError:
+        raise
+    except (TypeError, ValueError, RecursionError, OverflowError, MemoryError, RuntimeError) as exc:
+        # a form with the wrong kinds of values (a list as a dtype, a shape of 2**70, nesting too deep)
+        raise WireError(f"bad message: {type(exc).__name__}: {exc}") from None
 
 
 def send_message(sock: socket.socket, obj: Any) -> None:
