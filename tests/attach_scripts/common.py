@@ -48,3 +48,22 @@ def finish(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[int, str]:
         out, _ = proc.communicate()
         return -9, out
     return proc.returncode, out
+
+
+def until(run, kind, pred=lambda e: True, timeout: float = 60.0):
+    """The first event of ``kind`` meeting ``pred`` that ``run.events()`` yields within ``timeout`` seconds in all.
+
+    Raises
+    ------
+    AssertionError
+        None came (the run finished, or the time passed).
+    """
+    from workbench.core.train.events import Finished
+
+    end = time.monotonic() + timeout
+    for event in run.events(timeout=timeout):
+        if isinstance(event, kind) and pred(event):
+            return event
+        if isinstance(event, Finished) or time.monotonic() > end:
+            break
+    raise AssertionError(f"no {kind.__name__} within {timeout} s")

@@ -3,8 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+from workbench.core.attach.script import Attached, attach
+
+@dataclass
+class AttachOptions:
+    """Where a framework callback's run attaches: the keyword arguments of :func:`workbench.attach`.
+
+    Attributes
+    ----------
+    run_dir : str or Path or None
+        The run folder (``edits.jsonl``, ``metrics.csv``, Save now's ``last.pt``); None: a new folder
+        under Workbench's runs folder.
+    name : str or None
+        Shown in the window's list (None: the script's file name).
+    host : str
+    port : int
+        Where to listen (default: this machine only, a free port).
+    """
+
+    run_dir: Any = None
+    name: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+
+    def attach(self, model, optimizer, scheduler=None) -> Attached:
+        """:func:`workbench.attach` of ``model`` and ``optimizer`` with these options."""
+        return attach(model, optimizer, scheduler=scheduler, run_dir=self.run_dir, name=self.name,
+                      host=self.host, port=self.port)
+
 
 #: Keys :meth:`~workbench.core.attach.script.Attached.step` fills itself (or takes as arguments).
 STEP_RESERVED = frozenset({"step", "loss", "batch", "lr", "time", "epoch"})

@@ -20,8 +20,8 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from workbench.core.attach.script import Attached, attach
-from workbench.integrations._common import EPOCH_RESERVED, STEP_RESERVED, scalars
+from workbench.core.attach.script import Attached
+from workbench.integrations._common import AttachOptions, EPOCH_RESERVED, STEP_RESERVED, scalars
 
 __all__ = ["WorkbenchCallback"]
 
@@ -50,16 +50,15 @@ class WorkbenchCallback(pl.Callback):
 
     Attributes
     ----------
+    options : AttachOptions
+        The parameters above.
     attached : Attached or None
         The attached run while the fit trains.
     """
 
     def __init__(self, *, run_dir=None, name: str | None = None, host: str = "127.0.0.1", port: int = 0):
         super().__init__()
-        self.run_dir = run_dir
-        self.name = name
-        self.host = host
-        self.port = port
+        self.options = AttachOptions(run_dir, name, host, port)
         self.attached: Attached | None = None
         self._seen: set[str] = set()        # every key of callback_metrics met so far
         self._step_keys: set[str] = set()   # the keys first met at a training batch's end: per-step values
@@ -77,8 +76,7 @@ class WorkbenchCallback(pl.Callback):
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         configs = trainer.lr_scheduler_configs
         scheduler = configs[0].scheduler if configs else None
-        self.attached = attach(pl_module, optimizer, scheduler=scheduler, run_dir=self.run_dir, name=self.name,
-                               host=self.host, port=self.port)
+        self.attached = self.options.attach(pl_module, optimizer, scheduler)
         self._seen = set(trainer.callback_metrics)
         self._step_keys = set()
         self._val_keys = set()

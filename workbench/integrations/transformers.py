@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import transformers
 
-from workbench.core.attach.script import Attached, attach
-from workbench.integrations._common import EPOCH_RESERVED, STEP_RESERVED, scalars
+from workbench.core.attach.script import Attached
+from workbench.integrations._common import AttachOptions, EPOCH_RESERVED, STEP_RESERVED, scalars
 
 __all__ = ["WorkbenchCallback"]
 
@@ -55,15 +55,14 @@ class WorkbenchCallback(transformers.TrainerCallback):
 
     Attributes
     ----------
+    options : AttachOptions
+        The parameters above.
     attached : Attached or None
         The attached run while the Trainer trains.
     """
 
     def __init__(self, *, run_dir=None, name: str | None = None, host: str = "127.0.0.1", port: int = 0):
-        self.run_dir = run_dir
-        self.name = name
-        self.host = host
-        self.port = port
+        self.options = AttachOptions(run_dir, name, host, port)
         self.attached: Attached | None = None
         self._waiting_for_log = False   # a logging step ended: its boundary waits for on_log's loss
         self._extra: dict = {}          # numbers logged between two steps (a subclass's own self.log)
@@ -75,8 +74,7 @@ class WorkbenchCallback(transformers.TrainerCallback):
             return
         optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer
         lr_scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's AcceleratedScheduler
-        self.attached = attach(model, optimizer, scheduler=lr_scheduler, run_dir=self.run_dir, name=self.name,
-                               host=self.host, port=self.port)
+        self.attached = self.options.attach(model, optimizer, lr_scheduler)
         self._waiting_for_log = False
         self._extra = {}
         self._evaluated = False

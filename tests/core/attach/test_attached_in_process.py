@@ -12,16 +12,10 @@ import torchvision
 from torch import nn
 
 import workbench
+from tests.attach_scripts.common import until
 from workbench.core.train.events import CommandApplied, NonFinite
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _until(run, kind, pred=lambda e: True, timeout=60.0):
-    for event in run.events(timeout=timeout):
-        if isinstance(event, kind) and pred(event):
-            return event
-    raise AssertionError(f"no {kind.__name__} within {timeout} s")
 
 
 def test_a_nonfinite_loss_is_traced_to_the_module_that_made_it(tmp_path):
@@ -41,7 +35,7 @@ def test_a_nonfinite_loss_is_traced_to_the_module_that_made_it(tmp_path):
                 optimizer.step()
             optimizer.zero_grad()
             wb.step(loss, batch=(x, y))
-        event = _until(run, NonFinite)
+        event = until(run, NonFinite)
         assert event.step == 3 and math.isnan(event.loss)
         assert event.trace["module"] == "layer2.0.conv1" and event.trace["phase"] == "forward"
     finally:
@@ -67,9 +61,9 @@ def test_set_lr_of_one_param_group_leaves_the_others(tmp_path):
     thread.start()
     try:
         run.set_lr(0.5, group=1)
-        assert _until(run, CommandApplied).command.group == 1
+        assert until(run, CommandApplied).command.group == 1
         run.set_lr(0.002)  # every group, in proportion to the first's
-        _until(run, CommandApplied)
+        until(run, CommandApplied)
         run.stop()
         thread.join(10)
         assert not thread.is_alive()  # should_stop ended the loop

@@ -9,17 +9,10 @@ import pytest
 import torch
 
 import workbench
-from tests.attach_scripts.common import finish, start_script
+from tests.attach_scripts.common import finish, start_script, until
 from workbench.core.train.events import CommandApplied, Finished, Metrics, Paused
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _until(run, kind, pred=lambda e: True, timeout=90.0):
-    for event in run.events(timeout=timeout):
-        if isinstance(event, kind) and pred(event):
-            return event
-    raise AssertionError(f"no {kind.__name__} within {timeout} s")
 
 
 def test_ddp_ranks_freeze_set_lr_pause_and_stop_together(tmp_path):
@@ -27,19 +20,19 @@ def test_ddp_ranks_freeze_set_lr_pause_and_stop_together(tmp_path):
     proc, info = start_script("ddp_loop", run_dir)
     try:
         run = workbench.connect(info["address"], info["token"])
-        _until(run, Metrics, lambda e: len(e.values["step"]) > 0)
+        until(run, Metrics, lambda e: len(e.values["step"]) > 0)
         run.freeze("layer1")
-        frozen_at = _until(run, CommandApplied).step
+        frozen_at = until(run, CommandApplied).step
         run.set_lr(0.02)
-        _until(run, CommandApplied)
+        until(run, CommandApplied)
         run.pause()
-        _until(run, Paused)
+        until(run, Paused)
         run.save_now()
-        _until(run, CommandApplied, lambda e: getattr(e.command, "saved_to", None))
+        until(run, CommandApplied, lambda e: getattr(e.command, "saved_to", None))
         run.resume()
-        _until(run, Metrics, lambda e: e.values["step"][-1] > frozen_at + 3)
+        until(run, Metrics, lambda e: e.values["step"][-1] > frozen_at + 3)
         run.stop()
-        assert _until(run, Finished).reason == "stopped"
+        assert until(run, Finished).reason == "stopped"
         run.close()
     finally:
         code, out = finish(proc, timeout=120)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
 import torch
 
 import workbench
-from tests.attach_scripts.common import finish, start_script
+from tests.attach_scripts.common import finish, start_script, until
 from workbench.core.train.events import CommandApplied, EpochEnded, Finished, Metrics, Paused, Sink
 
 pytestmark = pytest.mark.timeout(300)
@@ -27,30 +26,19 @@ CASES = {
 }
 
 
-def _until(run, kind, pred=lambda e: True, timeout=60.0):
-    """The first event of ``kind`` meeting ``pred`` within ``timeout`` seconds (in all, not between events)."""
-    end = time.monotonic() + timeout
-    for event in run.events(timeout=timeout):
-        if isinstance(event, kind) and pred(event):
-            return event
-        if isinstance(event, Finished) or time.monotonic() > end:
-            break
-    raise AssertionError(f"no {kind.__name__} within {timeout} s")
-
-
 def _gradient_norms(run, module: str) -> dict:
     """Probe ``module`` from the window; the parameter gradient norms of the first report that has them.
 
     Gradients are read in a hook on the optimizer's step: only the real torch optimizer runs it.
     """
     run.probe([module])
-    sink = _until(run, Sink, lambda e: any(r.grads is not None and r.grads.params for r in e.data))
+    sink = until(run, Sink, lambda e: any(r.grads is not None and r.grads.params for r in e.data))
     return next(r.grads.params for r in sink.data if r.grads is not None and r.grads.params)
 
 
 def _stop(run) -> None:
     run.stop()
-    assert _until(run, Finished).reason == "stopped"
+    assert until(run, Finished).reason == "stopped"
     run.close()
 
 
@@ -64,22 +52,22 @@ def test_framework_freeze_lr_pause_save_stop(tmp_path, script):
         assert run.steering
         names = [m[0] for m in run.info["model"]["modules"]]
         assert frozen_module in names and run.info["model_class"] == model_class
-        _until(run, Metrics, lambda e: len(e.values["step"]) > 0)
+        until(run, Metrics, lambda e: len(e.values["step"]) > 0)
         run.freeze(frozen_module)
-        applied = _until(run, CommandApplied)
+        applied = until(run, CommandApplied)
         changed = applied.command.changed
         assert changed and all(n.startswith(frozen_module + ".") for n in changed)
         run.set_lr(0.0123)
-        assert _until(run, CommandApplied).command.lr == pytest.approx(0.0123)
+        assert until(run, CommandApplied).command.lr == pytest.approx(0.0123)
         run.pause()
-        paused_at = _until(run, Paused).step
+        paused_at = until(run, Paused).step
         run.save_now()
-        saved = _until(run, CommandApplied)
+        saved = until(run, CommandApplied)
         assert saved.step == paused_at and saved.command.saved_to.endswith("last.pt")
         run.resume()
         # it trains on after the resume: steps past the pause, then an epoch's end
-        _until(run, Metrics, lambda e: e.values["step"].max() > paused_at + 2)
-        _until(run, EpochEnded)
+        until(run, Metrics, lambda e: e.values["step"].max() > paused_at + 2)
+        until(run, EpochEnded)
         _stop(run)
     finally:
         code, out = finish(proc)
@@ -102,12 +90,12 @@ def test_lightning_forwards_logged_metrics_and_probes(tmp_path):
     try:
         run = workbench.connect(info["address"], info["token"])
         # `self.log("train_acc", ...)` in training_step: a per-step value next to the loss
-        metrics = _until(run, Metrics, lambda e: "train_acc" in e.values)
+        metrics = until(run, Metrics, lambda e: "train_acc" in e.values)
         acc, loss = metrics.values["train_acc"], metrics.values["loss"]
         assert all(0.0 <= v <= 1.0 for v in acc) and all(math.isfinite(v) for v in loss)
         assert not any(k in metrics.values for k in ("val_loss", "val_acc", "train_acc_step"))
         # `self.log("val_loss"/"val_acc", ...)` in validation_step: the epoch row after each validation
-        epoch = _until(run, EpochEnded).metrics
+        epoch = until(run, EpochEnded).metrics
         assert math.isfinite(epoch["val_loss"]) and 0.0 <= epoch["val_acc"] <= 1.0 and "train_acc" not in epoch
         assert _gradient_norms(run, "head")["head.weight"] > 0
         _stop(run)
@@ -121,12 +109,12 @@ def test_transformers_forwards_losses_eval_metrics_and_probes(tmp_path):
     try:
         run = workbench.connect(info["address"], info["token"])
         # logging_steps=1: every step's row has the loss the Trainer logged, and its grad_norm
-        metrics = _until(run, Metrics, lambda e: len(e.values["step"]) > 0)
+        metrics = until(run, Metrics, lambda e: len(e.values["step"]) > 0)
         assert all(math.isfinite(v) for v in metrics.values["loss"])
         assert all(math.isfinite(v) and v >= 0 for v in metrics.values["grad_norm"])
         assert "learning_rate" not in metrics.values and "eval_loss" not in metrics.values
         # eval_steps=20: the evaluation's metrics in an epoch row, eval_loss also as val_loss
-        epoch = _until(run, EpochEnded, lambda e: "eval_loss" in e.metrics).metrics
+        epoch = until(run, EpochEnded, lambda e: "eval_loss" in e.metrics).metrics
         assert epoch["step"] % 20 == 0 and math.isfinite(epoch["eval_loss"])
         assert epoch["val_loss"] == epoch["eval_loss"] and "eval_runtime" not in epoch
         # the probe's gradient hook is on the torch optimizer inside accelerate's AcceleratedOptimizer

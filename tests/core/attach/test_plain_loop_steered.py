@@ -8,18 +8,11 @@ import pytest
 import torch
 
 import workbench
-from tests.attach_scripts.common import finish, start_script
+from tests.attach_scripts.common import finish, start_script, until
 from workbench.core.train.runs.index import list_runs
 from workbench.core.train.events import CommandApplied, EpochEnded, Finished, Metrics, Paused
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _until(run, kind, pred=lambda e: True, timeout=60.0):
-    for event in run.events(timeout=timeout):
-        if isinstance(event, kind) and pred(event):
-            return event
-    raise AssertionError(f"no {kind.__name__} within {timeout} s")
 
 
 def test_plain_loop_freeze_lr_pause_save_stop(tmp_path):
@@ -30,22 +23,22 @@ def test_plain_loop_freeze_lr_pause_save_stop(tmp_path):
         assert run.steering
         names = [m[0] for m in run.info["model"]["modules"]]
         assert "layer1" in names and run.info["model_class"] == "ResNet"
-        _until(run, Metrics, lambda e: len(e.values["step"]) > 0)
+        until(run, Metrics, lambda e: len(e.values["step"]) > 0)
         assert [r.state for r in list_runs(tmp_path)] == ["running"]  # the Runs dock's view of the live script
         run.freeze("layer1")
-        applied = _until(run, CommandApplied)
+        applied = until(run, CommandApplied)
         assert applied.command.changed and all(n.startswith("layer1.") for n in applied.command.changed)
         run.set_lr(0.0123)
-        assert _until(run, CommandApplied).command.lr == pytest.approx(0.0123)
+        assert until(run, CommandApplied).command.lr == pytest.approx(0.0123)
         run.pause()
-        paused_at = _until(run, Paused).step
+        paused_at = until(run, Paused).step
         run.save_now()
-        saved = _until(run, CommandApplied)
+        saved = until(run, CommandApplied)
         assert saved.step == paused_at and saved.command.saved_to.endswith("last.pt")
         run.resume()
-        _until(run, EpochEnded)  # it trains on after the resume
+        until(run, EpochEnded)  # it trains on after the resume
         run.stop()
-        assert _until(run, Finished).reason == "stopped"
+        assert until(run, Finished).reason == "stopped"
         run.close()
     finally:
         code, out = finish(proc)

@@ -22,7 +22,7 @@ from workbench.core.model.saving import checkpoint_payload
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.edit_log import EditLog
-from workbench.core.train.trainer.optim import LR_KEYS
+from workbench.core.train.trainer.optim import set_group_lr_at
 
 __all__ = ["ScriptTrainer", "set_group_lr"]
 
@@ -177,19 +177,7 @@ def set_group_lr(optimizer, scheduler, lr: float, group: int | None = None) -> l
     first = float(groups[0]["lr"])
     targets = [int(group)] if group is not None else list(range(len(groups)))
     for i in targets:
-        g = groups[i]
-        old = float(g["lr"])
+        old = float(groups[i]["lr"])
         new = lr if group is not None or not first else old * lr / first
-        if group is None and not first:
-            new = lr
-        ratio = new / old if old else 1.0
-        g["lr"] = new
-        for key in LR_KEYS:
-            if key in g:
-                g[key] = g[key] * ratio
-        if scheduler is not None and hasattr(scheduler, "base_lrs") and i < len(scheduler.base_lrs):
-            scheduler.base_lrs[i] = scheduler.base_lrs[i] * ratio
-        last = getattr(scheduler, "_last_lr", None)
-        if isinstance(last, list) and i < len(last):
-            last[i] = new
+        set_group_lr_at(optimizer, scheduler, i, new)
     return targets

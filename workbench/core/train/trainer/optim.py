@@ -211,17 +211,24 @@ def rescale_lr(optimizer, scheduler, head_lr: float, config: TrainConfig) -> Non
     ``max_lr``, ``min_lr``) by the same ratio as each group's LR.
     """
     for i, g in enumerate(optimizer.param_groups):
-        new = lr_for_role(g.get("wb_role", "all"), head_lr, config) * float(g.get("wb_lr_factor", 1.0))
-        ratio = new / g["lr"] if g["lr"] else 1.0
-        g["lr"] = new
-        for key in LR_KEYS:
-            if key in g:
-                g[key] = g[key] * ratio
-        if scheduler is not None and hasattr(scheduler, "base_lrs") and i < len(scheduler.base_lrs):
-            scheduler.base_lrs[i] = scheduler.base_lrs[i] * ratio
-        if scheduler is not None and isinstance(getattr(scheduler, "_last_lr", None), list) \
-                and i < len(scheduler._last_lr):
-            scheduler._last_lr[i] = new
+        set_group_lr_at(optimizer, scheduler, i,
+                        lr_for_role(g.get("wb_role", "all"), head_lr, config) * float(g.get("wb_lr_factor", 1.0)))
+
+
+def set_group_lr_at(optimizer, scheduler, index: int, new: float) -> None:
+    """Set param group ``index``'s LR to ``new``; its other LR keys (:data:`LR_KEYS`) and the scheduler's
+    reference LRs (``base_lrs``, the last LR) scale by the same ratio, so the schedule continues from there."""
+    g = optimizer.param_groups[index]
+    ratio = new / g["lr"] if g["lr"] else 1.0
+    g["lr"] = new
+    for key in LR_KEYS:
+        if key in g:
+            g[key] = g[key] * ratio
+    if scheduler is not None and hasattr(scheduler, "base_lrs") and index < len(scheduler.base_lrs):
+        scheduler.base_lrs[index] = scheduler.base_lrs[index] * ratio
+    last = getattr(scheduler, "_last_lr", None)
+    if isinstance(last, list) and index < len(last):
+        last[index] = new
 
 
 def head_lr(optimizer) -> float:
