@@ -16,6 +16,9 @@
 ``workbench contributions [KIND]``
     The registered architectures (datasets, steps, metrics, probes): builtins,
     torchvision's, and installed packages' (:mod:`workbench.core.contrib`).
+``workbench graph PATH --out OUT.json|.svg|.png``
+    The dataflow graph of the model (:func:`workbench.core.graph.capture_graph`),
+    grouped by modules (``--expand``), as JSON, an SVG drawing or a PNG.
 
 ``workbench --help`` lists them (:data:`COMMANDS`, :func:`top_level_help`); a
 bare word that is neither a command nor an existing file (``workbench foo``)
@@ -430,12 +433,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("[ROOT]", "list the run folders (model, dataset, epochs, best, state)"),
     "contributions": ("[KIND]", "what builds by name: architectures, datasets, steps, metrics, probes"),
     "index": ("[--rebuild]", "the architecture index that ranks checkpoints (torchvision, timm): status or rebuild"),
+    "graph": ("PATH --out OUT", "the model's dataflow graph as .json, .svg or .png (--expand all|N)"),
 }
 
 
 def _command_mains() -> dict[str, Any]:
     return {"inspect": inspect_main, "train": _train_main, "lr-find": _lr_find_main, "diff": _diff_main,
-            "runs": _runs_main, "contributions": _contributions_main, "index": _index_main}
+            "runs": _runs_main, "contributions": _contributions_main, "index": _index_main, "graph": _graph_main}
 
 
 def top_level_help() -> str:
@@ -736,6 +740,151 @@ def _index_main(argv: Sequence[str]) -> int:
         return 0
 
     return _guard(run, "index", args.debug)
+
+
+_GRAPH_EPILOG = """\
+exit codes: 0 written; 1 the file could not be opened, needs --trust or an
+architecture, or no capture could trace the model on the example input;
+2 usage error (options, an unknown output type, no input shape to use).
+
+examples:
+  workbench graph resnet18.pth --arch resnet18 --out resnet18.svg --expand 1
+  workbench graph bert-folder/ --out bert.json
+  workbench graph model.pt --input-shape 1,3,32,32 --out model.png
+"""
+
+#: What ``workbench graph --out`` writes, by suffix.
+GRAPH_SUFFIXES = (".json", ".svg", ".png")
+
+
+def _expand_arg(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        return _depth_arg(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'all' nor a whole number >= 0") from None
+
+
+def _graph_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="workbench graph",
+        description="Capture the dataflow graph of a model (torch.export, falling back to torch.fx, then to a "
+                    "forward-hook trace) and write it as JSON (the ModelGraph), an SVG drawing or a PNG, laid out "
+                    "in layers with modules as boxes.",
+        epilog=_GRAPH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", help="checkpoint file or model folder, opened as `workbench inspect` opens it")
+    parser.add_argument("--arch", metavar="NAME|SPEC", help="architecture, as for `workbench inspect`")
+    parser.add_argument("--num-classes", type=int, metavar="N", help="num_classes passed to the architecture")
+    parser.add_argument("--input-shape", type=_shape_arg, metavar="N,C,H,W",
+                        help="example input shape (default: the model folder's own example, or token ids for a "
+                             "model whose first layer is an embedding)")
+    parser.add_argument("--expand", type=_expand_arg, default=None, metavar="all|N",
+                        help="all: every operation (default); N: open N levels of modules, the rest are boxes "
+                             "(1: the top-level modules as boxes, 0: the model as one box)")
+    parser.add_argument("--out", required=True, metavar="OUT", help="output file: .json, .svg or .png")
+    parser.add_argument("--trust", action="store_true",
+                        help="run code the file names (a pickled model, TorchScript, an architecture factory)")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+    suffix = Path(args.out).suffix.lower()
+    if suffix not in GRAPH_SUFFIXES:
+        return _fail(f"{args.out}: cannot write a {suffix or 'suffix-less'} file: give --out a .json, .svg or .png "
+                     "name", args.debug, code=2)
+    args.partial = False
+
+    def run() -> int:
+        from workbench.core.graph import capture_graph
+
+        loaded = _load(args)
+        if loaded["weights_only"]:
+            return _fail(f"{args.path}: no architecture to run, and a graph needs a forward pass: choose one with "
+                         "--arch (workbench contributions architecture lists them)", args.debug)
+        example = _graph_example(args, loaded)
+        if example is None:
+            return _fail(f"{args.path}: the model gives no hint of its input: give --input-shape "
+                         "(e.g. 1,3,224,224)", args.debug, code=2)
+        graph = capture_graph(loaded["model"], example)
+        if args.expand is not None:
+            graph = graph.collapsed(graph.expand_depth(args.expand))
+        _write_graph(graph, Path(args.out), suffix)
+        from workbench.core.run_files import printable
+
+        print(printable(f"{args.out}: {len(graph.nodes)} nodes, {len(graph.edges)} edges, "
+                        f"captured with {graph.method} on {example.describe()}"))
+        if graph.note:
+            print(printable(f"note: {graph.note}"), file=sys.stderr)
+        return 0
+
+    return _guard(run, args.path, args.debug)
+
+
+def _graph_example(args: argparse.Namespace, loaded: dict[str, Any]):
+    """The input to capture on: ``--input-shape``, else the file's own example, else the model's hint, else None."""
+    from workbench.core.model.example_input import default_input_shape, example_input
+
+    model = loaded["model"]
+    if args.input_shape:
+        return example_input(model, args.input_shape)
+    if loaded.get("example") is not None:
+        return loaded["example"]
+    return example_input(model) if default_input_shape(model) is not None else None
+
+
+def _write_graph(graph, out: Path, suffix: str) -> None:
+    """Write ``graph`` to ``out`` atomically: its JSON, its SVG drawing, or that drawing rendered to PNG."""
+    from workbench.core.files import atomic_write_bytes, atomic_write_text
+
+    if suffix == ".json":
+        atomic_write_text(out, graph.to_json(indent=1))
+        return
+    from workbench.core.graph.svg import to_svg
+
+    svg = to_svg(graph)
+    if suffix == ".svg":
+        atomic_write_text(out, svg)
+    else:
+        atomic_write_bytes(out, _svg_to_png(svg))
+
+
+#: Longest side of a PNG, pixels: a taller drawing is scaled down to fit (QImage's limits, file size).
+PNG_MAX_SIDE = 16384
+_QT_APP = None
+
+
+def _svg_to_png(svg: str) -> bytes:
+    """PNG bytes of an SVG document, rendered by Qt's SVG module (offscreen; no window is shown)."""
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QBuffer, QByteArray, QCoreApplication, QIODevice
+    from PySide6.QtGui import QColor, QImage, QPainter
+    from PySide6.QtSvg import QSvgRenderer
+    from PySide6.QtWidgets import QApplication
+
+    global _QT_APP
+    if QCoreApplication.instance() is None:  # text needs fonts, fonts an application: one for the process,
+        _QT_APP = QApplication(["workbench-graph"])  # a full QApplication so a window can still be made later
+    renderer = QSvgRenderer(QByteArray(svg.encode("utf-8")))
+    if not renderer.isValid():
+        raise ValueError("the SVG drawing of the graph could not be rendered")
+    size = renderer.defaultSize()
+    scale = min(1.0, PNG_MAX_SIDE / max(size.width(), size.height(), 1))
+    image = QImage(max(1, int(size.width() * scale)), max(1, int(size.height() * scale)), QImage.Format.Format_ARGB32)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    try:
+        renderer.render(painter)
+    finally:
+        painter.end()
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buffer, "PNG"):
+        raise ValueError("the graph's image could not be encoded as PNG")
+    buffer.close()
+    return bytes(data.data())
 
 
 if __name__ == "__main__":
