@@ -28,6 +28,7 @@ from workbench.core.train.runs.folder import default_runs_root
 from workbench.ui.threading import run_in_background
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
+from workbench.ui.graph.graph_panel import GraphPanel
 from workbench.ui.help_menu import HelpMenu
 from workbench.ui.model.details_panel import DetailsPanel
 from workbench.ui.model.tree_model import ModelTreeModel
@@ -110,6 +111,7 @@ class MainWindow(QMainWindow):
         self.training_panel = TrainingPanel(self.session, self.prompts, self)
         self.probes_panel = ProbesPanel(self.session, self)
         self.runs_panel = RunsPanel(default_runs_root(), self)
+        self.graph_panel = GraphPanel(self.session, self)
         self._build_status_bar()
         self._build_docks()
         self._build_menus()
@@ -248,6 +250,9 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.details_dock, self.probes_dock)
         self.runs_dock = self._dock("Runs", "runsDock", self.runs_panel, left)
         self.tabifyDockWidget(self.probes_dock, self.runs_dock)
+        self.graph_dock = self._dock("Graph", "graphDock", self.graph_panel, right)
+        self.tabifyDockWidget(self.training_dock, self.graph_dock)  # a tab beside the plots
+        self.training_dock.raise_()
         self.probes_dock.raise_()
         self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
@@ -378,7 +383,8 @@ class MainWindow(QMainWindow):
         self._rebuild_recent_menu()
 
     def _docks(self) -> tuple[QDockWidget, ...]:
-        return (self.model_dock, self.details_dock, self.training_dock, self.probes_dock, self.runs_dock)
+        return (self.model_dock, self.details_dock, self.training_dock, self.probes_dock, self.runs_dock,
+                self.graph_dock)
 
     def _rebuild_recent_menu(self) -> None:
         self.recent_menu.clear()
@@ -393,6 +399,10 @@ class MainWindow(QMainWindow):
         self.tree_model.badgesChanged.connect(self._on_badges_changed)
         self.runs_panel.openRequested.connect(lambda path: self.open_path(path))
         self.runs_panel.resumeRequested.connect(self.resume_run)
+        # the graph and the tree stay in step: a box clicked selects the module, a module opened opens the row
+        self.graph_panel.moduleSelected.connect(self.tree_widget.select_name)
+        self.graph_panel.expandRequested.connect(self.tree_widget.set_expanded)
+        self.tree_widget.moduleExpanded.connect(self.graph_panel.set_expanded)
         session.modelChanged.connect(self._on_model_changed)
         session.structureChanged.connect(self.structure_changed)
         session.trainableChanged.connect(self.refresh_tree)

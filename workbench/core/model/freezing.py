@@ -27,6 +27,7 @@ from torch import nn
 from workbench.core.model.names import UnknownPathError, all_parameters, resolve
 
 __all__ = [
+    "frozen_modules",
     "set_trainable",
     "freeze_all_except",
     "freeze_before",
@@ -199,6 +200,17 @@ def trainable_counts(model: nn.Module) -> tuple[int, int]:
         if p.requires_grad:
             trainable += n
     return trainable, total
+
+
+def frozen_modules(model: nn.Module) -> set[str]:
+    """Qualified names of the modules that have parameters (their own or their children's) and every one frozen
+    (``requires_grad`` False); ``""`` is the model itself."""
+    out = set()
+    for name, module in model.named_modules():
+        flags = [p.requires_grad for p in module.parameters()]
+        if flags and not any(flags):
+            out.add(name)
+    return out
 
 
 def apply_frozen(model: nn.Module, frozen_names: Iterable[str], *, strict: bool = True) -> list[str]:

@@ -82,6 +82,28 @@ class LayerSnapshot:
         """``(L,)`` values of one quantity."""
         return self.values[:, QUANTITIES.index(quantity)]
 
+    def per_module(self, quantity: str, paths) -> dict[str, float]:
+        """One value of ``quantity`` per module of ``paths``: the mean over the finite values of its leaves
+        (the module itself when it is a leaf; ``""``: every leaf). A log quantity (:data:`LOG_QUANTITIES`) is
+        averaged in log10. Modules without a finite value are left out.
+
+        Raises
+        ------
+        ValueError
+            ``quantity`` is not one of :data:`QUANTITIES`.
+        """
+        col = np.asarray(self.column(quantity), dtype=np.float64)
+        if quantity in LOG_QUANTITIES:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                col = np.where(col > 0, np.log10(col), np.nan)
+        out: dict[str, float] = {}
+        for path in paths:
+            prefix = f"{path}." if path else ""
+            picked = [v for n, v in zip(self.names, col) if (n == path or n.startswith(prefix)) and np.isfinite(v)]
+            if picked:
+                out[path] = float(np.mean(picked))
+        return out
+
 
 def _bounds(module: nn.Module) -> tuple[float, float] | None:
     if isinstance(module, nn.Hardtanh):  # ReLU6 is a Hardtanh(0, 6)

@@ -131,10 +131,13 @@ class ModelTreeWidget(QWidget):
         The selected ``ModuleNode`` / ``ParamRow`` (or None).
     inputShapeEntered(str)
         The text of the input-shape field, when the user presses Enter.
+    moduleExpanded(str, bool)
+        A module's row was expanded (True) or collapsed (False): its qualified name (``""``: the model).
     """
 
     currentNodeChanged = Signal(object)
     inputShapeEntered = Signal(str)
+    moduleExpanded = Signal(str, bool)
 
     def __init__(self, controller: TreeController, parent=None):
         super().__init__(parent)
@@ -150,6 +153,8 @@ class ModelTreeWidget(QWidget):
         self.filter_edit.textChanged.connect(self._on_filter_changed)
         self.input_shape_edit.returnPressed.connect(self._on_input_shape_entered)
         self.view.customContextMenuRequested.connect(self._on_context_menu_requested)
+        self.view.expanded.connect(lambda idx: self._on_expanded(idx, True))
+        self.view.collapsed.connect(lambda idx: self._on_expanded(idx, False))
 
     def _make_view(self) -> QTreeView:
         view = QTreeView(objectName="modelTree")
@@ -268,6 +273,31 @@ class ModelTreeWidget(QWidget):
         self.view.setCurrentIndex(idx)
         self.view.scrollTo(idx)
         return True
+
+    def set_expanded(self, name: str, flag: bool) -> bool:
+        """Expand (``flag``) or collapse the row of module ``name`` (its parents expand with it); False if not shown."""
+        idx = self.proxy.mapFromSource(self.source_model.index_for_name(name))
+        if not idx.isValid():
+            return False
+        if flag:
+            parent = idx.parent()
+            while parent.isValid():
+                self.view.expand(parent)
+                parent = parent.parent()
+        if self.view.isExpanded(idx) != bool(flag):
+            self.view.setExpanded(idx, bool(flag))
+        return True
+
+    def is_expanded(self, name: str) -> bool:
+        """Whether the row of module ``name`` is shown expanded."""
+        idx = self.proxy.mapFromSource(self.source_model.index_for_name(name))
+        return idx.isValid() and self.view.isExpanded(idx)
+
+    def _on_expanded(self, idx, flag: bool) -> None:
+        node = node_of(idx)
+        name = getattr(node, "name", None)
+        if isinstance(name, str) and not isinstance(node, ParamRow):
+            self.moduleExpanded.emit(name, flag)
 
     def visible_source_parents(self) -> list:
         """The ``ModuleNode`` parents of the rows on screen (for cheap repaints)."""
