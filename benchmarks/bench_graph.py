@@ -37,7 +37,8 @@ def _median(fn, repeats: int = REPEATS) -> float:
     return statistics.median(times)
 
 
-def _big_vit():
+def big_vit():
+    """A ViT-L-wide VisionTransformer of :data:`LAYERS_10K` encoder layers on ``meta``: ~10,000 operations."""
     import torch
     from torchvision.models.vision_transformer import VisionTransformer
 
@@ -65,7 +66,7 @@ def run() -> dict[str, float]:
     capture_fx = _median(lambda: capture_graph(r50, x, method="fx"))
     layout_r50 = _median(lambda: layout(graph))
 
-    big = capture_graph(_big_vit(), torch.zeros(1, 3, 224, 224, device="meta"))
+    big = capture_graph(big_vit(), torch.zeros(1, 3, 224, 224, device="meta"))
     layers = {f"encoder.layers.encoder_layer_{i}" for i in range(LAYERS_10K)}
     layout_big = _median(lambda: layout(big), 3)
     collapse_big = _median(lambda: (big.collapsed({""}), big.collapsed({"", "encoder", "encoder.layers"})))

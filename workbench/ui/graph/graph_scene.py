@@ -137,12 +137,15 @@ class GraphScene(QGraphicsScene):
             for path in expanded:
                 if path and (node.module_path == path or node.module_path.startswith(path + ".")):
                     members.setdefault(path, []).append(index[node.name])
+        deepest = max((p.count(".") for p in members), default=0)
         for path, rows in sorted(members.items(), key=lambda kv: kv[0].count(".")):
             pos, size = layout.positions[rows], layout.sizes[rows]
-            lo = (pos - size / 2).min(axis=0) - 10
-            hi = (pos + size / 2).max(axis=0) + 10
-            frame = QGraphicsRectItem(QRectF(float(lo[0]), float(lo[1]) - 14, float(hi[0] - lo[0]),
-                                             float(hi[1] - lo[1]) + 14))
+            pad = 8 + 12 * (deepest - path.count("."))  # an outer frame a little wider: nested titles apart
+            lo = (pos - size / 2).min(axis=0) - pad
+            hi = (pos + size / 2).max(axis=0) + pad
+            top = 14 + 14 * (deepest - path.count("."))
+            frame = QGraphicsRectItem(QRectF(float(lo[0]), float(lo[1]) - top, float(hi[0] - lo[0]),
+                                             float(hi[1] - lo[1]) + top))
             frame.setData(MODULE_ROLE, path)
             frame.setData(KIND_ROLE, "frame")
             frame.setBrush(QBrush(QColor(90, 140, 210, 22)))
@@ -153,7 +156,7 @@ class GraphScene(QGraphicsScene):
             frame.setToolTip(f"{path} (double-click to close)")
             title = QGraphicsSimpleTextItem(path, frame)
             title.setBrush(QBrush(QColor(60, 100, 170)))
-            title.setPos(float(lo[0]) + 4, float(lo[1]) - 13)
+            title.setPos(float(lo[0]) + 4, float(lo[1]) - top + 1)
             self.labels.append(title)
             self.addItem(frame)
             self.frames[path] = frame
