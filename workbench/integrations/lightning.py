@@ -8,8 +8,9 @@ optimizer step is the step boundary where the window's commands apply and a
 pause blocks; a Stop sets ``trainer.should_stop``, so Lightning ends the fit
 the way early stopping does.
 
-One process (``devices=1``): the callback knows nothing of other ranks, so a
-distributed fit would open one run per rank, each steered on its own.
+A distributed fit (``strategy="ddp"``): every rank's callback attaches; rank 0
+listens and every rank applies its commands at the same step (``Attached``'s
+agreement over ``torch.distributed``; not tested here with several ranks).
 """
 
 from __future__ import annotations

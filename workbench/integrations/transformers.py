@@ -13,7 +13,8 @@ that follows, so the row carries the loss the Trainer logged (the mean since
 the last logging step); other steps' rows have no loss, so ``logging_steps=1``
 gives a curve of every step (each log reads the loss off the device once).
 
-One process: under ``torch.distributed`` only the main process attaches. The
+Under ``torch.distributed`` every process attaches: rank 0 listens, and every
+rank applies its commands at the same step (not tested here with several ranks). The
 Trainer has no hook for an exception: a training that raises ends the attached
 run as an error when the exception leaves the script (``Attached`` chains
 ``sys.excepthook``).
@@ -70,8 +71,8 @@ class WorkbenchCallback(transformers.TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
         """Attach over the model, the torch optimizer and the LR scheduler (unwrapped from accelerate's)."""
-        if self.attached is not None or not state.is_world_process_zero or model is None:
-            return
+        if self.attached is not None or model is None:
+            return  # every rank attaches: under torch.distributed rank 0 listens and the ranks agree per step
         optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer
         lr_scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's AcceleratedScheduler
         self.attached = self.options.attach(model, optimizer, lr_scheduler)

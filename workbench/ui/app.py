@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--attach", metavar="HOST:PORT",
                         help="attach to a training script that called workbench.attach (File > Attach to a "
                              "running script…); the token comes from its discovery file on this machine, or --token")
-    parser.add_argument("--token", help="the attached script's token (printed by the script)")
+    parser.add_argument("--token", help="the attached script's token (printed by the script); or set "
+                                        "WORKBENCH_ATTACH_TOKEN, which other users cannot read in ps")
     parser.add_argument("--unfreeze", metavar="PATH", action="append", default=[],
                         help="unfreeze a module (applied after --freeze); repeatable")
     return parser
@@ -192,7 +193,7 @@ def attach_from_args(window, args) -> bool:
     discovery file with that address. False after saying why not."""
     from workbench.core.attach.discovery import list_waiting
 
-    token = args.token
+    token = args.token or os.environ.get("WORKBENCH_ATTACH_TOKEN")  # (a --token shows in ps; the variable does not)
     if not token:
         found = [i for i in list_waiting() if i.get("address") == args.attach]
         if not found:

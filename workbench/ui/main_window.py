@@ -235,7 +235,7 @@ class MainWindow(QMainWindow):
     def _build_docks(self) -> None:
         """The default arrangement: the curves get the room.
 
-        Left, the module tree over one tab group (Details, Probes, Runs; Probes in
+        Left, the module tree over one tab group (Details, Probes, Runs, Graph; Probes in
         front); right, at full height, the Training dock: its run buttons,
         settings inspector and the loss / val / LR plots. Sizes are set on the
         first show (:meth:`apply_default_dock_sizes`) when no layout was saved.
@@ -250,10 +250,9 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.details_dock, self.probes_dock)
         self.runs_dock = self._dock("Runs", "runsDock", self.runs_panel, left)
         self.tabifyDockWidget(self.probes_dock, self.runs_dock)
-        self.graph_dock = self._dock("Graph", "graphDock", self.graph_panel, right)
-        self.tabifyDockWidget(self.training_dock, self.graph_dock)  # a tab beside the plots
-        self.training_dock.raise_()
-        self.probes_dock.raise_()
+        self.graph_dock = self._dock("Graph", "graphDock", self.graph_panel, left)
+        self.tabifyDockWidget(self.runs_dock, self.graph_dock)  # under the tree, in step with it; the plots keep
+        self.probes_dock.raise_()  # their height (a tab bar beside them took ~25 px at 1152x696)
         self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
 
@@ -613,8 +612,10 @@ class MainWindow(QMainWindow):
         if self.training_panel.is_running():
             self.session.show_status("Stop or detach the current run before attaching to a script.", 8000)
             return False
-        try:
-            handle = connect(address, token, steer=steer, callbacks=self.session.training_callbacks())
+        callbacks = self.session.training_callbacks()
+        try:  # off the GUI thread: a remote script behind a slow tunnel must not freeze the window
+            handle = run_in_background(lambda: connect(address, token, steer=steer, callbacks=callbacks),
+                                       f"Attaching to {address}…", self)
         except AttachError as exc:
             self.prompts.error(f"Attach: {exc}")
             return False

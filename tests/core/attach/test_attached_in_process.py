@@ -142,3 +142,63 @@ def test_bad_probe_settings_are_refused_and_an_early_probe_choice_is_kept(tmp_pa
     finally:
         wb.close()
         run.close()
+
+
+def test_the_history_keeps_the_whole_run_evenly_and_replays_in_chunks():
+    import numpy as np
+
+    from workbench.core.attach.server import History
+    from workbench.core.train.events import FitStarted, Metrics, Paused
+
+    history = History(max_rows=1000)
+    history.add(FitStarted({"epoch": 0}))
+    for start in range(1, 100_001, 100):
+        steps = np.arange(start, start + 100, dtype=np.float64)
+        history.add(Metrics({"step": steps, "loss": 1.0 / steps}))
+    history.add(Paused(100_000))
+    steps = history.metrics()["step"]
+    assert len(steps) <= 1000 and steps[0] == 1.0  # bounded, and the run's beginning is kept
+    first_tenth = np.count_nonzero(steps <= 10_000)
+    assert 0.05 * len(steps) <= first_tenth <= 0.15 * len(steps)  # thinned evenly, not the old rows first
+    replay = history.replay(chunk=300)
+    assert isinstance(replay[0], FitStarted) and isinstance(replay[-1], Paused)
+    chunks = [e for e in replay if isinstance(e, Metrics)]
+    assert all(len(c.values["step"]) <= 300 for c in chunks)
+    assert np.array_equal(np.concatenate([c.values["step"] for c in chunks]), steps)
+
+
+def test_a_bad_probe_call_is_refused_and_a_failing_probe_never_ends_the_step(tmp_path):
+    from workbench.core.probe.callback import ProbeCallback
+
+    model = torchvision.models.resnet18(num_classes=10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    wb = workbench.attach(model, optimizer, run_dir=tmp_path / "run")
+    run = workbench.connect(wb.address, wb.token, callbacks=[ProbeCallback(lambda reports: None, every=1)])
+    x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    try:
+        for method, args in (("set_weight_histograms", [[[1]]]), ("set_probed", [["a", 2]]),
+                             ("set_cadence", [0]), ("set_cadence", [None, float("nan")]), ("__reduce__", [])):
+            reply = run.wait_ack(run._command("callback", index=0, method=method, args=args))
+            assert reply is not None and not reply["ok"], (method, reply)
+        for _ in range(3):
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            wb.step(loss)
+        wb._probes[0].on_step_end = None  # a probe that breaks: the script's next step goes on without it
+        wb.step(1.0)
+        assert wb._probes == []
+    finally:
+        wb.close()
+        run.close()
+
+
+def test_a_structure_torch_refuses_is_a_skeleton_error():
+    from workbench.core.model.skeleton import SkeletonError, build_skeleton
+
+    for bad in ({"modules": [["", "M"], ["training", "M"]]},  # a name nn.Module reserves
+                {"modules": [["", "M"], ["a", "M"], ["a", "M"]]},  # listed twice
+                {"modules": [["", "M"]], "params": [["w", [2**40 - 1, 2**40 - 1], "float32", True]]}):
+        with pytest.raises(SkeletonError):
+            build_skeleton(bad)

@@ -39,16 +39,11 @@ WAIT_S = 60.0  # the longest any one wait below lasts before the test fails (a b
 
 
 class _Output:
-    """Collects a child process's output lines on a thread (the pipe never fills)."""
+    """A started script's output lines (``start_script`` reads them on a thread: the pipe never fills)."""
 
-    def __init__(self, stream):
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream) -> None:
-        for line in stream:
-            self.lines.append(line)
+    def __init__(self, proc):
+        self.lines: list[str] = proc.lines
+        self._proc = proc
 
     def text(self, start: int = 0) -> str:
         return "".join(self.lines[start:])
@@ -65,7 +60,7 @@ class _Output:
             time.sleep(0.05)
 
     def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        self._proc.wait(timeout)
 
 
 @dataclass
@@ -103,7 +98,7 @@ def script(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # the per-test folder of conftest is not set up yet at module scope
         mp.setenv("WORKBENCH_ATTACH_DIR", str(folder / "attach"))
         proc, info = start_script("plain_loop", folder / "run")
-    s = Script(proc, info, _Output(proc.stdout), folder / "run")
+    s = Script(proc, info, _Output(proc), folder / "run")
     try:
         yield s
     finally:
@@ -393,7 +388,9 @@ def test_a_killed_window_lets_the_script_resume_and_a_new_window_sees_the_histor
     env["PYTHONPATH"] = os.pathsep.join([str(SCRIPTS.parent.parent), env.get("PYTHONPATH", "")])
     window = subprocess.Popen([sys.executable, "-c", KILLED_WINDOW, script.address, script.token], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = _Output(window.stdout)
+    window.lines = []
+    threading.Thread(target=lambda: window.lines.extend(iter(window.stdout.readline, "")), daemon=True).start()
+    out = _Output(window)
     try:
         start = len(script.out.lines)
         paused_at = int(out.wait_for("PAUSED").split()[1])

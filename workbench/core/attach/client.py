@@ -22,10 +22,14 @@ from workbench.core.attach.wire import MAX_MESSAGE_BYTES, WireError, recv_messag
 from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink, from_wire
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
 
-__all__ = ["connect", "AttachedRun", "AttachError", "parse_address", "CONNECT_TIMEOUT_S"]
+__all__ = ["connect", "AttachedRun", "AttachError", "parse_address", "CONNECT_TIMEOUT_S", "SCRIPT_EVENTS"]
 
 #: Seconds to connect and be welcomed.
 CONNECT_TIMEOUT_S = 10.0
+#: The events a script publishes (:mod:`workbench.core.attach.script`); any other name is dropped unread,
+#: so that ``StateSynced`` / ``ExtrasReady`` bytes (read with ``torch.load``) never come from a socket.
+SCRIPT_EVENTS = frozenset({"FitStarted", "Metrics", "ProgressText", "EpochEnded", "CommandApplied", "NonFinite",
+                           "RunError", "Paused", "Sink", "Finished"})
 _END = object()
 
 
@@ -281,6 +285,7 @@ class AttachedRun:
             return reason
         finally:
             self.reason = reason
+            self.close()  # the socket and the listeners on the window's probe callbacks go with the run
             emit(Finished(reason))
 
     # ------------------------------------------------------------------ internals
@@ -329,9 +334,11 @@ class AttachedRun:
                     continue
                 if msg.get("type") == "ack":
                     self.acks.append(msg)
+                    if not msg.get("ok"):  # the window says so (a status line), never silently
+                        self._events.put(ProgressText(f"The script refused a command: {msg.get('error')}"))
                     continue
-                if msg.get("type") != "event":
-                    continue
+                if msg.get("type") != "event" or msg.get("name") not in SCRIPT_EVENTS:
+                    continue  # a script publishes no state blobs: nothing here is ever unpickled
                 try:
                     event = from_wire(msg["name"], msg["fields"])
                 except Exception:  # noqa: BLE001 - an event this version does not know: skip it

@@ -73,10 +73,15 @@ def _count(v) -> bool:
 
 
 #: The type each probe setting a window sends must have (checked before the callback is built).
-_SETTING_OK = {"every": _count, "grad_every": _count, "budget": _number, "probed": _names,
+def _share(v) -> bool:
+    return _number(v) and math.isfinite(v) and 0 < v <= 1
+
+
+_SETTING_OK = {"every": _count, "grad_every": _count, "budget": _share, "probed": _names,
                "track_updates": lambda v: isinstance(v, bool), "weight_hist": _names,
                "thresholds": lambda v: v is None or isinstance(v, health.HealthThresholds),
-               "layers": lambda v: isinstance(v, bool), "tb_histogram_budget": _number, "flush_ms": _number,
+               "layers": lambda v: isinstance(v, bool), "tb_histogram_budget": _share,
+               "flush_ms": lambda v: _number(v) and math.isfinite(v) and 0 <= v <= 60_000,
                "bins": lambda v: isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 4096,
                "images": lambda v: isinstance(v, bool)}
 #: What a window may call on a probe callback it installed (each thread-safe there).
@@ -243,8 +248,7 @@ class Attached:
         if isinstance(loss, float) and not math.isfinite(loss):
             self._nonfinite(step, loss)
         if self._probes:
-            for cb in self._probes:
-                cb.on_step_end(tr, row)
+            self._probe_hook("on_step_end", tr, row)
         if self.sync is not None:  # every rank applies rank 0's commands, pause and stop at this same step
             self._rank_step(row)
             return
@@ -284,8 +288,7 @@ class Attached:
             self._csv.append(m)
         except OSError as exc:
             log.warning("workbench attach: metrics.csv not written: %s", exc)
-        for cb in self._probes:
-            cb.on_epoch_end(tr, m)
+        self._probe_hook("on_epoch_end", tr, m)
         self._publish(EpochEnded(dict(m)))
         tr.epoch += 1
         tr.batch_in_epoch = 0
@@ -299,6 +302,9 @@ class Attached:
             return
         self._closed = True
         atexit.unregister(self.close)
+        ours = getattr(self, "_excepthook", None)
+        if ours is not None and sys.excepthook is ours[0]:
+            sys.excepthook = ours[1]  # the closure holds this object (the model): let both go
         try:
             self._flush(time.perf_counter())
             self._set_probes([])
@@ -341,11 +347,16 @@ class Attached:
             previous(exc_type, exc, tb)
 
         sys.excepthook = hook
+        self._excepthook = (hook, previous)
 
     # ------------------------------------------------------------------ the training thread
     def _publish(self, event) -> None:
         if self.server is not None:
             self.server.publish(event)
+
+    def flush(self, now: float | None = None) -> None:
+        """Send the step rows so far as one ``Metrics`` event (``now``: ``time.perf_counter()``, default: now)."""
+        self._flush(time.perf_counter() if now is None else now)
 
     def _flush(self, now: float) -> None:
         self._last_emit = now
@@ -375,8 +386,7 @@ class Attached:
             r.setdefault("time", t)
             r.setdefault("epoch", epoch)
         self._publish(Metrics(pack_metrics(rows)))
-        for cb in self._probes:
-            cb.on_metrics(tr, rows)
+        self._probe_hook("on_metrics", tr, rows)
 
     def _nonfinite(self, step: int, loss: float) -> None:
         if self._bad_loss:
@@ -384,7 +394,7 @@ class Attached:
         self._bad_loss = True  # once per run: the window asks what to do
         tr = self.trainer
         trace: dict = {}
-        if tr.last_batch is not None:
+        if tr.last_batch is not None and self.rank == 0:  # a forward on one rank alone: no collective waits
             try:
                 tr.nonfinite_trace = trace_nonfinite(tr.model, tr.last_batch, _output_sum, step, exact=False)
                 trace = tr.nonfinite_trace.to_dict()
@@ -401,8 +411,7 @@ class Attached:
             step = int(self.trainer.step)
             self._publish(Paused(step))
             self.trainer.edit_log.write(step, {"op": "pause"})
-            for cb in self._probes:
-                cb.on_pause(self.trainer)
+            self._probe_hook("on_pause", self.trainer)
             self.control.wait_while_paused(self._apply)
             self.trainer.edit_log.write(int(self.trainer.step), {"op": "resume"})
             self._last_emit = time.perf_counter()
@@ -450,19 +459,21 @@ class Attached:
         """Data-parallel: the ranks pause in lockstep at this step (:class:`RankSync`): say so, like a pause of one process."""
         self._flush(time.perf_counter())
         self._publish(Paused(int(self.trainer.step)))
-        for cb in self._probes:
-            cb.on_pause(self.trainer)
+        self._probe_hook("on_pause", self.trainer)
 
     def _set_probes(self, specs: list) -> None:
-        for cb in self._probes:
-            cb.on_fit_end(self.trainer, "stopped")
+        self._probe_hook("on_fit_end", self.trainer, "stopped")
         self._probes = []
         if self._grad_hook is not None:
             self._grad_hook.remove()
             self._grad_hook = None
         for index, spec in enumerate(specs):
             cb = callback.ProbeCallback(lambda reports, i=index: self._publish(Sink(i, reports)), **spec)
-            cb.on_fit_start(self.trainer)
+            try:
+                cb.on_fit_start(self.trainer)
+            except Exception as exc:  # noqa: BLE001 - a probe that cannot start is left out
+                log.warning("workbench attach: a probe could not start: %s: %s", type(exc).__name__, exc)
+                continue
             self._probes.append(cb)
         opt = self.trainer.optimizer
         if self._probes and isinstance(opt, torch.optim.Optimizer):
@@ -474,8 +485,22 @@ class Attached:
                 log.warning("workbench attach: gradient probes unavailable (%s)", exc)
 
     def _after_backward(self) -> None:
-        for cb in self._probes:
-            cb.on_after_backward(self.trainer)
+        self._probe_hook("on_after_backward", self.trainer)
+
+    def _probe_hook(self, hook: str, *args) -> None:
+        """Call ``hook`` on every probe callback; one that raises is logged and removed (never the script's end)."""
+        for cb in list(self._probes):
+            try:
+                getattr(cb, hook)(*args)
+            except Exception as exc:  # noqa: BLE001 - a probe's failure is the probe's, not the training's
+                log.warning("workbench attach: a probe failed in %s and was removed: %s: %s", hook,
+                            type(exc).__name__, exc)
+                if cb in self._probes:
+                    self._probes.remove(cb)
+                try:
+                    cb.on_exception(self.trainer, exc, "")
+                except Exception:  # noqa: BLE001
+                    pass
 
     # ------------------------------------------------------------------ the server's threads
     def _welcome(self) -> dict:
@@ -551,6 +576,9 @@ class Attached:
             if method not in CALLBACK_METHODS or not isinstance(index, int) or isinstance(index, bool) \
                     or not isinstance(args, (list, tuple)) or not 0 <= index < 4:
                 return f"callback method {method!r} refused"
+            problem = _callback_args_problem(method, list(args))
+            if problem:
+                return problem
             c.queue(_CallbackCall(index, method, list(args)))  # after the callbacks queued before it
         self._pending = True
         return None
@@ -562,6 +590,20 @@ class Attached:
         if not clean and self.control.is_paused:
             log.warning("workbench attach: the window that paused this run went away; resuming")
             self.control.resume()
+
+
+def _callback_args_problem(method: str, args: list) -> str | None:
+    """Why ``method(*args)`` from a window is refused (wrong count or types), or None."""
+    if method in ("set_probed", "set_weight_histograms"):
+        return None if len(args) == 1 and _names(args[0]) else f"{method} takes one list of names"
+    if method == "set_cadence":
+        every, budget = (list(args) + [None, None])[:2]
+        if len(args) > 2 or not _count(every) or (every is not None and every < 1):
+            return "set_cadence takes every (None or >= 1) and a budget"
+        if budget is not None and not (_number(budget) and math.isfinite(budget) and 0 < budget <= 1):
+            return "set_cadence's budget must be a share in (0, 1]"
+        return None
+    return f"callback method {method!r} refused"
 
 
 def _unwrap_optimizer(optimizer):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from pathlib import Path
 
 import torch
@@ -136,7 +135,7 @@ class ScriptTrainer:
 
     def emit(self, now: float | None = None) -> None:
         """Send the step rows so far (before a pause)."""
-        self._owner._flush(time.perf_counter())
+        self._owner.flush()
 
     def call(self, hook: str, *args) -> None:
         """``on_pause`` of a lockstep pause: the owner says so to the windows; other hooks have no listener."""

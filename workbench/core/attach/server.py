@@ -22,6 +22,7 @@ import logging
 import queue
 import socket
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -29,7 +30,8 @@ import numpy as np
 from workbench.core.attach.wire import encode, recv_message, send_message
 from workbench.core.train.events import Event, Metrics, Sink, to_wire
 
-__all__ = ["AttachServer", "History", "HELLO_TIMEOUT_S", "MAX_COMMAND_BYTES", "HISTORY_ROWS", "BACKLOG"]
+__all__ = ["AttachServer", "History", "HELLO_TIMEOUT_S", "MAX_COMMAND_BYTES", "HISTORY_ROWS", "BACKLOG",
+           "REPLAY_CHUNK_ROWS", "MAX_PENDING", "KEEPALIVE"]
 
 log = logging.getLogger("workbench.attach")
 
@@ -41,17 +43,33 @@ MAX_COMMAND_BYTES = 1 * 2**20
 HISTORY_ROWS = 200_000
 #: Metric / probe batches waiting for a slow window beyond which new ones are dropped.
 BACKLOG = 64
+#: Step rows per history message sent to a window that attaches (40 columns: ~6 MB).
+REPLAY_CHUNK_ROWS = 20_000
+#: Connections that have not authenticated yet, beyond which new ones are closed at once.
+MAX_PENDING = 16
+#: TCP keepalive of a window's connection (idle s, interval s, probes): a window whose network died
+#: is dropped within about a minute, and its steering (and a pause it asked) is freed.
+KEEPALIVE = (20, 10, 3)
 
 
 class History:
     """What a window that attaches late is shown first: every event but the step metrics, in order,
-    and the step metrics merged into one bounded :class:`Metrics` (at most :data:`HISTORY_ROWS` rows)."""
+    and the step metrics kept evenly over the whole run (at most ``max_rows`` rows: one of every
+    ``2**k`` steps once the run is longer).
+
+    Parameters
+    ----------
+    max_rows : int
+        Step rows kept (:data:`HISTORY_ROWS`).
+    """
 
     def __init__(self, max_rows: int = HISTORY_ROWS):
         self.max_rows = int(max_rows)
         self.events: list[Event] = []
         self._cols: dict[str, list[np.ndarray]] = {}
         self._rows = 0
+        self._seen = 0  # step rows received in all
+        self._stride = 1  # one row kept of every ``_stride`` received (doubles each time the history is full)
 
     def add(self, event: Event) -> None:
         """Keep ``event`` (probe reports are live only: not kept)."""
@@ -64,6 +82,15 @@ class History:
         n = len(values.get("step", ()))
         if not n:
             return
+        first = (-self._seen) % self._stride  # keep the rows whose run-wide index is a multiple of the stride
+        self._seen += n
+        if first:
+            values = {k: np.asarray(v)[first::self._stride] for k, v in values.items()}
+        elif self._stride > 1:
+            values = {k: np.asarray(v)[::self._stride] for k, v in values.items()}
+        n = len(values.get("step", ()))
+        if not n:
+            return
         for k in set(self._cols) | set(values):
             col = values.get(k)
             if col is None:
@@ -72,21 +99,24 @@ class History:
                 self._cols[k] = [np.full(self._rows, np.nan)] if self._rows else []
             self._cols[k].append(np.asarray(col, dtype=np.float64))
         self._rows += n
-        if self._rows > self.max_rows:
+        if self._rows > self.max_rows:  # every other row of the whole run, and from now on every 2k-th
             merged = self.metrics()
-            half = self._rows // 2
-            self._cols = {k: [np.concatenate([v[:half][::2], v[half:]])] for k, v in merged.items()}
+            self._cols = {k: [v[::2]] for k, v in merged.items()}
             self._rows = len(next(iter(self._cols.values()))[0])
+            self._stride *= 2
 
     def metrics(self) -> dict:
         """The kept step rows: ``{key: (R,) float64}``."""
         return {k: np.concatenate(v) if v else np.zeros(0) for k, v in self._cols.items()}
 
-    def replay(self) -> list[Event]:
-        """The events a new window gets first: the first event (``FitStarted``), the merged metrics, the rest."""
+    def replay(self, chunk: int = REPLAY_CHUNK_ROWS) -> list[Event]:
+        """The events a new window gets first: the first event (``FitStarted``), the kept step rows as
+        :class:`Metrics` of at most ``chunk`` rows each (every message stays far below the reader's limit), the rest."""
         out = list(self.events[:1])
         if self._rows:
-            out.append(Metrics(self.metrics()))
+            merged = self.metrics()
+            for start in range(0, self._rows, chunk):
+                out.append(Metrics({k: v[start:start + chunk] for k, v in merged.items()}))
         return out + self.events[1:]
 
 
@@ -101,6 +131,7 @@ class _Client:
         self.dropped = 0
         self.queue: queue.Queue = queue.Queue()
         self.closed = False
+        self.writer: threading.Thread | None = None
 
     def offer(self, event: Event) -> None:
         if isinstance(event, (Metrics, Sink)) and self.queue.qsize() >= BACKLOG:
@@ -149,6 +180,7 @@ class AttachServer:
         self.history = History()
         self._lock = threading.Lock()
         self._clients: list[_Client] = []
+        self._pending = 0
         self._closed = False
         self.sock = socket.create_server((host, int(port)), reuse_port=False)
         self.host = host
@@ -204,9 +236,20 @@ class AttachServer:
         while True:
             try:
                 conn, addr = self.sock.accept()
-            except OSError:
-                return  # closed
+            except OSError as exc:
+                if self._closed:
+                    return
+                log.warning("workbench attach: accept failed (%s); listening on", exc)  # EMFILE...: try again
+                time.sleep(0.5)
+                continue
             peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+            with self._lock:
+                if self._pending >= MAX_PENDING:
+                    log.warning("workbench attach: refused a connection from %s: too many unauthenticated", peer)
+                    conn.close()
+                    continue
+                self._pending += 1
+            _keepalive(conn)
             threading.Thread(target=self._serve, args=(conn, peer), name="workbench-attach-reader",
                              daemon=True).start()
 
@@ -231,6 +274,10 @@ class AttachServer:
             self._drop(client)
 
     def _handshake(self, conn: socket.socket, peer: str) -> _Client | None:
+        # one deadline for the whole hello (a per-recv timeout let a byte every few seconds hold it for hours)
+        deadline = threading.Timer(HELLO_TIMEOUT_S, _shut, args=(conn,))
+        deadline.daemon = True
+        deadline.start()
         try:
             conn.settimeout(HELLO_TIMEOUT_S)
             msg = recv_message(conn, 64 * 1024)
@@ -238,6 +285,10 @@ class AttachServer:
             log.warning("workbench attach: refused a connection from %s: %s", peer, exc)
             conn.close()
             return None
+        finally:
+            deadline.cancel()
+            with self._lock:
+                self._pending -= 1
         token = msg.get("token") if isinstance(msg, dict) and msg.get("type") == "hello" else None
         if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
             log.warning("workbench attach: refused a connection from %s: wrong token", peer)
@@ -326,6 +377,26 @@ class AttachServer:
                 self._on_lost(client.detached)
             except Exception:  # noqa: BLE001
                 log.exception("workbench attach: on_lost failed")
+
+
+def _shut(conn: socket.socket) -> None:
+    """End a connection that did not authenticate in time (its reader then fails and refuses it)."""
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _keepalive(conn: socket.socket) -> None:
+    """TCP keepalive on a window's connection (:data:`KEEPALIVE`), where the platform has the options."""
+    try:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        idle, interval, count = KEEPALIVE
+        for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval), ("TCP_KEEPCNT", count)):
+            if hasattr(socket, name):
+                conn.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    except OSError:
+        pass
 
 
 class _Ack:

@@ -80,9 +80,20 @@ def build_skeleton(structure: dict) -> nn.Module:
         buffers = list(structure.get("buffers") or [])
     except (KeyError, TypeError) as exc:
         raise SkeletonError(f"not a model structure: {exc}") from None
+    try:
+        return _build(modules, params, buffers)
+    except (KeyError, RuntimeError, TypeError, ValueError) as exc:  # torch's own refusals: a reserved or repeated name
+        if isinstance(exc, SkeletonError):
+            raise
+        raise SkeletonError(f"the structure cannot be built: {exc}") from None
+
+
+def _build(modules: list, params: list, buffers: list) -> nn.Module:
     built: dict[str, nn.Module] = {}
     for entry in modules:
         name, cls_name = _pair(entry)
+        if name in built:
+            raise SkeletonError(f"module {name!r} is listed twice")
         module = _class(cls_name)()
         if name == "":
             built[""] = module

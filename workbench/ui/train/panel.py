@@ -72,7 +72,8 @@ LIVE_NOTE = ("<b>During this run</b> the learning rate (type it, then Enter) and
 #: The note above the settings while a script is attached (its own settings are the script's).
 ATTACHED_NOTE = ("<b>Attached to {name}</b>: the learning rate (type it, then Enter), freezing (the Model tree's "
                  "Train boxes), Pause, Save now and Stop steer the script at its next <code>wb.step</code>. "
-                 "The settings below are the window's own runs'; Detach (File menu) lets the script train on.")
+                 "The settings below are for runs started here. File › Detach lets the script train on "
+                 "(a pause stays until a window resumes it).")
 #: Shortcut of each run action, by objectName (the tooltips above name them too).
 RUN_SHORTCUTS = {"startAction": "F5", "pauseAction": "F6", "stopAction": "Shift+F5", "findLrAction": "Ctrl+L"}
 #: QSettings key: train on a QThread in the window's process instead of a training process.
