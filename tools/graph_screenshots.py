@@ -44,6 +44,8 @@ def main(out_dir: str) -> int:
     window.resize(1600, 960)
     window.show()
     window.graph_dock.raise_()
+    window.graph_dock.setFloating(True)  # the graph alone, larger than its tab under the tree
+    window.graph_dock.resize(820, 940)
     panel = window.graph_panel
 
     def settle(seconds: float = 0.5) -> None:
@@ -78,6 +80,7 @@ def main(out_dir: str) -> int:
     panel.view.fit(top.united(panel.scene.boxes["x"].sceneBoundingRect()))  # the input down to layer 0's end
     shoot("graph-vit.png", panel)
 
+    window.graph_dock.setFloating(False)  # back in its tab under the tree, in step with it
     window.open_demo()
     settle(1.0)
     panel.refresh()

@@ -61,7 +61,10 @@ win.close()
 def _open_in_child(tmp_path, size) -> dict:
     config = tmp_path / "laptop.json"
     config.write_text(json.dumps({"windowFrameMargins": True, "screens": [LAPTOP]}))
-    env = {**os.environ, "QT_QPA_PLATFORM": f"offscreen:configfile={config}", "WORKBENCH_START_AHEAD": "0"}
+    # its own settings folder: the module-scoped fixture runs before conftest's per-test one, and the child's
+    # close saves its layout, which the next run would otherwise restore from the user's settings
+    env = {**os.environ, "QT_QPA_PLATFORM": f"offscreen:configfile={config}", "WORKBENCH_START_AHEAD": "0",
+           "WORKBENCH_SETTINGS_DIR": str(tmp_path / "settings")}
     out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(size)], env=env, capture_output=True, text=True,
                          timeout=120, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert out.returncode == 0, out.stderr[-3000:]
@@ -105,13 +108,14 @@ def test_the_default_arrangement_comes_back_with_reset_layout(qtbot):
     qtbot.waitExposed(win)
     left, right = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
     assert win.dockWidgetArea(win.training_dock) == right
-    assert {win.dockWidgetArea(d) for d in (win.model_dock, win.details_dock, win.probes_dock, win.runs_dock)} == {left}
-    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock}
+    tabs = (win.model_dock, win.details_dock, win.probes_dock, win.runs_dock, win.graph_dock)
+    assert {win.dockWidgetArea(d) for d in tabs} == {left}
+    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock, win.graph_dock}
     win.addDockWidget(right, win.probes_dock)  # the user moves Probes under the curves...
     assert win.dockWidgetArea(win.probes_dock) == right
     win.reset_layout()  # ...and takes the default back
     assert win.dockWidgetArea(win.probes_dock) == left
-    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock}
+    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock, win.graph_dock}
     qtbot.waitUntil(lambda: not win.probes_dock.visibleRegion().isEmpty())  # Probes is the tab in front
 
 

@@ -70,6 +70,8 @@ class GraphPanel(QWidget):
         self.layout_ = None
         self.expanded: set[str] = {""}
         self._stale = True
+        self._generation = 0  # each capture's number: a result for a model no longer shown is dropped
+        self._needs_redraw = False
         self._snapshots: list = []
         self.scene = GraphScene(self)
         self.view = GraphView(self.scene, self)
@@ -146,12 +148,14 @@ class GraphPanel(QWidget):
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         """Capture when first shown for this model (after the show: the capture waits in a local event loop)."""
         super().showEvent(event)
-        if self._stale:
+        if self._stale or self._needs_redraw:
             QTimer.singleShot(0, self._refresh_if_stale)
 
     def _refresh_if_stale(self) -> None:
         if self._stale and self.isVisible():
             self.refresh()
+        elif self._needs_redraw and self.isVisible():
+            self._redraw()
 
     def refresh(self) -> bool:
         """Capture the graph of the model shown (when it changed) and draw it; False (and a line why) when it cannot."""
@@ -171,11 +175,19 @@ class GraphPanel(QWidget):
         try:
             example = session.example if session.input_shape is None and session.example is not None else \
                 example_input(model, session.input_shape)
-            self.graph = run_in_background(lambda: capture_graph(model, example), "Capturing the graph…", self)
+            self._generation += 1
+            generation = self._generation
+            # window-modal at once (show_after_ms=0): no Start, no freeze, no other model while the capture
+            # holds the model in eval mode on the worker
+            graph = run_in_background(lambda: capture_graph(model, example), "Capturing the graph…", self,
+                                      show_after_ms=0)
         except (GraphCaptureError, ValueError, TypeError, RuntimeError) as exc:
             self.graph = None
             self.status.setText(f"No graph: {exc}")
             return False
+        if generation != self._generation or model is not self.session.model:
+            return False  # another model came meanwhile: its own capture draws
+        self.graph = graph
         note = f" ({self.graph.note})" if self.graph.note else ""
         self.status.setText(f"Captured with {_METHOD[self.graph.method]}{note}; {len(self.graph.nodes):,} operations. "
                             "Double-click a module to open or close it.")
@@ -187,6 +199,10 @@ class GraphPanel(QWidget):
     def _redraw(self) -> None:
         if self.graph is None:
             return
+        if not self.isVisible():  # the tree opened a module while the Graph tab is hidden: draw when shown
+            self._needs_redraw = True
+            return
+        self._needs_redraw = False
         expanded = set(self.expanded) | {""}
         view_graph = self.graph.collapsed(expanded)
         if len(view_graph.nodes) > 1500:
@@ -289,6 +305,10 @@ class GraphPanel(QWidget):
         self._outline_nonfinite()
         if self.overlay() == "badges":
             self._recolor()
+
+    def measured_steps(self) -> list[int]:
+        """The training steps the probes measured per layer during the run shown (the slider's positions)."""
+        return [int(s.step) for s in self._snapshots]
 
     def overlay(self) -> str:
         """The overlay chosen (a key of :data:`OVERLAYS`)."""

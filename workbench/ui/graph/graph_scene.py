@@ -84,6 +84,7 @@ class GraphScene(QGraphicsScene):
         self.clear()
         self.boxes, self.frames, self.labels, self.shape_labels, self.module_of = {}, {}, [], [], {}
         self.box_labels = {}  # the selection and the outline stay: they are modules, redrawn where they now are
+        self._labels_shown = self._shapes_shown = True  # new items are visible: set_detail hides them again
         font = QFont()
         font.setPointSizeF(9)
         pen = QPen(_EDGE, 1.2)
@@ -133,10 +134,12 @@ class GraphScene(QGraphicsScene):
 
     def _draw_frames(self, graph, layout, expanded, index) -> None:
         members: dict[str, list[int]] = {}
-        for node in graph.nodes:
-            for path in expanded:
-                if path and (node.module_path == path or node.module_path.startswith(path + ".")):
+        for node in graph.nodes:  # each node's enclosing modules, walked once: O(nodes x depth)
+            path = node.module_path
+            while path:
+                if path in expanded:
                     members.setdefault(path, []).append(index[node.name])
+                path = path.rpartition(".")[0]
         deepest = max((p.count(".") for p in members), default=0)
         for path, rows in sorted(members.items(), key=lambda kv: kv[0].count(".")):
             pos, size = layout.positions[rows], layout.sizes[rows]
@@ -339,14 +342,22 @@ class GraphView(QGraphicsView):
         self._tell()
 
     def fit(self, rect: QRectF) -> None:
-        """Show ``rect`` whole (a margin around it; never above 1.5x)."""
+        """Show ``rect`` whole (a margin around it; never above 1.5x); a graph so tall that its labels would
+        not show whole is fitted to the width instead (at most 0.8x) and shown from its top."""
         if rect.isEmpty():
             return
-        self.fitInView(rect.adjusted(-30, -30, 30, 30), Qt.AspectRatioMode.KeepAspectRatio)
-        if self.scale_factor() > 1.5:
-            self.resetTransform()
-            self.scale(1.5, 1.5)
-            self.centerOn(rect.center())
+        rect = rect.adjusted(-30, -30, 30, 30)
+        view = self.viewport().rect()
+        whole = min(view.width() / rect.width(), view.height() / rect.height())
+        if whole >= LABEL_SCALE:
+            k = min(whole, 1.5)
+            center = rect.center()
+        else:  # a long chain of layers: readable boxes from the top, scroll down for the rest
+            k = max(min(view.width() / rect.width(), 0.8), whole)
+            center = QPointF(rect.center().x(), rect.top() + view.height() / (2 * k))
+        self.resetTransform()
+        self.scale(k, k)
+        self.centerOn(center)
         self._tell()
 
     def _tell(self) -> None:
