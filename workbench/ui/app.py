@@ -195,7 +195,12 @@ def attach_from_args(window, args) -> bool:
 
     token = args.token or os.environ.get("WORKBENCH_ATTACH_TOKEN")  # (a --token shows in ps; the variable does not)
     if not token:
-        found = [i for i in list_waiting() if i.get("address") == args.attach]
+        def same(a: str, b: str) -> bool:  # localhost:5678 is 127.0.0.1:5678
+            local = ("localhost", "127.0.0.1", "")
+            (ha, _, pa), (hb, _, pb) = a.rpartition(":"), b.rpartition(":")
+            return pa == pb and (ha == hb or (ha in local and hb in local))
+
+        found = [i for i in list_waiting() if same(str(i.get("address", "")), args.attach)]
         if not found:
             window.prompts.error(f"No script waiting on this machine at {args.attach}: give its --token.")
             return False

@@ -274,11 +274,13 @@ class ModelGraph:
             raise ValueError("graph document: two nodes have the same name")
         edges = []
         for edge in _list(doc, "edges"):
-            if not isinstance(edge, list) or len(edge) != 2 or not set(edge) <= names:
+            if not isinstance(edge, list) or len(edge) != 2 or not all(isinstance(e, str) for e in edge) \
+                    or not set(edge) <= names:
                 raise ValueError(f"graph document: edge {edge!r} does not join two nodes")
             edges.append((edge[0], edge[1]))
         inputs, outputs = _list(doc, "inputs"), _list(doc, "outputs")
-        if not set(inputs) <= names or not set(outputs) <= names:
+        if not all(isinstance(n, str) for n in inputs + outputs) or not set(inputs) <= names \
+                or not set(outputs) <= names:
             raise ValueError("graph document: an input or output names no node")
         modules = doc.get("modules", {})
         if not isinstance(modules, dict) or not all(isinstance(v, str) for v in modules.values()):

@@ -109,6 +109,10 @@ def apply_command(trainer: TrainerLike, cmd: Any) -> None:
     """
     if isinstance(cmd, SetTrainable):
         _set_trainable(trainer, cmd)
+    elif isinstance(cmd, SetLR) and cmd.group is not None:  # one param group alone
+        if trainer.optimizer is None or not 0 <= int(cmd.group) < len(trainer.optimizer.param_groups):
+            raise TrainingError(f"param group {cmd.group} does not exist")
+        optim.set_group_lr_at(trainer.optimizer, trainer.scheduler, int(cmd.group), float(cmd.lr))
     elif isinstance(cmd, SetLR):
         if trainer.optimizer is not None:
             optim.rescale_lr(trainer.optimizer, trainer.scheduler, float(cmd.lr), trainer.config)

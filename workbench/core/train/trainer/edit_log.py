@@ -131,7 +131,8 @@ def _command(entry: dict):
     if op == "set_trainable":
         return SetTrainable(list(entry["names"]), bool(entry["flag"]))
     if op == "set_lr":
-        return SetLR(float(entry["lr"]))
+        group = entry.get("group")
+        return SetLR(float(entry["lr"]), group if isinstance(group, int) and not isinstance(group, bool) else None)
     if op == "save_now":
         return SaveNow()
     return None  # pause / resume change nothing in the result
