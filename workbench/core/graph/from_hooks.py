@@ -15,7 +15,6 @@ operation makes its tensor anew). Only the branch taken is in the graph.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -24,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from workbench.core.graph.building import GraphBuilder, tensor_specs
 from workbench.core.graph.model_graph import CALL_MODULE_OP, INPUT_OP, GraphNode, ModelGraph, call_path
-from workbench.core.model.example_input import ExampleInput
+from workbench.core.model.example_input import ExampleInput, tensors_in
 
 __all__ = ["hooks_graph"]
 
@@ -59,7 +58,7 @@ def hooks_graph(model: nn.Module, example: ExampleInput) -> ModelGraph:
     inputs = trace.add_inputs(model, example)
     with torch.no_grad(), trace.hooked():
         output = example.call(model)
-    return trace.builder.build("hooks", inputs, [id(t) for t in _tensors(output)])
+    return trace.builder.build("hooks", inputs, [id(t) for t in tensors_in(output)])
 
 
 class _Trace:
@@ -84,7 +83,7 @@ class _Trace:
             named = {f"input_{i}": a for i, a in enumerate(example.args)} | dict(example.kwargs)
         names = []
         for arg, value in named.items():
-            tensors = list(_tensors(value))
+            tensors = list(tensors_in(value))
             for i, t in enumerate(tensors):
                 shapes, dtypes = tensor_specs(t)
                 name = self.builder.unique(arg if len(tensors) == 1 else f"{arg}_{i}")
@@ -106,7 +105,7 @@ class _Trace:
             self.builder.modules.setdefault(path, type(module).__name__)
         if id(module) in self.leaves:
             if self.leaf_depth == 0:
-                self.reads.append(self.builder.sources(id(t) for t in _tensors((args, kwargs))))
+                self.reads.append(self.builder.sources(id(t) for t in tensors_in((args, kwargs))))
             self.leaf_depth += 1
 
     def on_return(self, module: nn.Module, output: Any) -> None:
@@ -125,10 +124,10 @@ class _Trace:
             self.stack.pop()
 
     def on_function(self, func: Any, args: tuple, kwargs: dict, output: Any) -> None:
-        if self.leaf_depth or next(_tensors(output), None) is None:
+        if self.leaf_depth or next(tensors_in(output), None) is None:
             return  # inside a leaf's own forward, or no tensor made (sizes, dtypes, bools)
         shapes, dtypes = tensor_specs(output)
-        reads = self.builder.sources(id(t) for t in _tensors((args, kwargs)))
+        reads = self.builder.sources(id(t) for t in tensors_in((args, kwargs)))
         op = _function_name(func)
         path = call_path(self.stack[-1]) if self.stack else ""
         node = GraphNode(self.builder.unique(op.rsplit(".", 1)[-1].strip("_") or "op"), op, path,
@@ -138,7 +137,7 @@ class _Trace:
     def _link(self, reads: tuple[str, ...], node: GraphNode, output: Any) -> None:
         """Keep ``node`` with edges from the nodes it read; it becomes the maker of every tensor in ``output``."""
         self.builder.keep(("node", node.name), node, sources=reads)
-        for t in _tensors(output):
+        for t in tensors_in(output):
             self._made(t, node)
 
     def _made(self, tensor: torch.Tensor, node: GraphNode) -> None:
@@ -194,14 +193,3 @@ def _function_name(func: Any) -> str:
     module = {"torch._C._nn": "torch.nn.functional", "torch._C._VariableFunctions": "torch",
               "torch.functional": "torch"}.get(module, module)
     return f"{module}.{name}"
-
-
-def _tensors(obj: Any) -> Iterator[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, Mapping):
-        for v in obj.values():
-            yield from _tensors(v)
-    elif isinstance(obj, (tuple, list)):
-        for v in obj:
-            yield from _tensors(v)

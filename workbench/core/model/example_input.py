@@ -37,6 +37,7 @@ from workbench.core.formatting import parse_shape
 
 __all__ = [
     "ExampleInput",
+    "tensors_in",
     "TOKEN_INPUT_SHAPE",
     "example_input",
     "from_batch",
@@ -77,8 +78,8 @@ class ExampleInput:
 
     def tensors(self) -> Iterator[torch.Tensor]:
         """Every tensor of the example, positional ones first, depth first."""
-        yield from _tensors(self.args)
-        yield from _tensors(self.kwargs)
+        yield from tensors_in(self.args)
+        yield from tensors_in(self.kwargs)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -150,7 +151,7 @@ def from_batch(batch: Any, model: nn.Module | None = None) -> ExampleInput:
         if not kwargs:
             raise ValueError(f"the batch's keys {sorted(map(str, batch))} name no argument of the model's forward")
         return ExampleInput((), kwargs)
-    if next(_tensors(batch), None) is None:
+    if next(tensors_in(batch), None) is None:
         raise ValueError(f"the batch's input is a {type(batch).__name__}, not a tensor")
     return ExampleInput((batch,))
 
@@ -242,15 +243,16 @@ def _accepted(model: nn.Module, kwargs: dict) -> dict:
     return {k: v for k, v in kwargs.items() if k in names}
 
 
-def _tensors(obj: Any) -> Iterator[torch.Tensor]:
+def tensors_in(obj: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in ``obj``: a tensor, or one nested in mappings, tuples and lists (depth first)."""
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, Mapping):
         for v in obj.values():
-            yield from _tensors(v)
+            yield from tensors_in(v)
     elif isinstance(obj, (tuple, list)):
         for v in obj:
-            yield from _tensors(v)
+            yield from tensors_in(v)
 
 
 def _move(obj: Any, device) -> Any:
