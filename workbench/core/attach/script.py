@@ -46,7 +46,7 @@ from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.nan_trace import trace_nonfinite
 from workbench.core.train.trainer.rank_sync import RankSync
 
-__all__ = ["attach", "Attached", "EMIT_S", "PROBE_SETTINGS", "CALLBACK_METHODS", "OPS"]
+__all__ = ["attach", "Attached", "EMIT_S", "AWAY_STEPS", "AWAY_S", "PROBE_SETTINGS", "CALLBACK_METHODS", "OPS"]
 
 log = logging.getLogger("workbench.attach")
 
@@ -55,6 +55,10 @@ register(callback.ProbeReport, activations.ActivationStats, cadence.CadencePlan,
 
 #: Seconds between two metric batches (~25 per second, as Workbench's own runs).
 EMIT_S = 0.04
+#: A gap between two steps longer than this many typical steps and :data:`AWAY_S` seconds is not training time
+#: for the probes' budget (the script was doing something else).
+AWAY_STEPS = 20
+AWAY_S = 0.5
 #: The keyword arguments of :class:`ProbeCallback` a window may set (nothing that names code).
 PROBE_SETTINGS = ("every", "grad_every", "budget", "probed", "track_updates", "weight_hist", "thresholds",
                   "layers", "tb_histogram_budget", "flush_ms", "bins", "images")
@@ -180,6 +184,8 @@ class Attached:
         self._last_emit = self._t0
         self._pending = False
         self._probes: list = []
+        self._last_step_t = time.perf_counter()
+        self._step_s: float | None = None  # a typical step's seconds while probes run (an average)
         self._grad_hook = None
         self._epoch_loss = [0.0, 0]
         self._bad_loss = False
@@ -248,6 +254,7 @@ class Attached:
         if isinstance(loss, float) and not math.isfinite(loss):
             self._nonfinite(step, loss)
         if self._probes:
+            self._away_check(tr)
             self._probe_hook("on_step_end", tr, row)
         if self.sync is not None:  # every rank applies rank 0's commands, pause and stop at this same step
             self._rank_step(row)
@@ -257,6 +264,17 @@ class Attached:
             self._flush(now)
         if self._pending or self.control.is_paused:
             self._boundary()
+
+    def _away_check(self, tr) -> None:
+        """A gap since the last step far longer than a step (the script validated or saved without telling,
+        or ran other work): not training time, so the probes' budget does not count it, as an epoch end's
+        validation is not counted in Workbench's own runs (the probes' ``on_pause``)."""
+        now = time.perf_counter()
+        gap, self._last_step_t = now - self._last_step_t, now
+        if self._step_s is not None and gap > max(AWAY_S, AWAY_STEPS * self._step_s):
+            self._probe_hook("on_pause", tr)
+        else:
+            self._step_s = gap if self._step_s is None else self._step_s + 0.1 * (gap - self._step_s)
 
     def _rank_step(self, row: dict) -> None:
         """Data-parallel: one all-reduce of the loss and rank 0's flags (:class:`RankSync`), then the boundary."""
