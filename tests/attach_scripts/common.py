@@ -29,25 +29,32 @@ def start_script(name: str, run_dir: Path, *args: str, timeout: float = 120.0) -
     proc = subprocess.Popen([sys.executable, str(SCRIPTS / f"{name}.py"), str(run_dir), *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     proc.lines = []  # its output, read on a thread: a chatty script never blocks on a full pipe
-    threading.Thread(target=lambda: proc.lines.extend(iter(proc.stdout.readline, "")), daemon=True).start()
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = [i for i in list_waiting() if i.get("pid") == proc.pid]
-        if found:
-            return proc, found[0]
-        if proc.poll() is not None:
-            raise AssertionError(f"{name}.py exited {proc.returncode} before attaching:\n{output(proc)}")
-        time.sleep(0.05)
-    proc.kill()
+    attached = threading.Event()  # set by the reader at the line the script prints once its file is written
+
+    def read() -> None:
+        for line in iter(proc.stdout.readline, ""):
+            proc.lines.append(line)
+            if line.startswith("workbench: attach to this run at"):
+                attached.set()
+        attached.set()  # the output ended: the script exited (said below)
+
+    proc.reader = threading.Thread(target=read, daemon=True)
+    proc.reader.start()
+    attached.wait(timeout)
+    found = [i for i in list_waiting() if i.get("pid") == proc.pid]
+    if found:
+        return proc, found[0]
+    if proc.poll() is None:
+        proc.kill()
     proc.wait()
-    raise AssertionError(f"{name}.py wrote no discovery file in {timeout} s:\n{output(proc)}")
+    raise AssertionError(f"{name}.py (exit {proc.returncode}) wrote no discovery file in {timeout} s:\n"
+                         f"{output(proc)}")
 
 
-def output(proc: subprocess.Popen, settle: float = 0.5) -> str:
-    """What the script printed so far (stdout and stderr), after up to ``settle`` s for the last lines of an ended one."""
-    end = time.monotonic() + settle
-    while proc.poll() is not None and time.monotonic() < end and not proc.stdout.closed:
-        time.sleep(0.05)
+def output(proc: subprocess.Popen) -> str:
+    """What the script printed (stdout and stderr); all of it once it has exited (the reader is joined)."""
+    if proc.poll() is not None:
+        proc.reader.join(5)
     return "".join(proc.lines)
 
 

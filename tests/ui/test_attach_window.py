@@ -132,14 +132,18 @@ def test_detach_leaves_the_script_training_and_a_second_attach_gets_the_history(
 def test_a_killed_window_leaves_the_script_training_and_a_new_window_attaches(qtbot, window, tmp_path):
     proc, info = start_script("plain_loop", tmp_path / "run")
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    log = open(tmp_path / "window.log", "wb")  # a file, never a pipe nobody reads: a full pipe froze the window
     gui = subprocess.Popen([sys.executable, "-m", "workbench", "--attach", info["address"], "--in-process"],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                           env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         def other_window_steers():  # a watcher sees steering taken while the window process is attached
             with workbench.connect(info["address"], info["token"]) as probe:
                 assert not probe.steering
 
-        qtbot.waitUntil(other_window_steers, timeout=120_000)
+        try:
+            qtbot.waitUntil(other_window_steers, timeout=120_000)
+        except Exception:  # pytest-qt's TimeoutError
+            raise AssertionError(f"the window never attached; its output:\n{(tmp_path / 'window.log').read_text()}")
         gui.send_signal(signal.SIGKILL)
         gui.wait(30)
         assert proc.poll() is None  # the script goes on
@@ -153,6 +157,8 @@ def test_a_killed_window_leaves_the_script_training_and_a_new_window_attaches(qt
     finally:
         if gui.poll() is None:
             gui.kill()
+        gui.wait()
+        log.close()
         code, out = finish(proc)
     assert code == 0, out
 

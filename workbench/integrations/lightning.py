@@ -41,13 +41,8 @@ class WorkbenchCallback(pl.Callback):
 
     Parameters
     ----------
-    run_dir : str or Path, optional
-        The run folder (``edits.jsonl``, ``metrics.csv``, Save now's ``last.pt``);
-        default: a new folder under Workbench's runs folder.
-    name : str, optional
-        Shown in the window's list (default: the script's file name).
-    host, port : str, int
-        Where to listen (default: this machine only, a free port).
+    run_dir, name, host, port
+        Where the run attaches: :class:`~workbench.integrations._common.AttachOptions`.
 
     Attributes
     ----------

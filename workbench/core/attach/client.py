@@ -14,7 +14,6 @@ import itertools
 import queue
 import socket
 import threading
-import time
 from typing import Any, Callable, Iterator
 
 from workbench.core.attach import script as _script  # registers the probe dataclasses for the wire
@@ -139,7 +138,7 @@ class AttachedRun:
         self._send_lock = threading.Lock()
         self._closed = False
         self._detaching = False
-        self._finished = False
+        self._acked = threading.Condition()
         self._listeners: list = []
         self._reader = threading.Thread(target=self._read_loop, name="workbench-attach-client", daemon=True)
         self._reader.start()
@@ -333,7 +332,9 @@ class AttachedRun:
                 if not isinstance(msg, dict):
                     continue
                 if msg.get("type") == "ack":
-                    self.acks.append(msg)
+                    with self._acked:
+                        self.acks.append(msg)
+                        self._acked.notify_all()
                     if not msg.get("ok"):  # the window says so (a status line), never silently
                         self._events.put(ProgressText(f"The script refused a command: {msg.get('error')}"))
                     continue
@@ -344,17 +345,14 @@ class AttachedRun:
                 except Exception:  # noqa: BLE001 - an event this version does not know: skip it
                     continue
                 self._events.put(event)
-                if isinstance(event, Finished):
-                    self._finished = True
         finally:
             self._events.put(_END)
 
     def wait_ack(self, cid: int | None = None, timeout: float = 5.0) -> dict | None:
         """The reply to command ``cid`` (the latest when None) within ``timeout`` seconds, or None."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            for a in reversed(self.acks):
-                if cid is None or a.get("id") == cid:
-                    return a
-            time.sleep(0.01)
-        return None
+        def found():
+            return next((a for a in reversed(self.acks) if cid is None or a.get("id") == cid), None)
+
+        with self._acked:  # the reader thread notifies on every reply
+            self._acked.wait_for(found, timeout)
+            return found()

@@ -154,8 +154,6 @@ class Attached:
     token : str
         The run's secret (also in the discovery file, readable by this user only).
     run_dir : Path
-    step_count : int
-        Steps reported so far.
     """
 
     def __init__(self, model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, name=None,
@@ -190,7 +188,6 @@ class Attached:
         self._epoch_loss = [0.0, 0]
         self._bad_loss = False
         self._closed = False
-        self.step_count = 0
         self.server: AttachServer | None = None
         self.address = ""
         self._discovery = None
@@ -240,7 +237,6 @@ class Attached:
         tr = self.trainer
         tr.step = step = tr.step + 1
         tr.batch_in_epoch += 1
-        self.step_count = step
         if isinstance(loss, torch.Tensor):
             loss = loss.detach()
             if loss.device.type == "cpu":
@@ -339,6 +335,11 @@ class Attached:
         self._publish(Finished(reason))
         self.server.close()
         remove_discovery(self._discovery)
+
+    @property
+    def step_count(self) -> int:
+        """Steps reported so far."""
+        return self.trainer.step
 
     def __enter__(self) -> "Attached":
         return self

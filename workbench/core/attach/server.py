@@ -199,12 +199,6 @@ class AttachServer:
         with self._lock:
             return len(self._clients)
 
-    @property
-    def steered(self) -> bool:
-        """A window steers now."""
-        with self._lock:
-            return any(c.steering for c in self._clients)
-
     def publish(self, event: Event) -> None:
         """Keep ``event`` in the history and queue it for every window (training thread; never blocks)."""
         with self._lock:

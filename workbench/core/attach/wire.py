@@ -152,24 +152,23 @@ def _recv_exact(sock: socket.socket, n: int, allow_eof: bool) -> bytes | None:
 
 
 class _Buffers:
+    """The raw buffers after a message's JSON, taken in the order the encoder referenced them."""
+
     def __init__(self, blob: memoryview):
         self.blob = blob
-        self.offsets: list[tuple[int, int]] | None = None
+        self.next = 0  # the index the next reference must carry
+        self.pos = 0  # where its bytes start
 
     def take(self, index: int, nbytes: int) -> memoryview:
-        # buffers follow in the order they were referenced while encoding: walk them in that order
         if not isinstance(index, int) or isinstance(index, bool) or not isinstance(nbytes, int) or nbytes < 0:
             raise WireError("bad buffer reference")
-        if self.offsets is None:
-            self.offsets = []
-        if index != len(self.offsets):
+        if index != self.next:
             raise WireError("buffers out of order")
-        start = self.offsets[-1][1] if self.offsets else 0
-        end = start + nbytes
+        end = self.pos + nbytes
         if end > len(self.blob):
             raise WireError("truncated message (a buffer runs past the end)")
-        self.offsets.append((start, end))
-        return self.blob[start:end]
+        view, self.next, self.pos = self.blob[self.pos:end], self.next + 1, end
+        return view
 
 
 def _to_json(obj: Any, buffers: list[bytes]) -> Any:
