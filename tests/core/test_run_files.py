@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.processes import exec_done
 from workbench.core.run_files import (
     MAX_COLUMNS,
     MAX_SMALL_BYTES,
@@ -361,8 +362,8 @@ def test_pid_zero_minus_one_and_the_wrong_types_are_never_a_training_process():
 def _workbench_module_child():
     """A live process whose command line is a Workbench module, as a data-parallel rank's is
     (``python -m workbench.core.train.launch.parent_watch timeit ...``: sleeps 60 s, ends with this process)."""
-    return subprocess.Popen([sys.executable, "-u", "-m", "workbench.core.train.launch.parent_watch", "timeit", "-n", "1",
-                             "-r", "1", "import time; time.sleep(60)"])
+    return exec_done(subprocess.Popen([sys.executable, "-u", "-m", "workbench.core.train.launch.parent_watch", "timeit",
+                                       "-n", "1", "-r", "1", "import time; time.sleep(60)"]))
 
 
 def _console_script_child(folder):
@@ -370,7 +371,7 @@ def _console_script_child(folder):
     script = folder / "bin" / "workbench"
     script.parent.mkdir(exist_ok=True)
     script.write_text("import time\ntime.sleep(60)\n")
-    return subprocess.Popen([sys.executable, str(script), "train", "run.toml"])
+    return exec_done(subprocess.Popen([sys.executable, str(script), "train", "run.toml"]))
 
 
 _SPAWN_GRANDCHILD = """
@@ -394,8 +395,8 @@ def test_a_live_process_counts_only_if_it_is_workbench_and_started_when_recorded
     me = os.getpid()
     assert is_training_process(me, process_start_time(me)) and is_training_process(me)  # this process runs Workbench
     assert not is_training_process(me, process_start_time(me) + 1)  # the pid was reused
-    sleeper = subprocess.Popen(["sleep", "60"])
-    python = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = exec_done(subprocess.Popen(["sleep", "60"]))
+    python = exec_done(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
     module, script = _workbench_module_child(), _console_script_child(tmp_path)
     try:
         for p in (sleeper, python):  # alive, but not Workbench: with or without its start time
@@ -416,10 +417,11 @@ def test_a_multiprocessing_child_counts_only_when_its_parent_is_workbench(tmp_pa
 
     mine = multiprocessing.get_context("spawn").Process(target=_time.sleep, args=(60,), daemon=True)
     mine.start()  # the window's training process is such a child of the window
+    exec_done(mine.pid)
     outer = subprocess.Popen([sys.executable, "-c", _SPAWN_GRANDCHILD], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
-        theirs = int(outer.stdout.readline())  # a spawn child of a plain python
+        theirs = exec_done(int(outer.stdout.readline()))  # a spawn child of a plain python
         assert process_start_time(theirs) is not None
         assert is_training_process(mine.pid, process_start_time(mine.pid))
         assert not is_training_process(theirs) and not is_training_process(theirs, process_start_time(theirs))
@@ -444,7 +446,7 @@ def test_training_pid_trusts_running_only_for_a_live_workbench_process(tmp_path)
     me = os.getpid()
     assert status(pid=me, pid_start=process_start_time(me)) == me
     assert status(pid=0) is None and status(pid=-1) is None and status(pid=me, pid_start=1) is None
-    python = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    python = exec_done(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
     module = _workbench_module_child()
     try:  # a plain python that took a dead run's pid is not trusted; a Workbench process is, with or without start
         assert status(pid=python.pid) is None and status(pid=python.pid, pid_start=None) is None

@@ -15,6 +15,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from tests.processes import exec_done
 from tests.core.train.damaged_runs import (
     DAMAGES,
     INFO,
@@ -47,8 +48,8 @@ from workbench.core.train.runs.folder import write_status
 
 def workbench_child():
     """A live process whose command line is a Workbench module's, as a data-parallel rank's is (it sleeps 60 s)."""
-    return subprocess.Popen([sys.executable, "-m", "workbench.core.train.launch.parent_watch", "timeit", "-n", "1", "-r",
-                             "1", "import time; time.sleep(60)"])
+    return exec_done(subprocess.Popen([sys.executable, "-m", "workbench.core.train.launch.parent_watch", "timeit", "-n",
+                                       "1", "-r", "1", "import time; time.sleep(60)"]))
 
 
 class StopAt(Callback):
@@ -229,8 +230,8 @@ def test_running_is_trusted_only_for_a_live_workbench_process(tmp_path):
         set_status(good_run(root, name, 1e9), state="running", reason=None, pid=pid, pid_start=None)
     reused = good_run(root, "reused", 1e9)
     set_status(reused, state="running", reason=None, pid=os.getpid(), pid_start=process_start_time(os.getpid()) - 1)
-    sleeper = subprocess.Popen(["sleep", "60"])
-    python = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(40)"])
+    sleeper = exec_done(subprocess.Popen(["sleep", "60"]))
+    python = exec_done(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(40)"]))
     child = workbench_child()
     try:
         set_status(good_run(root, "sleep", 1e9), state="running", reason=None, pid=sleeper.pid, pid_start=None)
