@@ -136,9 +136,9 @@ def test_a_killed_window_leaves_the_script_training_and_a_new_window_attaches(qt
     gui = subprocess.Popen([sys.executable, "-m", "workbench", "--attach", info["address"], "--in-process"],
                            env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        def other_window_steers():  # a watcher sees steering taken while the window process is attached
-            with workbench.connect(info["address"], info["token"]) as probe:
-                assert not probe.steering
+        def other_window_steers():  # a read-only watcher (never taking steering ahead of the window) sees it taken
+            with workbench.connect(info["address"], info["token"], steer=False) as probe:
+                assert probe.steered_elsewhere and not probe.steering
 
         try:
             qtbot.waitUntil(other_window_steers, timeout=120_000)

@@ -83,6 +83,7 @@ def test_a_watcher_cannot_steer_and_an_unknown_command_is_refused(tmp_path):
     watcher = workbench.connect(wb.address, wb.token)
     try:
         assert steering.steering and not watcher.steering
+        assert watcher.steered_elsewhere and not steering.steered_elsewhere
         cid = watcher._command("freeze", path="layer1")
         reply = watcher.wait_ack(cid)
         assert reply is not None and not reply["ok"] and "read-only" in reply["error"]

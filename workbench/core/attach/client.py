@@ -114,6 +114,8 @@ class AttachedRun:
         :func:`~workbench.core.model.skeleton.describe_structure`), ``step``, ``paused``, ``lrs``...
     steering : bool
         This connection may steer (False: another window steers, or ``steer=False``).
+    steered_elsewhere : bool
+        Another window steered the run when this one attached.
     reason : str or None
         The end reason once the script finished (``"detached"`` when this side let go).
     acks : list of dict
@@ -130,6 +132,7 @@ class AttachedRun:
         self.address = address
         self.info: dict = welcome["info"]
         self.steering = bool(welcome.get("steering"))
+        self.steered_elsewhere = bool(welcome.get("steered_elsewhere"))
         self.reason: str | None = None
         self.acks: list[dict] = []
         self.callbacks = list(callbacks)

@@ -11,7 +11,7 @@ Every connection first sends ``{"type": "hello", "token", "steer"}`` within
 larger than its limit closes the connection and is logged
 (``logging.getLogger("workbench.attach")``); the script goes on. One window at
 a time steers; others watch read-only. A window that attaches gets the
-welcome (``{"type": "welcome", "info", "steering"}``), then the run's history
+welcome (``{"type": "welcome", "info", "steering", "steered_elsewhere"}``), then the run's history
 (:class:`History`), then every event as it happens.
 """
 
@@ -296,14 +296,15 @@ class AttachServer:
             if self._closed:
                 conn.close()
                 return None
-            steering = bool(msg.get("steer", True)) and not any(c.steering for c in self._clients)
+            steered = any(c.steering for c in self._clients)
+            steering = bool(msg.get("steer", True)) and not steered
             client = _Client(conn, peer, steering)
             replay = self.history.replay()
             self._clients.append(client)  # events published from here on queue behind the replay
         try:
             conn.settimeout(30.0)
             welcome = {"type": "welcome", "info": self._welcome(), "steering": steering,
-                       "history": len(replay)}
+                       "steered_elsewhere": steered, "history": len(replay)}
             send_message(conn, welcome)
             for event in replay:
                 conn.sendall(_event_bytes(event))
