@@ -12,6 +12,9 @@ from pathlib import Path
 
 #: Window size used for ``--screenshot`` (pixels).
 SCREENSHOT_SIZE = (1600, 960)
+#: Milliseconds after the event loop starts before optional libraries' modeling code is imported ahead
+#: (:mod:`workbench.core.model.warm_imports`): the first paint and the window's own start-up come first.
+WARM_IMPORTS_AFTER_MS = 500
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,6 +170,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     show_and_open(window, args)
     freeze_startup_objects()  # a full collection would otherwise stall the window ~250 ms
+    from PySide6.QtCore import QTimer
+
+    from workbench.core.model import warm_imports
+
+    # with the window up and waiting for the user: transformers' modeling code (~2 s here), so that
+    # opening a Hugging Face folder later takes its own time only (none without transformers)
+    QTimer.singleShot(WARM_IMPORTS_AFTER_MS, warm_imports.start)
     return app.exec()
 
 

@@ -54,6 +54,7 @@ from torch import nn
 
 from workbench.core import contrib
 from workbench.core.errors import ArchitectureError, CheckpointError, TrustRequired
+from workbench.core.model import warm_imports
 from workbench.core.model.architectures import ArchSpec, LoadReport, weights_only_model
 from workbench.core.model.checkpoint import (
     Checkpoint,
@@ -409,6 +410,7 @@ def _timm_example(config: Mapping) -> ExampleInput | None:
 
 
 def _import(module: str, extra: str, origin: Path):
+    warm_imports.wait()  # the window may be importing transformers' modeling code ahead: never a second importer
     try:
         return __import__(module)
     except ImportError as exc:

@@ -1,0 +1,94 @@
+"""Import transformers' modeling code ahead, on a daemon thread, while the window waits for the user.
+
+Opening a Hugging Face model folder in a fresh process spends most of its time
+in ``transformers`` importing its own modeling code, not in Workbench: on the
+2-core benchmark machine ~2.2 s of a 2.5 s open of a 1.1B-parameter Llama
+folder (``modeling_utils``, ``masking_utils`` and ``activations`` pull in
+``torch._dynamo``, ``torch.distributed.tensor`` and, for the detection losses,
+``scipy.optimize``). Those modules are the same for nearly every model class,
+so the window imports them once it is shown and idle (:func:`start`), and the
+open of a folder later takes the rest (~0.3 s). Nothing of a model folder is
+read here and no code a file names runs: only the installed library's own
+modules, the same ones the open would import.
+
+Why a module of Workbench's own: Python has no "import ahead" facility; this is
+the least that does it safely. An open that starts while the imports still run
+waits for them (:func:`wait`) instead of importing the same modules on a second
+thread, which Python allows but may then hand out a partially initialised
+module to one of the two.
+
+Qt-free; ``transformers`` is imported only on the thread, and only when it is installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+
+from workbench.core import contrib
+
+__all__ = ["TRANSFORMERS_MODULES", "start", "wait"]
+
+log = logging.getLogger(__name__)
+
+#: The modules of transformers that the modeling file of nearly every model imports
+#: (BERT's, GPT-2's, Llama's, ViT's: checked against transformers 5.x); a name a
+#: release does not have is skipped.
+TRANSFORMERS_MODULES = (
+    "transformers.modeling_utils",
+    "transformers.masking_utils",
+    "transformers.modeling_layers",
+    "transformers.activations",
+    "transformers.cache_utils",
+    "transformers.generation",
+    "transformers.modeling_outputs",
+    "transformers.modeling_rope_utils",
+    "transformers.processing_utils",
+    "transformers.models.auto.modeling_auto",
+)
+
+_LOCK = threading.Lock()
+_THREAD: threading.Thread | None = None
+
+
+def start() -> threading.Thread | None:
+    """Import :data:`TRANSFORMERS_MODULES` on a daemon thread, once per process.
+
+    Returns
+    -------
+    threading.Thread or None
+        The thread (the running or finished one on a second call); None when
+        transformers is not installed (nothing to import).
+    """
+    global _THREAD
+    with _LOCK:
+        if _THREAD is not None:
+            return _THREAD
+        if contrib.library_version("transformers") is None:
+            return None
+        _THREAD = threading.Thread(target=_import_all, name="workbench-warm-imports", daemon=True)
+        _THREAD.start()
+        return _THREAD
+
+
+def _import_all() -> None:
+    for name in TRANSFORMERS_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - best effort: the open imports what it needs and reports
+            log.debug("workbench: %s not imported ahead: %s: %s", name, type(exc).__name__, exc)
+
+
+def wait(timeout: float | None = None) -> None:
+    """Until the imports :func:`start` began are done (at once when none were started; never raises).
+
+    Parameters
+    ----------
+    timeout : float, optional
+        Seconds at most; None waits until they are done.
+    """
+    with _LOCK:
+        thread = _THREAD
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(timeout)
