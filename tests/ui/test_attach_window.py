@@ -147,11 +147,17 @@ def test_a_killed_window_leaves_the_script_training_and_a_new_window_attaches(qt
         gui.send_signal(signal.SIGKILL)
         gui.wait(30)
         assert proc.poll() is None  # the script goes on
+
+        def steering_freed():  # the script dropped the killed window's connection (read-only look: takes nothing)
+            with workbench.connect(info["address"], info["token"], steer=False) as probe:
+                assert not probe.steered_elsewhere
+
+        qtbot.waitUntil(steering_freed, timeout=30_000)
         events = _Events(qtbot, window.training_panel)
         qtbot.waitUntil(lambda: window.attach_to(info["address"], info["token"]), timeout=30_000)
         events.wait(Metrics)
-        with workbench.connect(info["address"], info["token"]) as watcher:
-            assert not watcher.steering  # this window steers: the killed window's steering was freed
+        with workbench.connect(info["address"], info["token"], steer=False) as watcher:
+            assert watcher.steered_elsewhere  # this window steers: the killed window's steering was freed
         window.training_panel.stop_action.trigger()
         assert events.wait(Finished).reason == "stopped"
     finally:

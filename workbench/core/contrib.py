@@ -78,6 +78,7 @@ from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, v
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from workbench.core import warm_imports
 from workbench.core.errors import ArchitectureError, ContributionError, DataError, TrustRequired, WorkbenchError
 
 __all__ = ["KINDS", "BUILTINS", "Contribution", "group", "contributions", "names", "is_registered", "check",
@@ -563,6 +564,7 @@ def load_callable(spec: str, base: str | Path | None = None, *, kind: str = "arc
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
         raise error(f"{kind} spec {spec!r} must look like package.module:callable or path/file.py:callable.")
+    warm_imports.claim()  # a factory's module may import transformers: never beside the window's imports ahead
     try:
         if target.endswith(".py") or "/" in target or "\\" in target:
             module = _import_file(spec, target, base, error)

@@ -13,7 +13,7 @@ from pathlib import Path
 #: Window size used for ``--screenshot`` (pixels).
 SCREENSHOT_SIZE = (1600, 960)
 #: Milliseconds after the event loop starts before optional libraries' modeling code is imported ahead
-#: (:mod:`workbench.core.model.warm_imports`): the first paint and the window's own start-up come first.
+#: (:mod:`workbench.core.warm_imports`; not with ``--attach``): the first paint and the window's start-up come first.
 WARM_IMPORTS_AFTER_MS = 500
 
 
@@ -170,13 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     show_and_open(window, args)
     freeze_startup_objects()  # a full collection would otherwise stall the window ~250 ms
-    from PySide6.QtCore import QTimer
+    if not args.attach:  # a window attached to a script shares its machine: no 2 s of imports beside it
+        from PySide6.QtCore import QTimer
 
-    from workbench.core.model import warm_imports
+        from workbench.core import warm_imports
 
-    # with the window up and waiting for the user: transformers' modeling code (~2 s here), so that
-    # opening a Hugging Face folder later takes its own time only (none without transformers)
-    QTimer.singleShot(WARM_IMPORTS_AFTER_MS, warm_imports.start)
+        # with the window up: transformers' modeling code (~2 s here), so that opening a Hugging Face
+        # folder later takes its own time only (none without transformers; an open begun meanwhile waits)
+        QTimer.singleShot(WARM_IMPORTS_AFTER_MS, warm_imports.start)
     return app.exec()
 
 

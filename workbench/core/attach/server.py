@@ -296,7 +296,7 @@ class AttachServer:
             if self._closed:
                 conn.close()
                 return None
-            steered = any(c.steering for c in self._clients)
+            steered = any(c.steering and not (c.closed or c.detached) for c in self._clients)  # not one letting go
             steering = bool(msg.get("steer", True)) and not steered
             client = _Client(conn, peer, steering)
             replay = self.history.replay()

@@ -52,9 +52,8 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch import nn
 
-from workbench.core import contrib
+from workbench.core import contrib, warm_imports
 from workbench.core.errors import ArchitectureError, CheckpointError, TrustRequired
-from workbench.core.model import warm_imports
 from workbench.core.model.architectures import ArchSpec, LoadReport, weights_only_model
 from workbench.core.model.checkpoint import (
     Checkpoint,
@@ -410,7 +409,7 @@ def _timm_example(config: Mapping) -> ExampleInput | None:
 
 
 def _import(module: str, extra: str, origin: Path):
-    warm_imports.wait()  # the window may be importing transformers' modeling code ahead: never a second importer
+    warm_imports.claim()  # the window may be importing transformers' modeling code ahead: never a second importer
     try:
         return __import__(module)
     except ImportError as exc:
@@ -590,6 +589,7 @@ def open_folder(path: str | Path, *, trust: bool = False, partial: bool = False,
         raise TrustRequired(folder.config_path, _code_files(folder.path) or _auto_map_names(folder.config),
                             kind="code")
     lib = "transformers" if folder.library == "transformers" else "timm"
+    warm_imports.claim()  # the window may be importing transformers' modeling code ahead: never a second importer
     try:
         __import__(lib)
     except ImportError:

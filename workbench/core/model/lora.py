@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from workbench.core import warm_imports
 from workbench.core.errors import WorkbenchError
 
 __all__ = ["ADAPTER_NAME", "LORA_TYPES", "is_lora_layer", "types_under", "lora_targets", "lora_edit", "add_lora", "remove_lora", "lora_paths",
@@ -48,6 +49,7 @@ _PEFT_PREFIX = "base_model.model."
 
 
 def _peft():
+    warm_imports.claim()  # peft imports transformers: never beside the window's imports ahead
     try:
         import peft
     except ImportError as exc:
