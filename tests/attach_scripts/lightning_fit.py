@@ -1,12 +1,14 @@
 """A Lightning fit with ``workbench.integrations.lightning.WorkbenchCallback`` (run as a script by the attach tests).
 
-``python lightning_fit.py RUN_DIR [MAX_STEPS]``: fits a small CNN (10 classes)
+``python lightning_fit.py RUN_DIR [MAX_STEPS [STRATEGY]]``: fits a small CNN (10 classes)
 on random 16x16 images until the window says Stop (or MAX_STEPS), an epoch of
 20 steps and a validation after each; the module logs ``train_acc`` every step
 and ``val_loss`` / ``val_acc`` per validation. Two param groups (features at
 0.05, head at 0.1) and a StepLR. Then writes ``RUN_DIR/final.pt`` (the
 LightningModule's state_dict) and ``RUN_DIR/final.json`` (every param group's
-LR, steps done).
+LR, steps done). With a STRATEGY (``ddp``, ``ddp_find_unused_parameters_true``):
+a fit on two CPU processes (gloo), each rank writing ``final<rank>.pt`` /
+``final<rank>.json``.
 """
 
 import json
@@ -60,6 +62,7 @@ class SmallCNN(pl.LightningModule):
 def main() -> int:
     run_dir = Path(sys.argv[1])
     max_steps = int(sys.argv[2]) if len(sys.argv) > 2 else -1
+    strategy = sys.argv[3] if len(sys.argv) > 3 else None
     torch.manual_seed(0)
     torch.set_num_threads(1)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
@@ -68,14 +71,18 @@ def main() -> int:
     train = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True)
     val = DataLoader(TensorDataset(x[:16], y[:16]), batch_size=8)
     module = SmallCNN()
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=100_000, max_steps=max_steps,
+    ddp = {"strategy": strategy, "devices": 2} if strategy else {"devices": 1}
+    trainer = pl.Trainer(accelerator="cpu", **ddp, max_epochs=100_000, max_steps=max_steps,
                          enable_checkpointing=False, logger=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=1,
                          callbacks=[WorkbenchCallback(run_dir=run_dir, name="lightning_fit")])
     trainer.fit(module, train, val)
-    torch.save(module.state_dict(), run_dir / "final.pt")
-    (run_dir / "final.json").write_text(json.dumps({"lrs": [g["lr"] for g in trainer.optimizers[0].param_groups],
+    suffix = str(trainer.global_rank) if strategy else ""
+    torch.save(module.state_dict(), run_dir / f"final{suffix}.pt")
+    (run_dir / f"final{suffix}.json").write_text(json.dumps({"lrs": [g["lr"] for g in trainer.optimizers[0].param_groups],
                                                     "steps": trainer.global_step}))
+    if strategy and torch.distributed.is_initialized():
+        torch.distributed.barrier()  # rank 0 (the test's process) exits only once rank 1 wrote its files
     return 0
 
 

@@ -10,7 +10,10 @@ the way early stopping does.
 
 A distributed fit (``strategy="ddp"``): every rank's callback attaches; rank 0
 listens and every rank applies its commands at the same step (``Attached``'s
-agreement over ``torch.distributed``; not tested here with several ranks).
+agreement over ``torch.distributed``). Freezing mid-run needs
+``strategy="ddp_find_unused_parameters_true"``; with plain ``"ddp"`` a freeze is
+refused with a message saying so (:class:`~workbench.core.attach.ddp_guard.DDPGuard`),
+as is an unfreeze of a parameter frozen when the fit started.
 """
 
 from __future__ import annotations
@@ -73,6 +76,9 @@ class WorkbenchCallback(pl.Callback):
         configs = trainer.lr_scheduler_configs
         scheduler = configs[0].scheduler if configs else None
         self.attached = self.options.attach(pl_module, optimizer, scheduler)
+        wrapper = getattr(trainer.strategy, "model", None)
+        if isinstance(wrapper, torch.nn.parallel.DistributedDataParallel):  # strategy="ddp": what it can follow
+            self.attached.use_ddp(wrapper)
         self._seen = set(trainer.callback_metrics)
         self._step_keys = set()
         self._val_keys = set()

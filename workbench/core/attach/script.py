@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from workbench.core.attach.ddp_guard import DDPGuard
 from workbench.core.attach.discovery import remove_discovery, write_discovery
 from workbench.core.attach.server import AttachServer
 from workbench.core.attach.script_trainer import ScriptTrainer, set_group_lr
@@ -154,6 +155,8 @@ class Attached:
     token : str
         The run's secret (also in the discovery file, readable by this user only).
     run_dir : Path
+    ddp_guard : DDPGuard or None
+        Set by :meth:`use_ddp`: what the script's ``DistributedDataParallel`` wrapper can follow.
     """
 
     def __init__(self, model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, name=None,
@@ -188,6 +191,7 @@ class Attached:
         self._epoch_loss = [0.0, 0]
         self._bad_loss = False
         self._closed = False
+        self.ddp_guard: DDPGuard | None = None
         self.server: AttachServer | None = None
         self.address = ""
         self._discovery = None
@@ -216,7 +220,14 @@ class Attached:
     # ------------------------------------------------------------------ the script's calls
     @property
     def should_stop(self) -> bool:
-        """True once the window said Stop: end the loop cleanly, then :meth:`close`."""
+        """True once the window said Stop: end the loop cleanly, then :meth:`close`.
+
+        Data-parallel: once every rank agreed on it (:class:`RankSync`), at the same step on all of them; rank
+        0's own flag comes earlier when the Stop arrives between two agreements, and a rank 0 that left
+        then would leave the others waiting in their next all-reduce.
+        """
+        if self.sync is not None:
+            return self.sync.stop
         return self.control.stop_requested
 
     def step(self, loss=None, *, batch: Any = None, **metrics) -> None:
@@ -456,6 +467,9 @@ class Attached:
                 log.warning("workbench attach: probes not changed: %s", exc)
             return
         try:
+            if isinstance(cmd, SetTrainable) and self.ddp_guard is not None:
+                self.ddp_guard.check(tr.model, [cmd.names] if isinstance(cmd.names, str) else list(cmd.names),
+                                     cmd.flag)
             if isinstance(cmd, SetLR):
                 if tr.optimizer is None:
                     raise ValueError("the script attached no optimizer")
@@ -473,6 +487,17 @@ class Attached:
         if tr.edit_log is not None:
             tr.edit_log.command(tr.step, cmd)
         self._publish(CommandApplied(cmd, int(tr.step), float(tr.epoch)))
+
+    def use_ddp(self, wrapper: nn.Module) -> None:
+        """The script's ``DistributedDataParallel`` wrapper of the model, just built: from now on a freeze it cannot
+        follow (built without ``find_unused_parameters=True``) or an unfreeze of a parameter it does not average is
+        refused with a message (the window shows it) instead of stopping or splitting the ranks.
+
+        Parameters
+        ----------
+        wrapper : torch.nn.parallel.DistributedDataParallel
+        """
+        self.ddp_guard = DDPGuard(wrapper, self.trainer.model)
 
     def on_pause(self) -> None:
         """Data-parallel: the ranks pause in lockstep at this step (:class:`RankSync`): say so, like a pause of one process."""
