@@ -33,6 +33,7 @@ def worker(rank: int, port: int, run_dir: str, max_steps: int) -> None:
     x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
     steps = 0
     with workbench.attach(model, optimizer, run_dir=run_dir, name="ddp_loop") as wb:
+        wb.use_ddp(net)  # what the wrapper can follow: it was built with find_unused_parameters, freezing works
         while steps < max_steps and not wb.should_stop:
             loss = nn.functional.cross_entropy(net(x), y)
             loss.backward()
