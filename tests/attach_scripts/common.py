@@ -86,3 +86,54 @@ def until(run, kind, pred=lambda e: True, timeout: float = 60.0):
         if isinstance(event, Finished) or time.monotonic() > end:
             break
     raise AssertionError(f"no {kind.__name__} within {timeout} s")
+
+
+def steer_ddp_run(proc: subprocess.Popen, info: dict, module: str, lr: float) -> None:
+    """Steer a two-rank script as a window would: freeze ``module``, set ``lr``, pause, save now, resume, stop.
+
+    Then the script must exit 0; its ranks' results are checked by :func:`check_ddp_replicas`.
+    """
+    import workbench
+    from workbench.core.train.events import CommandApplied, Finished, Metrics, Paused
+
+    try:
+        run = workbench.connect(info["address"], info["token"])
+        assert run.steering
+        until(run, Metrics, lambda e: len(e.values["step"]) > 0)
+        run.freeze(module)
+        applied = until(run, CommandApplied)
+        assert applied.command.error is None and applied.command.changed, output(proc)
+        run.set_lr(lr)
+        until(run, CommandApplied)
+        run.pause()
+        until(run, Paused)
+        run.save_now()
+        until(run, CommandApplied, lambda e: getattr(e.command, "saved_to", None))
+        run.resume()
+        until(run, Metrics, lambda e: e.values["step"][-1] > applied.step + 3)
+        run.stop()
+        assert until(run, Finished).reason == "stopped"
+        run.close()
+    finally:
+        code, out = finish(proc, timeout=120)
+    assert code == 0, out
+
+
+def check_ddp_replicas(run_dir: Path, frozen: str, trained: str) -> list[dict]:
+    """Both ranks' ``final<rank>.pt`` are the same model; ``frozen``'s parameters equal their values in the
+    save made while paused and ``trained`` moved on after it. Returns both ranks' ``final<rank>.json``
+    (``steps`` checked equal: the ranks stopped after the same step)."""
+    import json
+
+    import torch
+
+    r0, r1 = (torch.load(run_dir / f"final{r}.pt", weights_only=True) for r in (0, 1))
+    at_save = torch.load(run_dir / "last.pt", weights_only=True)["model_state_dict"]
+    params = [n for n in r0 if n.endswith(("weight", "bias")) and "running" not in n]
+    assert all(torch.equal(r0[n], r1[n]) for n in params)  # the replicas stayed the same model
+    held = [n for n in params if n.startswith(frozen + ".")]
+    assert held and all(torch.equal(r0[n], at_save[n]) for n in held)
+    assert not torch.equal(r0[trained], at_save[trained])
+    done = [json.loads((run_dir / f"final{r}.json").read_text()) for r in (0, 1)]
+    assert done[0]["steps"] == done[1]["steps"]
+    return done
