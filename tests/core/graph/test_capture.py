@@ -242,3 +242,15 @@ def test_errors_name_what_is_wrong():
     assert "_Twice" in str(info.value) and "input" in str(info.value)
     with pytest.raises(GraphCaptureError, match="meta device"):  # a hook trace needs values
         capture_graph(meta_model("resnet18"), torch.zeros(1, 3, 32, 32), method="hooks")
+
+
+def test_a_failing_trace_prints_no_traceback_and_leaves_torchs_log_levels_as_they_were(capfd):
+    import logging
+
+    levels = {name: logging.getLogger(name).level for name in ("torch._subclasses.fake_tensor", "torch._dynamo")}
+    with pytest.raises(GraphCaptureError) as info:  # an input the first layer cannot take
+        capture_graph(nn.Sequential(nn.Linear(64, 10)), torch.zeros(1, 16))
+    assert "export" in info.value.reasons  # the reason is kept, for the note and the message
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "failed while attempting to run meta" not in err, err[-2000:]
+    assert {name: logging.getLogger(name).level for name in levels} == levels

@@ -16,6 +16,7 @@ training flag back afterwards.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -99,7 +100,7 @@ def capture_graph(model: nn.Module, example_input: Any, *, method: str = "auto")
     device, _ = model_device_dtype(model)
     example = as_example(example_input).to(device)
     reasons: dict[str, str] = {}
-    with _eval_mode(model):
+    with _eval_mode(model), _quiet_tracer_logs():
         for name in METHODS if method == "auto" else (method,):
             try:
                 graph = _CAPTURES[name](model, example)
@@ -142,6 +143,25 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
     finally:
         for module, training in flags:
             module.training = training
+
+
+#: torch's loggers that print a whole traceback at ERROR when a trace fails (the fake-tensor run of an op
+#: whose shapes do not fit: a wrong example input). The capture says why in its note; the next method runs.
+_TRACER_LOGGERS = ("torch._subclasses.fake_tensor", "torch._dynamo", "torch.export")
+
+
+@contextmanager
+def _quiet_tracer_logs() -> Iterator[None]:
+    """No tracebacks from torch's tracers while a capture tries its methods (their levels back afterwards)."""
+    loggers = [logging.getLogger(name) for name in _TRACER_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _reason(exc: BaseException) -> str:
