@@ -10,11 +10,13 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.processes import exec_done
+from tests.processes import (SAY_READY, program_sleeper, python_sleeper, ready_then_sleep, started,
+                             workbench_module_child)
 from workbench.core.run_files import (
     MAX_COLUMNS,
     MAX_SMALL_BYTES,
@@ -359,26 +361,23 @@ def test_pid_zero_minus_one_and_the_wrong_types_are_never_a_training_process():
         assert not is_training_process(pid)
 
 
-def _workbench_module_child():
-    """A live process whose command line is a Workbench module, as a data-parallel rank's is
-    (``python -m workbench.core.train.launch.parent_watch timeit ...``: sleeps 60 s, ends with this process)."""
-    return exec_done(subprocess.Popen([sys.executable, "-u", "-m", "workbench.core.train.launch.parent_watch", "timeit",
-                                       "-n", "1", "-r", "1", "import time; time.sleep(60)"]))
-
-
 def _console_script_child(folder):
     """A live process started as the ``workbench`` console script is (``python .../bin/workbench ARGS``)."""
     script = folder / "bin" / "workbench"
     script.parent.mkdir(exist_ok=True)
-    script.write_text("import time\ntime.sleep(60)\n")
-    return exec_done(subprocess.Popen([sys.executable, str(script), "train", "run.toml"]))
+    script.write_text(f"{SAY_READY}\nimport time\ntime.sleep(60)\n")
+    return started([sys.executable, str(script), "train", "run.toml"])
 
 
 _SPAWN_GRANDCHILD = """
-import multiprocessing, sys, time
+import multiprocessing, sys
+from tests.processes import ready_then_sleep
 if __name__ == "__main__":
-    p = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,), daemon=True)
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=ready_then_sleep, args=(ready, 60), daemon=True)
     p.start()
+    assert ready.wait(60)
     print(p.pid, flush=True)
     sys.stdin.read()
 """
@@ -395,9 +394,8 @@ def test_a_live_process_counts_only_if_it_is_workbench_and_started_when_recorded
     me = os.getpid()
     assert is_training_process(me, process_start_time(me)) and is_training_process(me)  # this process runs Workbench
     assert not is_training_process(me, process_start_time(me) + 1)  # the pid was reused
-    sleeper = exec_done(subprocess.Popen(["sleep", "60"]))
-    python = exec_done(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
-    module, script = _workbench_module_child(), _console_script_child(tmp_path)
+    sleeper, python = program_sleeper(), python_sleeper()
+    module, script = workbench_module_child(), _console_script_child(tmp_path)
     try:
         for p in (sleeper, python):  # alive, but not Workbench: with or without its start time
             assert process_start_time(p.pid) is not None
@@ -413,15 +411,17 @@ def test_a_live_process_counts_only_if_it_is_workbench_and_started_when_recorded
 @needs_proc
 def test_a_multiprocessing_child_counts_only_when_its_parent_is_workbench(tmp_path):
     import multiprocessing
-    import time as _time
 
-    mine = multiprocessing.get_context("spawn").Process(target=_time.sleep, args=(60,), daemon=True)
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    mine = ctx.Process(target=ready_then_sleep, args=(ready, 60), daemon=True)
     mine.start()  # the window's training process is such a child of the window
-    exec_done(mine.pid)
+    assert ready.wait(60)
+    root = str(Path(__file__).resolve().parents[2])  # the grandchild's target is tests.processes'
     outer = subprocess.Popen([sys.executable, "-c", _SPAWN_GRANDCHILD], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=root))
     try:
-        theirs = exec_done(int(outer.stdout.readline()))  # a spawn child of a plain python
+        theirs = int(outer.stdout.readline())  # a spawn child of a plain python, running
         assert process_start_time(theirs) is not None
         assert is_training_process(mine.pid, process_start_time(mine.pid))
         assert not is_training_process(theirs) and not is_training_process(theirs, process_start_time(theirs))
@@ -446,8 +446,8 @@ def test_training_pid_trusts_running_only_for_a_live_workbench_process(tmp_path)
     me = os.getpid()
     assert status(pid=me, pid_start=process_start_time(me)) == me
     assert status(pid=0) is None and status(pid=-1) is None and status(pid=me, pid_start=1) is None
-    python = exec_done(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
-    module = _workbench_module_child()
+    python = python_sleeper()
+    module = workbench_module_child()
     try:  # a plain python that took a dead run's pid is not trusted; a Workbench process is, with or without start
         assert status(pid=python.pid) is None and status(pid=python.pid, pid_start=None) is None
         assert status(pid=module.pid) == module.pid

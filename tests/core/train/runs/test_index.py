@@ -15,7 +15,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from tests.processes import exec_done
+from tests.processes import program_sleeper, python_sleeper, workbench_module_child
 from tests.core.train.damaged_runs import (
     DAMAGES,
     INFO,
@@ -44,12 +44,6 @@ from workbench.core.train.runs.index import (
 )
 from workbench.core.train.runs.trash import trash_run
 from workbench.core.train.runs.folder import write_status
-
-
-def workbench_child():
-    """A live process whose command line is a Workbench module's, as a data-parallel rank's is (it sleeps 60 s)."""
-    return exec_done(subprocess.Popen([sys.executable, "-m", "workbench.core.train.launch.parent_watch", "timeit", "-n",
-                                       "1", "-r", "1", "import time; time.sleep(60)"]))
 
 
 class StopAt(Callback):
@@ -230,9 +224,8 @@ def test_running_is_trusted_only_for_a_live_workbench_process(tmp_path):
         set_status(good_run(root, name, 1e9), state="running", reason=None, pid=pid, pid_start=None)
     reused = good_run(root, "reused", 1e9)
     set_status(reused, state="running", reason=None, pid=os.getpid(), pid_start=process_start_time(os.getpid()) - 1)
-    sleeper = exec_done(subprocess.Popen(["sleep", "60"]))
-    python = exec_done(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(40)"]))
-    child = workbench_child()
+    sleeper, python = program_sleeper(), python_sleeper(40)
+    child = workbench_module_child()
     try:
         set_status(good_run(root, "sleep", 1e9), state="running", reason=None, pid=sleeper.pid, pid_start=None)
         # any python that took a dead run's pid, recorded without pid_start (an older status.json): not trusted
@@ -268,7 +261,7 @@ def test_rename_and_delete_refuse_a_run_that_is_training(tmp_path, monkeypatch):
     with pytest.raises(RunIsTraining, match=r"stop the run before you delete it"):
         trash_run(live)
     assert live.is_dir() and not (root / "other").exists()
-    child = workbench_child()
+    child = workbench_module_child()
     try:
         set_status(live, pid=child.pid, pid_start=process_start_time(child.pid))
         with pytest.raises(RunIsTraining, match=f"process {child.pid}"):
