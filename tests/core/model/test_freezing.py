@@ -159,3 +159,18 @@ def test_apply_frozen_takes_module_paths_as_a_run_file_writes_them_by_hand():
     assert frozen_parameter_names(model) == want
     with pytest.raises(UnknownPathError, match="featurez"):
         apply_frozen(model, ["featurez"])
+
+
+def test_would_change_names_what_set_requires_grad_changes_and_changes_nothing():
+    import copy
+
+    from workbench.core.model.freezing import set_requires_grad, would_change
+
+    model = torchvision.models.resnet18(num_classes=10)
+    model.layer1[0].requires_grad_(False)
+    before = {n: p.requires_grad for n, p in model.named_parameters()}
+    for names, flag in ((["layer1"], False), (["layer1", "fc.weight"], True), (["layer2.0.bn1"], True)):
+        predicted = would_change(model, names, flag)
+        assert {n: p.requires_grad for n, p in model.named_parameters()} == before
+        assert predicted == set_requires_grad(copy.deepcopy(model), names, flag)
+    assert would_change(model, ["layer1"], False) == [n for n in before if n.startswith("layer1.1.")]

@@ -22,7 +22,6 @@ from __future__ import annotations
 from torch import nn
 
 from workbench.core.model import freezing
-from workbench.core.model.names import all_parameters
 
 __all__ = ["DDPGuard"]
 
@@ -46,7 +45,7 @@ class DDPGuard:
     def check(self, model: nn.Module, names: list[str], flag: bool) -> None:
         """Raise when setting ``requires_grad = flag`` on ``names`` (module or parameter paths) is not allowed.
 
-        The model is left as it was either way (the change is tried, then undone).
+        Nothing is changed here (:func:`~workbench.core.model.freezing.would_change`).
 
         Raises
         ------
@@ -56,14 +55,7 @@ class DDPGuard:
         UnknownPathError
             A name is not in the model (as the freeze itself would raise).
         """
-        unique = list(model.parameters())
-        before = [p.requires_grad for p in unique]
-        try:
-            changed = freezing.set_requires_grad(model, names, flag)
-        finally:
-            for p, was in zip(unique, before):
-                p.requires_grad_(was)
-        params = all_parameters(model)  # the canonical names set_requires_grad reports, and their aliases
+        changed = freezing.would_change(model, names, flag)
         if not changed:
             return
         if not flag and not self.find_unused:
@@ -71,6 +63,7 @@ class DDPGuard:
                 "the script's DistributedDataParallel was built without find_unused_parameters=True: with frozen "
                 "parameters its next backward would stop every rank. Build it with find_unused_parameters=True "
                 "(Lightning: strategy=\"ddp_find_unused_parameters_true\") to freeze mid-run")
+        params = dict(model.named_parameters())  # the canonical names would_change reports
         outside = [n for n in changed if flag and id(params[n]) not in self.averaged]
         if outside:
             shown = ", ".join(outside[:3]) + (f" and {len(outside) - 3} more" if len(outside) > 3 else "")

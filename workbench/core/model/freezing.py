@@ -34,6 +34,7 @@ __all__ = [
     "set_requires_grad",
     "trainable_counts",
     "apply_frozen",
+    "would_change",
     "apply_batchnorm_policy",
 ]
 
@@ -173,7 +174,23 @@ def set_requires_grad(model: nn.Module, names: Iterable[str], flag: bool) -> lis
     UnknownPathError
         For the first name the model does not have (nothing is changed then).
     """
-    flag = bool(flag)
+    return _apply(model, _targets(model, names, bool(flag)))
+
+
+def would_change(model: nn.Module, names: Iterable[str], flag: bool) -> list[str]:
+    """The canonical parameter names :func:`set_requires_grad` would change; nothing is changed.
+
+    Raises
+    ------
+    UnknownPathError
+        For the first name the model does not have.
+    """
+    targets = _targets(model, names, bool(flag))
+    return [n for n, p in model.named_parameters() if targets.get(id(p)) not in (None, p.requires_grad)]
+
+
+def _targets(model: nn.Module, names: Iterable[str], flag: bool) -> dict[int, bool]:
+    """``{id(parameter): flag}`` for every parameter the names (parameters, modules' subtrees) cover."""
     targets: dict[int, bool] = {}
     params = all_parameters(model)
     for name in names:
@@ -182,7 +199,7 @@ def set_requires_grad(model: nn.Module, names: Iterable[str], flag: bool) -> lis
         else:
             for p in resolve(model, name):
                 targets[id(p)] = flag
-    return _apply(model, targets)
+    return targets
 
 
 def trainable_counts(model: nn.Module) -> tuple[int, int]:
