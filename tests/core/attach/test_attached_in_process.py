@@ -121,7 +121,7 @@ def test_bad_probe_settings_are_refused_and_an_early_probe_choice_is_kept(tmp_pa
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     wb = workbench.attach(model, optimizer, run_dir=tmp_path / "run")
     reports: list = []
-    window_cb = ProbeCallback(reports.extend, every=1)
+    window_cb = ProbeCallback(reports.extend, every=1, flush_ms=0)  # each report sent at its step
     run = workbench.connect(wb.address, wb.token, callbacks=[window_cb])
     window_cb.set_probed(["layer3"])  # at once, before the script's next step installed the callback
     x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))

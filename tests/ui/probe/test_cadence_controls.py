@@ -80,6 +80,7 @@ def test_sparse_grad_norm_curves_are_markers_dense_ones_lines(panel):
     model = DigitsCNN()
     model(torch.zeros(2, 1, 8, 8)).sum().backward()
     panel.toggle_probe("classifier")
+    panel.tabs.setCurrentWidget(panel.grads)  # a hidden tab draws when it is shown
     panel._on_reports([ProbeReport(step=s, grads=grad_norms(model, step=s)) for s in (1, 46)])
     curve = panel.grads.curves["global"]
     assert panel.grads.drawn_as_markers("global")

@@ -20,6 +20,13 @@ def _probe_from_tree(win, name: str) -> None:
     menu.deleteLater()
 
 
+def _look_at(win, view) -> None:
+    """What a user does to see a Probes tab: raise the Probes dock, click the tab (hidden tabs draw when shown)."""
+    win.probes_dock.raise_()
+    win.probes_panel.tabs.setCurrentWidget(view)
+    assert view.isVisible()
+
+
 def _start(qtbot, panel, epochs: int) -> None:
     panel.settings.epochs_spin.setValue(epochs)
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
@@ -78,6 +85,7 @@ def test_frozen_then_unfrozen_through_the_training_panel(main_window, qtbot):
     probes = win.probes_panel
     _probe_from_tree(win, "features")
     win.set_trainable("features", False)
+    _look_at(win, probes.grads)
     _start(qtbot, panel, epochs=200)
     grads = probes.grads
 
@@ -111,6 +119,7 @@ def test_a_parameter_row_selected_in_the_tree_is_the_weight_histograms_parameter
     win.tree_widget.view.expandAll()
     assert win.tree_widget.select_name("features.3.weight")
     assert probes.weight_parameter() == "features.3.weight"
+    _look_at(win, probes.weights)
     assert probes.weights.shown()[0] == "features.3.weight"
     assert "features.3.weight" in probes.weights.parameters()
 

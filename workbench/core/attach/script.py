@@ -54,8 +54,11 @@ log = logging.getLogger("workbench.attach")
 register(callback.ProbeReport, activations.ActivationStats, cadence.CadencePlan, gradients.GradNorms,
          gradients.LayerNorm, health.Badge, health.HealthThresholds, layer_stats.LayerSnapshot, stats.Histogram)
 
-#: Seconds between two metric batches (~25 per second, as Workbench's own runs).
-EMIT_S = 0.04
+#: Seconds between two metric batches: 4 a second, as the runs a window starts (the training panel's
+#: ``METRICS_MS``; its curves redraw at 2 Hz). Each batch wakes the script's sending thread and the
+#: window's reader and GUI threads: at 25 a second the attached window took ~2x the CPU on the cores
+#: the script trains on (``benchmarks/bench_attach.py``).
+EMIT_S = 0.25
 #: A gap between two steps longer than this many typical steps and :data:`AWAY_S` seconds is not training time
 #: for the probes' budget (the script was doing something else).
 AWAY_STEPS = 20

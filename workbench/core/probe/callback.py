@@ -152,7 +152,9 @@ class ProbeCallback(Callback):
         histogram costs about 4 ms, 300 scalars' worth: on every step they made a
         probed demo run 12x slower).
     flush_ms : float
-        Minimum time between two sink calls, in milliseconds (0: one call per report).
+        Minimum time between two sink calls, in milliseconds (0: one call per report). The
+        default, 250, matches the metric batches of a run the window started: the window draws
+        the newest report of a batch only, and each call wakes its GUI thread.
     **probe_kwargs
         Passed to :class:`~workbench.core.probe.activations.ActivationProbe` (``bins``, ``images``, ...).
 
@@ -175,7 +177,7 @@ class ProbeCallback(Callback):
         thresholds: HealthThresholds | None = None,
         layers: bool = True,
         tb_histogram_budget: float = 0.01,
-        flush_ms: float = 40.0,
+        flush_ms: float = 250.0,
         **probe_kwargs,
     ):
         if (every is not None and every < 1) or (grad_every is not None and grad_every < 1):

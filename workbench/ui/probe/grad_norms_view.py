@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from workbench.core.probe.cadence import sparse
 from workbench.core.probe.gradients import GradNorms, layer_norms
 from workbench.ui.axis_fit import axis_font, category_ticks, fit_axis_title
+from workbench.ui.draw_when_shown import DrawWhenShown
 from workbench.ui.log_axis import LogTicks
 from workbench.ui.plot_buffer import PlotBuffer
 from workbench.ui.plot_legend import legend_above
@@ -51,6 +52,7 @@ class GradNormsView(QWidget):
         self.curves: dict[str, pg.PlotDataItem] = {}
         self._markers: dict[str, bool] = {}  # label -> drawn as markers (sparse) now
         self.layers: list = []  # the LayerNorm rows drawn last
+        self._later = DrawWhenShown(self)  # live drawings wait while another tab covers this one
         self.plots = pg.GraphicsLayoutWidget()
         self.plots.setObjectName("gradNormPlot")
         self.curve_plot = self.plots.addPlot(row=0, col=0, axisItems={"left": LogTicks("left")})
@@ -80,6 +82,7 @@ class GradNormsView(QWidget):
 
     def clear(self) -> None:
         """Forget history, curves and bars (a new model)."""
+        self._later.discard()
         self.history.clear()
         for curve in self.curves.values():
             self.curve_plot.removeItem(curve)
@@ -102,7 +105,13 @@ class GradNormsView(QWidget):
                 buf.append(step=step, norm=value)
 
     def refresh_curves(self) -> None:
-        """Hand the history to the curves (created once per label): markers while sparse, else lines."""
+        """Hand the history to the curves (created once per label): markers while sparse, else lines.
+
+        While the view is hidden this waits for it to be shown (the history keeps every point meanwhile).
+        """
+        self._later.draw("curves", self._draw_curves)
+
+    def _draw_curves(self) -> None:
         for i, (label, buf) in enumerate(self.history.items()):
             curve = self.curves.get(label)
             if curve is None:
@@ -165,7 +174,13 @@ class GradNormsView(QWidget):
         return bool(self._markers.get(label))
 
     def show_latest(self, step: int, grads: GradNorms, probed: list[str]) -> None:
-        """Bars of the latest measurement: green log10 norms, grey full-height bars for frozen layers."""
+        """Bars of the latest measurement: green log10 norms, grey full-height bars for frozen layers.
+
+        While the view is hidden the newest measurement waits for it to be shown.
+        """
+        self._later.draw("latest", lambda: self._draw_latest(step, grads, list(probed)))
+
+    def _draw_latest(self, step: int, grads: GradNorms, probed: list[str]) -> None:
         rows = layer_norms(grads)
         self.layers = rows
         x = np.arange(len(rows), dtype=float)

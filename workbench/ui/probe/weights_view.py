@@ -20,6 +20,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.core.probe.stats import Histogram
+from workbench.ui.draw_when_shown import DrawWhenShown
 
 #: Horizontal room one character of an axis label takes, in pixels (to space the tick labels).
 CHAR_PX = 6.5
@@ -58,6 +59,7 @@ class WeightsView(QWidget):
         super().__init__(parent)
         self.setObjectName("weightsView")
         self._shown: tuple[str, Histogram, int | None] | None = None
+        self._later = DrawWhenShown(self)  # live drawings wait while another tab covers this one
         self.param_combo = QComboBox(objectName="weightParamCombo")
         self.param_combo.setToolTip("Parameter whose weight histogram is drawn (the probed modules' parameters)")
         self.param_combo.setMinimumContentsLength(12)
@@ -135,7 +137,9 @@ class WeightsView(QWidget):
 
     # ------------------------------------------------------------------ drawing
     def show_histograms(self, hists: dict[str, Histogram], step: int | None = None) -> bool:
-        """Draw the chosen parameter's histogram when ``hists`` holds it; True when drawn.
+        """Draw the chosen parameter's histogram when ``hists`` holds it; True when it does.
+
+        While the view is hidden the newest histogram waits for it to be shown (:class:`DrawWhenShown`).
 
         Parameters
         ----------
@@ -148,6 +152,12 @@ class WeightsView(QWidget):
         h = hists.get(name)
         if h is None:
             return False
+        self._later.draw("histogram", lambda: self._draw_histogram(name, h, step))
+        return True
+
+    def _draw_histogram(self, name: str, h: Histogram, step: int | None) -> None:
+        if name != self.current_parameter():  # held while hidden, and another parameter was chosen since
+            return
         self._shown = (name, h, step)
         edges = h.edges if math.isfinite(h.lo) else np.arange(len(h.counts) + 1, dtype=float)
         self.hist_bars.setOpts(x0=edges[:-1], x1=edges[1:], height=h.counts)
@@ -158,14 +168,14 @@ class WeightsView(QWidget):
         self.stats_label.setText(
             f"{name}: {int(h.counts.sum()):,} values in [{_fmt(h.lo)}, {_fmt(h.hi)}], {len(h.counts)} bins, {where}"
         )
-        return True
 
     def shown(self) -> tuple[str, Histogram, int | None] | None:
         """``(parameter, histogram, step)`` drawn last, or None."""
         return self._shown
 
     def clear(self) -> None:
-        """Forget the drawn histogram and ratios."""
+        """Forget the drawn histogram and ratios (and any drawing held for a show)."""
+        self._later.discard()
         self._shown = None
         self.hist_bars.setOpts(x0=[0], x1=[1], height=[0])
         self.hist_plot.setTitle("Weight histogram")
@@ -175,7 +185,13 @@ class WeightsView(QWidget):
         self.update_bars.setOpts(x=[], y0=[], height=[], width=0.8)
 
     def show_update_ratios(self, ratios: dict[str, float], step: int | None = None) -> None:
-        """Bars of ``log10(||dw|| / ||w||)`` per parameter (ratios from core's ``UpdateTracker``)."""
+        """Bars of ``log10(||dw|| / ||w||)`` per parameter (ratios from core's ``UpdateTracker``).
+
+        While the view is hidden the newest ratios wait for it to be shown.
+        """
+        self._later.draw("ratios", lambda: self._draw_update_ratios(ratios, step))
+
+    def _draw_update_ratios(self, ratios: dict[str, float], step: int | None) -> None:
         names = list(ratios)
         vals = np.array([ratios[n] for n in names], dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
