@@ -24,15 +24,33 @@ process computed), written the way a user writes the loop (forward,
     said on the console.
 
 How: the two sides are two copies of the same model and optimizer in this
-process (the attached one carries the probes' hooks, the plain one nothing), run
-in segments of about :data:`SEGMENT_S` seconds, in ``PAIRS`` interleaved pairs
-(ABBA order), side by side in one run; each figure is the median ratio with the
-range of all pairs (``_min``, ``_max``). The idle pairs run before the window
-starts. During the live pairs' plain segments the window process is stopped
-(``SIGSTOP``, so it takes no CPU: the plain side is a loop with no Workbench at
-all) and continued (``SIGCONT``) for the attached segments, where it catches up
-and draws as it would. Before the live pairs, the window's start-up (imports,
-first paint, the model skeleton) is over: its CPU time has settled.
+process (the attached one carries the probes' hooks, the plain one nothing),
+interleaved step by step in ABBA order (plain, attached, attached, plain, ...)
+and timed per step; the steps are summed into :data:`BLOCKS` blocks of at least
+:data:`BLOCK_S` seconds and :data:`BLOCK_PAIRS` pairs, and each figure is the
+median block ratio (plain seconds / attached seconds: attached steps/s over
+plain) with the range of all blocks (``_min``, ``_max``). Why steps, not
+segments of a second: this machine's speed wanders by ~8 % between one second
+and the next, so two 1-second segments in a row differ as much as the overhead
+measured (an A/A test of two plain copies in 1-second blocks: a block of
+64-step segments spread its ratio by 7.8 % (sd), one of single steps by 0.55 %).
+The script's sending thread encodes an event on its own time, which may fall in
+the next plain step (0.26 % of the attached steps' time, measured by
+``tools/attach_breakdown.py``).
+
+The script's clock (:class:`ScriptClock`) leaves the plain steps out: the
+probes' time budget, the metric batches and the away check of the attached
+side see the time of its own steps, as in a script that trains alone (counted,
+the interleaved plain steps doubled the probes' share of the attached steps).
+
+The idle blocks run before the window starts. During the live blocks the window
+process is stopped (``SIGSTOP``, so it takes no CPU: the plain side is a loop
+with no Workbench at all) whenever the plain side's turn comes and continued
+(``SIGCONT``) for the attached side's, where it catches up and draws as it would. Its
+timers run on the wall clock, so it redraws about twice as often per attached
+second as beside a script alone: the live figure errs on the low side. Before
+the live blocks, the window's start-up (imports, first paint, the model
+skeleton) is over: its CPU time has settled.
 """
 
 from __future__ import annotations
@@ -54,10 +72,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-#: Short segments, many pairs: both sides of a pair see the same load from other processes.
-PAIRS = 15
-#: Seconds a segment (one side of one pair) lasts, roughly (its step count is set from a timed warm-up).
-SEGMENT_S = 1.0
+#: Blocks per figure (each gives one ratio).
+BLOCKS = 15
+#: A block lasts at least this many seconds (both sides together) ...
+BLOCK_S = 1.5
+#: ... and holds at least this many pairs of steps (resnet18's 0.12 s steps: 25 pairs, blocks of ~6 s, spread
+#: ~1 %; with 15 pairs its idle blocks spread 0.96-1.03).
+BLOCK_PAIRS = 25
 #: torch's threads on both sides.
 THREADS = max(1, (os.cpu_count() or 2) - 1)
 #: The consumer when the ``workbench`` command is missing: a client that reads every event.
@@ -203,17 +224,89 @@ class Window:
             self.proc.wait()
 
 
-def pairs(plain: Loop, attached: Loop, steps: int, before_plain=None, before_attached=None) -> list[float]:
-    """``PAIRS`` ratios (plain seconds / attached seconds for the same steps: attached steps/s over plain), ABBA."""
+class ScriptClock:
+    """The attached script's ``time`` with the interleaved plain steps left out (see the module docstring).
+
+    Installed by :meth:`install` in place of the ``time`` module of
+    ``workbench.core.attach.script`` and ``workbench.core.probe.callback`` (and as
+    the probes' step clock); :meth:`pause` and :meth:`resume` bracket the time
+    that is not the script's.
+    """
+
+    def __init__(self):
+        self.left_out = 0.0
+        self._paused_at: float | None = None
+        self._undo: list = []
+
+    def perf_counter(self) -> float:
+        """``time.perf_counter()`` less the time left out, s."""
+        return time.perf_counter() - self.left_out
+
+    def monotonic(self) -> float:
+        """``time.monotonic()`` less the time left out, s."""
+        return time.monotonic() - self.left_out
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+    def pause(self) -> None:
+        """From now on, time is not the script's (until :meth:`resume`)."""
+        self._paused_at = time.perf_counter()
+
+    def resume(self) -> None:
+        """The script's time runs again."""
+        if self._paused_at is not None:
+            self.left_out += time.perf_counter() - self._paused_at
+            self._paused_at = None
+
+    def install(self) -> None:
+        """Be the clock of the attached script's step, its metric batches and its probes."""
+        from workbench.core.attach import script
+        from workbench.core.probe import callback
+
+        init = callback._StepCost.__init__
+        self._undo = [(script, "time", script.time), (callback, "time", callback.time),
+                      (init, "__defaults__", init.__defaults__)]
+        script.time = callback.time = self
+        init.__defaults__ = (self.perf_counter,)
+
+    def uninstall(self) -> None:
+        """Give the modules their ``time`` back."""
+        for obj, name, value in reversed(self._undo):
+            setattr(obj, name, value)
+        self._undo = []
+
+
+def interleaved(plain: Loop, attached: Loop, clock: ScriptClock, before_plain=None,
+                before_attached=None) -> list[float]:
+    """:data:`BLOCKS` block ratios (plain seconds / attached seconds), the steps interleaved ABBA.
+
+    ``before_plain`` / ``before_attached`` run (untimed) when the side changes.
+    """
     ratios = []
-    for i in range(PAIRS):
-        times = {}
-        for side in (("plain", "attached") if i % 2 == 0 else ("attached", "plain")):
-            hook = before_plain if side == "plain" else before_attached
-            if hook is not None:
-                hook()
-            times[side] = (plain if side == "plain" else attached).run(steps)
-        ratios.append(times["plain"] / times["attached"])
+    current = None
+    clock.pause()
+    try:
+        for _ in range(BLOCKS):
+            spent = {"plain": 0.0, "attached": 0.0}
+            pairs = 0
+            while pairs < BLOCK_PAIRS or spent["plain"] + spent["attached"] < BLOCK_S:
+                for side in (("plain", "attached") if pairs % 2 == 0 else ("attached", "plain")):
+                    if side != current:
+                        current = side
+                        hook = before_plain if side == "plain" else before_attached
+                        if hook is not None:
+                            hook()
+                    if side == "plain":
+                        spent[side] += plain.run(1)
+                    else:
+                        clock.resume()
+                        spent[side] += attached.run(1)
+                        clock.pause()
+                pairs += 1
+            ratios.append(spent["plain"] / spent["attached"])
+    finally:
+        clock.resume()
     return ratios
 
 
@@ -225,30 +318,32 @@ def measure(name: str, setup, folder: Path) -> dict[str, float]:
     twin = copy.deepcopy(model)
     plain = Loop(model, make_opt(model), batches)
     opt = make_opt(twin)
+    clock = ScriptClock()
+    clock.install()
     wb = workbench.attach(twin, opt, run_dir=folder / f"run-{name}", name=f"bench_attach_{name}")
     attached = Loop(twin, opt, batches, wb)
     try:
         plain.run(5)
         attached.run(5)
         per_step = plain.run(10) / 10
-        steps = max(5, round(SEGMENT_S / per_step))
-        print(f"  {name}: {1 / per_step:.1f} steps/s plain, segments of {steps} steps", flush=True)
-        idle = pairs(plain, attached, steps)
+        print(f"  {name}: {1 / per_step:.1f} steps/s plain", flush=True)
+        idle = interleaved(plain, attached, clock)
         window = Window(wb, folder / name)
         try:
             window.wait_attached()
             window.settle()
-            attached.run(steps)  # the window's probes install at a step boundary, its curves draw first
+            attached.run(max(5, round(1.0 / per_step)))  # the window's probes install at a step boundary
             window.settle()
-            live = pairs(plain, attached, steps, before_plain=window.pause, before_attached=window.go_on)
+            live = interleaved(plain, attached, clock, before_plain=window.pause, before_attached=window.go_on)
         finally:
             window.close()
     finally:
         wb.close()
+        clock.uninstall()
     figures = {}
     for kind, ratios in (("idle", idle), ("live", live)):
         key = f"attach_{kind}_overhead_ratio_{name}"
-        print(f"{key}: median {statistics.median(ratios):.3f} over {PAIRS} pairs "
+        print(f"{key}: median {statistics.median(ratios):.3f} over {BLOCKS} blocks "
               f"(range {min(ratios):.3f}-{max(ratios):.3f})", flush=True)
         figures.update({key: statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios)})
     return figures

@@ -1,10 +1,10 @@
-"""Where an attached loop's time goes with the window attached: ``benchmarks/bench_attach.py``'s pairs, instrumented.
+"""Where an attached loop's time goes with the window attached: ``benchmarks/bench_attach.py``'s blocks, instrumented.
 
-Runs the benchmark's idle and live pairs for one loop (``digits`` or
-``resnet18``; ``PAIRS`` from the environment, default 9) and, over the live
-pairs' attached segments, prints the wall time spent inside the script in
+Runs the benchmark's idle and live blocks for one loop (``digits`` or
+``resnet18``; ``BLOCKS`` from the environment, default 9) and, over the live
+blocks' attached steps, prints the wall time spent inside the script in
 ``Attached.step``, each probe hook, the row flushes and the encoding of each
-event kind on the sending thread (as shares of the attached segments' wall
+event kind on the sending thread (as shares of the attached steps' wall
 time), the CPU seconds of each of the script's threads, and the window
 process's CPU seconds. ``PIN=1`` pins the script and the window to different
 cores (Linux). Not a benchmark (the timing wrappers cost a little themselves):
@@ -72,12 +72,12 @@ def _instrument() -> None:
         init(self, *args, **kwargs)
         WINDOWS.append(self)
     B.Window.__init__ = window_init
-    pairs = B.pairs
+    interleaved = B.interleaved
 
-    def instrumented_pairs(plain, attached, steps, before_plain=None, before_attached=None):
+    def instrumented(plain, attached, clock, before_plain=None, before_attached=None):
         live = before_plain is not None
         if not live:
-            return pairs(plain, attached, steps)
+            return interleaved(plain, attached, clock)
         if os.environ.get("PIN"):
             for tid in os.listdir(f"/proc/{WINDOWS[-1].proc.pid}/task"):
                 os.sched_setaffinity(int(tid), {1})
@@ -95,24 +95,24 @@ def _instrument() -> None:
             finally:
                 wall[0] += time.perf_counter() - t
         attached.run = timed_run
-        ratios = pairs(plain, attached, steps, before_plain, before_attached)
+        ratios = interleaved(plain, attached, clock, before_plain, before_attached)
         attached.run = run
         cpu1 = _thread_cpu()
-        print(f"live pairs: attached segments {wall[0]:.2f} s over {B.PAIRS * steps} steps; window process "
+        print(f"live blocks: attached steps {wall[0]:.2f} s; window process "
               f"{WINDOWS[-1].cpu_s() - window0:.2f} s CPU")
         for key in sorted(SPENT, key=lambda k: -SPENT[k]):
             print(f"  {key:44s} {SPENT[key] * 1e3:9.1f} ms  {CALLS[key]:6d} calls  {100 * SPENT[key] / wall[0]:5.2f} %")
         for name, seconds in sorted(cpu1.items()):
             if seconds - cpu0.get(name, 0.0) > 0.01:
-                print(f"  thread {name:30s} {seconds - cpu0.get(name, 0.0):.2f} s CPU (plain segments included)")
+                print(f"  thread {name:30s} {seconds - cpu0.get(name, 0.0):.2f} s CPU (plain steps included)")
         print(f"  ratios {[round(r, 3) for r in ratios]}, median {statistics.median(ratios):.3f}")
         return ratios
-    B.pairs = instrumented_pairs
+    B.interleaved = instrumented
 
 
 def main() -> None:
     name = sys.argv[1] if len(sys.argv) > 1 else "digits"
-    B.PAIRS = int(os.environ.get("PAIRS", 9))
+    B.BLOCKS = int(os.environ.get("BLOCKS", 9))
     _instrument()
     torch.set_num_threads(B.THREADS)
     with tempfile.TemporaryDirectory() as tmp:
