@@ -29,14 +29,17 @@ interleaved step by step in ABBA order (plain, attached, attached, plain, ...)
 and timed per step; the steps are summed into :data:`BLOCKS` blocks of at least
 :data:`BLOCK_S` seconds and :data:`BLOCK_PAIRS` pairs, and each figure is the
 median block ratio (plain seconds / attached seconds: attached steps/s over
-plain) with the range of all blocks (``_min``, ``_max``). Why steps, not
+plain) with the range of all blocks (``_min``, ``_max``) and the ratio of all
+blocks' sums (``_pooled``: it counts in full a cost that comes less often than
+once a block, such as a probe measurement of a slow model's steps). Why steps, not
 segments of a second: this machine's speed wanders by ~8 % between one second
 and the next, so two 1-second segments in a row differ as much as the overhead
 measured (an A/A test of two plain copies in 1-second blocks: a block of
 64-step segments spread its ratio by 7.8 % (sd), one of single steps by 0.55 %).
 The script's sending thread encodes an event on its own time, which may fall in
-the next plain step (0.26 % of the attached steps' time, measured by
-``tools/attach_breakdown.py``).
+the next plain step: 0.26 % of the attached steps' time (measured by
+``tools/attach_breakdown.py``), so at most ~0.5 % of a ratio in the attached
+side's favour.
 
 The script's clock (:class:`ScriptClock`) leaves the plain steps out: the
 probes' time budget, the metric batches and the away check of the attached
@@ -206,8 +209,19 @@ class Window:
                 return
 
     def pause(self) -> None:
-        """Stop the window process (it takes no CPU until :meth:`go_on`)."""
+        """Stop the window process and wait until it is stopped (it takes no CPU until :meth:`go_on`).
+
+        ``SIGSTOP`` lands asynchronously: the wait keeps the window's last microseconds out of the
+        plain step that follows (Linux ``/proc``; elsewhere the signal alone).
+        """
         self.proc.send_signal(signal.SIGSTOP)
+        stat = Path(f"/proc/{self.proc.pid}/stat")
+        for _ in range(10_000):
+            try:
+                if stat.read_text().rsplit(")", 1)[1].split()[0] in "Tt":
+                    return
+            except (OSError, IndexError):
+                return
 
     def go_on(self) -> None:
         """Continue the window process."""
@@ -278,12 +292,12 @@ class ScriptClock:
 
 
 def interleaved(plain: Loop, attached: Loop, clock: ScriptClock, before_plain=None,
-                before_attached=None) -> list[float]:
-    """:data:`BLOCKS` block ratios (plain seconds / attached seconds), the steps interleaved ABBA.
+                before_attached=None) -> list[tuple[float, float]]:
+    """:data:`BLOCKS` blocks of steps interleaved ABBA: ``(plain seconds, attached seconds)`` of each.
 
     ``before_plain`` / ``before_attached`` run (untimed) when the side changes.
     """
-    ratios = []
+    blocks = []
     current = None
     clock.pause()
     try:
@@ -304,10 +318,10 @@ def interleaved(plain: Loop, attached: Loop, clock: ScriptClock, before_plain=No
                         spent[side] += attached.run(1)
                         clock.pause()
                 pairs += 1
-            ratios.append(spent["plain"] / spent["attached"])
+            blocks.append((spent["plain"], spent["attached"]))
     finally:
         clock.resume()
-    return ratios
+    return blocks
 
 
 def measure(name: str, setup, folder: Path) -> dict[str, float]:
@@ -320,7 +334,11 @@ def measure(name: str, setup, folder: Path) -> dict[str, float]:
     opt = make_opt(twin)
     clock = ScriptClock()
     clock.install()
-    wb = workbench.attach(twin, opt, run_dir=folder / f"run-{name}", name=f"bench_attach_{name}")
+    try:
+        wb = workbench.attach(twin, opt, run_dir=folder / f"run-{name}", name=f"bench_attach_{name}")
+    except BaseException:
+        clock.uninstall()
+        raise
     attached = Loop(twin, opt, batches, wb)
     try:
         plain.run(5)
@@ -341,11 +359,14 @@ def measure(name: str, setup, folder: Path) -> dict[str, float]:
         wb.close()
         clock.uninstall()
     figures = {}
-    for kind, ratios in (("idle", idle), ("live", live)):
+    for kind, blocks in (("idle", idle), ("live", live)):
         key = f"attach_{kind}_overhead_ratio_{name}"
+        ratios = [p / a for p, a in blocks]
+        pooled = sum(p for p, _ in blocks) / sum(a for _, a in blocks)
         print(f"{key}: median {statistics.median(ratios):.3f} over {BLOCKS} blocks "
-              f"(range {min(ratios):.3f}-{max(ratios):.3f})", flush=True)
-        figures.update({key: statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios)})
+              f"(range {min(ratios):.3f}-{max(ratios):.3f}; pooled {pooled:.3f})", flush=True)
+        figures.update({key: statistics.median(ratios), f"{key}_min": min(ratios), f"{key}_max": max(ratios),
+                        f"{key}_pooled": pooled})
     return figures
 
 

@@ -95,7 +95,8 @@ def _instrument() -> None:
             finally:
                 wall[0] += time.perf_counter() - t
         attached.run = timed_run
-        ratios = interleaved(plain, attached, clock, before_plain, before_attached)
+        blocks = interleaved(plain, attached, clock, before_plain, before_attached)
+        ratios = [p / a for p, a in blocks]
         attached.run = run
         cpu1 = _thread_cpu()
         print(f"live blocks: attached steps {wall[0]:.2f} s; window process "
@@ -106,7 +107,7 @@ def _instrument() -> None:
             if seconds - cpu0.get(name, 0.0) > 0.01:
                 print(f"  thread {name:30s} {seconds - cpu0.get(name, 0.0):.2f} s CPU (plain steps included)")
         print(f"  ratios {[round(r, 3) for r in ratios]}, median {statistics.median(ratios):.3f}")
-        return ratios
+        return blocks
     B.interleaved = instrumented
 
 

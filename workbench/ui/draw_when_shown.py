@@ -20,8 +20,9 @@ from PySide6.QtWidgets import QWidget
 class DrawWhenShown(QObject):
     """Runs a view's drawings at once while it is visible; holds the newest of each kind while it is not.
 
-    A window that has never been shown (a test's, or one drawn only to be
-    grabbed) counts as visible: nothing is held for a show that may not come.
+    A view whose window is not visible (never shown: a test's, or one drawn only
+    to be grabbed; or hidden) draws at once: nothing is held for a show that may
+    not come.
 
     Parameters
     ----------
@@ -37,7 +38,8 @@ class DrawWhenShown(QObject):
         view.installEventFilter(self)
 
     def can_draw(self) -> bool:
-        """True when a drawing could be seen now: the view is visible, or its window was never shown."""
+        """True when a drawing could be seen now, or no show is to be waited for: the view is visible, or its
+        window is not."""
         view = self._view
         return view.isVisible() or not view.window().isVisible()
 
@@ -50,7 +52,7 @@ class DrawWhenShown(QObject):
             self._held[kind] = fn
 
     def held(self) -> list[str]:
-        """The kinds of drawing waiting for the view to be shown, oldest request first."""
+        """The kinds of drawing waiting for the view to be shown, in the order each kind was first held."""
         return list(self._held)
 
     def discard(self) -> None:
@@ -58,7 +60,7 @@ class DrawWhenShown(QObject):
         self._held.clear()
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
-        """On the view's ``Show``: run the held drawings, oldest first."""
+        """On the view's ``Show``: run the held drawings, in :meth:`held`'s order."""
         if obj is self._view and event.type() == QEvent.Type.Show and self._held:
             held, self._held = self._held, {}
             for fn in held.values():

@@ -315,6 +315,28 @@ def test_probe_callback_batches_sink_calls_and_reports_badges():
     assert "dead_units" in kinds
 
 
+def test_a_pause_and_an_epoch_end_hand_over_the_held_reports_at_once():
+    """Reports wait up to ``flush_ms`` for company, but never through a pause or a validation."""
+    from workbench.core.probe.callback import ProbeCallback
+
+    model = DigitsCNN()
+    calls = []
+    cb = ProbeCallback(calls.append, every=1, probed=["classifier"], flush_ms=1e6)
+
+    def between(i):
+        if i == 2:
+            cb.on_pause(trainer)  # the user paused after two steps
+            assert [len(c) for c in calls] == [2]
+        if i == 3:
+            cb.on_epoch_end(trainer, {"val_loss": 1.0})
+            assert [len(c) for c in calls] == [2, 1]
+
+    trainer = _LoopTrainer(model, [cb])
+    trainer.fit(5, between=between)
+    assert [len(c) for c in calls] == [2, 1, 2]  # the last two at the fit's end
+    assert [r.step for c in calls for r in c] == [1, 2, 3, 4, 5]
+
+
 def test_large_outputs_histogram_a_strided_subsample_but_exact_moments():
     model = nn.Identity()
     x = torch.randn(4, 8, 64, 64)  # 131,072 values

@@ -57,7 +57,8 @@ register(callback.ProbeReport, activations.ActivationStats, cadence.CadencePlan,
 #: Seconds between two metric batches: 4 a second, as the runs a window starts (the training panel's
 #: ``METRICS_MS``; its curves redraw at 2 Hz). Each batch wakes the script's sending thread and the
 #: window's reader and GUI threads: at 25 a second the attached window took ~2x the CPU on the cores
-#: the script trains on (``benchmarks/bench_attach.py``).
+#: the script trains on (``benchmarks/bench_attach.py``). A loss left on a GPU is read at a batch, so a
+#: non-finite one is seen up to this long after its step (the trace then runs on the newest batch).
 EMIT_S = 0.25
 #: A gap between two steps longer than this many typical steps and :data:`AWAY_S` seconds is not training time
 #: for the probes' budget (the script was doing something else).

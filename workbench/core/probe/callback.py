@@ -153,8 +153,9 @@ class ProbeCallback(Callback):
         probed demo run 12x slower).
     flush_ms : float
         Minimum time between two sink calls, in milliseconds (0: one call per report). The
-        default, 250, matches the metric batches of a run the window started: the window draws
-        the newest report of a batch only, and each call wakes its GUI thread.
+        default, 250, matches the metric batches of a run the window started: each call wakes
+        the window's GUI thread, which redraws once per call. An epoch's last step, an epoch
+        end, a pause and the fit's end hand over what is held at once.
     **probe_kwargs
         Passed to :class:`~workbench.core.probe.activations.ActivationProbe` (``bins``, ``images``, ...).
 
@@ -354,7 +355,8 @@ class ProbeCallback(Callback):
         i = self._index
         step = _step_of(trainer, metrics, i)
         full = self._is_act_step(i) or self._is_grad_step(i)
-        forced = not full and (self._ends_epoch(trainer) or _stopping(trainer))  # gradient norms only
+        ending = self._ends_epoch(trainer) or _stopping(trainer)
+        forced = not full and ending  # gradient norms only
         t0 = time.perf_counter()
         report = self._measure(i, step, forced)
         if self._on_cpu:
@@ -383,7 +385,10 @@ class ProbeCallback(Callback):
         t0 = time.perf_counter()
         self._prepare(self._index)
         self._own_s += time.perf_counter() - t0  # the weight snapshot for the next step, if measured
-        self._maybe_flush()
+        if ending:
+            self._flush()  # the epoch's (or the fit's) last step: its report does not wait out the validation
+        else:
+            self._maybe_flush()
 
     def _take_cadence_change(self) -> bool:
         """Apply a :meth:`set_cadence` made since the last step (on the training thread); True if there was one."""
@@ -440,9 +445,11 @@ class ProbeCallback(Callback):
 
     def on_epoch_end(self, trainer, metrics=None) -> None:  # noqa: D102
         self._cadence.skip()  # validation and checkpoints are not a step's time
+        self._flush()
 
     def on_pause(self, trainer) -> None:  # noqa: D102
         self._cadence.skip()
+        self._flush()  # what was measured before the pause is shown during it
 
     def on_fit_end(self, trainer, reason: str = "completed") -> None:  # noqa: D102
         if self._probe is not None:

@@ -178,7 +178,8 @@ class GradNormsView(QWidget):
 
         While the view is hidden the newest measurement waits for it to be shown.
         """
-        self._later.draw("latest", lambda: self._draw_latest(step, grads, list(probed)))
+        probed = list(probed)  # the panel's list changes in place
+        self._later.draw("latest", lambda: self._draw_latest(step, grads, probed))
 
     def _draw_latest(self, step: int, grads: GradNorms, probed: list[str]) -> None:
         rows = layer_norms(grads)

@@ -10,13 +10,15 @@ computes no statistic itself. Results come from two sources:
 * **live during training**: :meth:`ProbesPanel.training_callback` returns the
   :class:`~workbench.core.probe.callback.ProbeCallback` to add to the Trainer's
   callbacks; its sink emits :attr:`ProbesPanel.reportsArrived` from the training
-  thread, delivered to the GUI thread as a queued call (batched, ~25 Hz at most).
+  thread, delivered to the GUI thread as a queued call (batched, 4 a second at most: ``flush_ms``).
 
 The Weights tab (:class:`~workbench.ui.probe.weights_view.WeightsView`) draws the
 weight histogram of one chosen parameter (the probed modules' parameters, or a
 parameter row selected in the model tree): live on measured training steps
 (``ProbeCallback.set_weight_histograms``), after a probe batch (computed on the
-probe worker) and, when idle, as soon as it is chosen.
+probe worker) and, when idle, as soon as it is chosen. The Gradients and Weights
+tabs draw only while they can be seen; one that another tab covers draws the
+newest results when it is shown (:class:`~workbench.ui.draw_when_shown.DrawWhenShown`).
 
 The cadence row says when the live probes measure next and why (the
 :class:`~workbench.core.probe.cadence.CadencePlan` of the latest report, in the
@@ -192,7 +194,7 @@ class ProbesPanel(QWidget):
     probesChanged(list)
         The probed module names changed.
     resultsShown()
-        New results were drawn (a probe batch finished or live reports arrived).
+        New results arrived and the visible tabs drew them (a probe batch finished or live reports arrived).
     """
 
     reportsArrived = Signal(list)

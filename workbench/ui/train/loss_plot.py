@@ -14,7 +14,7 @@ One :class:`TrainingPlots` widget holds three pyqtgraph plots:
 Data arrive as numpy arrays / floats (never tensors) through :meth:`add_steps` and
 :meth:`add_epoch`; they go into :class:`~workbench.ui.plot_buffer.PlotBuffer` columns,
 and :meth:`refresh` hands ``x[:n], y[:n]`` views to curves created once. The panel
-calls :meth:`refresh` once per metrics batch (~25 Hz), not per step. Auto peak
+calls :meth:`refresh` on its redraw timer (2 Hz during a run), not per step or batch. Auto peak
 downsampling and clip-to-view keep a million points fast; NaN / Inf losses are
 skipped by the curves' finite check.
 """

@@ -82,7 +82,7 @@ IN_PROCESS_KEY = "training/in_process"
 SHUTDOWN_TIMEOUT_MS = 15000
 #: After Stop, how long a step may take to return before the panel offers to end the training process, ms.
 STOP_TIMEOUT_MS = 10000
-#: Plot redraw interval during a run, ms (metrics arrive ~every 40 ms and are only
+#: Plot redraw interval during a run, ms (metrics arrive every METRICS_MS and are only
 #: appended to the buffers; the curves are redrawn at most this often). Every
 #: repaint is CPU the training process does not get: on 2 cores, 200 ms gave a GUI
 #: p99 of 19 ms (5 pairs, median) and 500 ms 15.6 ms, at the same training speed.
