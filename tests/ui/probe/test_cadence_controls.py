@@ -8,22 +8,15 @@ import torch
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QLabel, QSpinBox
 
-from tests.ui.helpers import make_session
-from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
+from workbench.core.model.demo import DigitsCNN
 from workbench.core.probe.cadence import CadencePlan
 from workbench.core.probe.callback import ProbeReport
 from workbench.core.probe.gradients import grad_norms
-from workbench.ui.probe.panel import ProbesPanel
 
 
 @pytest.fixture
-def panel(qtbot):
-    p = ProbesPanel(make_session(DigitsCNN(), input_shape=DEMO_INPUT_SHAPE))
-    qtbot.addWidget(p)
-    p.resize(900, 520)
-    p.show()
-    yield p
-    p.shutdown()
+def panel(shown_panel):
+    return shown_panel
 
 
 def _type(qtbot, spin, text):

@@ -10,23 +10,16 @@ import pytest
 import torch
 from PySide6.QtWidgets import QWidget
 
-from tests.ui.helpers import make_session
-from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
+from workbench.core.model.demo import DigitsCNN
 from workbench.core.probe.callback import ProbeReport
 from workbench.core.probe.gradients import grad_norms, weight_histograms
 from workbench.ui.draw_when_shown import DrawWhenShown
-from workbench.ui.probe.panel import ProbesPanel
 from workbench.ui.probe.weights_view import WeightsView
 
 
 @pytest.fixture
-def panel(qtbot):
-    p = ProbesPanel(make_session(DigitsCNN(), input_shape=DEMO_INPUT_SHAPE))
-    qtbot.addWidget(p)
-    p.resize(900, 520)
-    p.show()
-    yield p
-    p.shutdown()
+def panel(shown_panel):
+    return shown_panel
 
 
 def _report(model, step: int) -> ProbeReport:

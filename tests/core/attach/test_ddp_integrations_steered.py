@@ -1,6 +1,7 @@
-"""A Lightning fit on two CPU processes (gloo) attaches through rank 0; the WorkbenchCallback of every rank
-applies the window's commands at the same step (tests/attach_scripts/lightning_fit.py). With plain
-``strategy="ddp"`` a freeze would stop every rank at its next backward: it is refused, the fit goes on."""
+"""A Lightning fit and a Hugging Face Trainer.train on two CPU processes (gloo) attach through rank 0; the
+WorkbenchCallback of every rank applies the window's commands at the same step (tests/attach_scripts/
+lightning_fit.py, hf_train.py). With Lightning's plain ``strategy="ddp"`` a freeze would stop every rank at its
+next backward: it is refused, the fit goes on."""
 
 from __future__ import annotations
 
@@ -16,12 +17,23 @@ from workbench.core.train.events import CommandApplied, Finished, Metrics
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_lightning_ddp_ranks_freeze_set_lr_pause_and_stop_together(tmp_path):
+#: script, its arguments, the module frozen, a parameter that trains on, the LRs after set_lr(0.0123)
+CASES = {
+    "lightning": ("lightning_fit", ("-1", "ddp_find_unused_parameters_true"), "features", "head.weight",
+                  [0.0123, 0.0246]),
+    # Trainer.train on two ranks (hf_train.py starts rank 1 as torch.distributed.run would)
+    "hugging_face": ("hf_train", ("100000", "ddp"), "bert.embeddings", "classifier.weight", [0.0123, 0.0123]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_ddp_ranks_freeze_set_lr_pause_and_stop_together(case, tmp_path):
+    script, args, frozen, trained, lrs = CASES[case]
     run_dir = tmp_path / "run"
-    proc, info = start_script("lightning_fit", run_dir, "-1", "ddp_find_unused_parameters_true")
-    steer_ddp_run(proc, info, "features", 0.0123)
-    done = check_ddp_replicas(run_dir, "features", "head.weight")
-    assert done[0]["lrs"] == done[1]["lrs"] == [pytest.approx(0.0123), pytest.approx(0.0246)]
+    proc, info = start_script(script, run_dir, *args)
+    steer_ddp_run(proc, info, frozen, 0.0123)
+    done = check_ddp_replicas(run_dir, frozen, trained)
+    assert done[0]["lrs"] == done[1]["lrs"] == [pytest.approx(v) for v in lrs]
 
 
 def test_a_freeze_plain_ddp_cannot_follow_is_refused_and_the_fit_goes_on(tmp_path):
