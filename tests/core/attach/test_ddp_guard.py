@@ -42,4 +42,4 @@ def test_a_guard_refuses_what_the_wrapper_cannot_follow_and_leaves_the_model_as_
     guard.check(model, ["layer1"], False)  # frozen already
     with pytest.raises(UnknownPathError):
         guard.check(model, ["layer9"], False)
-    assert {n: p.requires_grad for n, p in model.named_parameters()} == states  # every check undone
+    assert {n: p.requires_grad for n, p in model.named_parameters()} == states  # a check changes nothing

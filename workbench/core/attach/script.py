@@ -472,8 +472,7 @@ class Attached:
             return
         try:
             if isinstance(cmd, SetTrainable) and self.ddp_guard is not None:
-                self.ddp_guard.check(tr.model, [cmd.names] if isinstance(cmd.names, str) else list(cmd.names),
-                                     cmd.flag)
+                self.ddp_guard.check(tr.model, cmd.name_list(), cmd.flag)
             if isinstance(cmd, SetLR):
                 if tr.optimizer is None:
                     raise ValueError("the script attached no optimizer")

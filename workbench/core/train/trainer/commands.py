@@ -49,6 +49,10 @@ class SetTrainable:
     #: "unfreeze layer3 at a tenth of the LR"); kept in the group as ``wb_lr_factor``
     lr_factor: float = 1.0
 
+    def name_list(self) -> list[str]:
+        """:attr:`names` as a list (a single name is a list of one)."""
+        return [self.names] if isinstance(self.names, str) else list(self.names)
+
 
 @dataclass
 class SetLR:
@@ -141,7 +145,7 @@ def apply_command(trainer: TrainerLike, cmd: Any) -> None:
 def _set_trainable(trainer: TrainerLike, cmd: SetTrainable) -> None:
     """Freeze / unfreeze through :mod:`workbench.core.model.freezing` (the window's own resolver)."""
     model = trainer.model
-    names = [cmd.names] if isinstance(cmd.names, str) else list(cmd.names)
+    names = cmd.name_list()
     try:
         changed = freezing.set_requires_grad(model, names, cmd.flag)
     except UnknownPathError as e:
