@@ -213,7 +213,8 @@ def test_rows_markdown_csv():
     assert rows[0]["name"] == "" and rows[0]["depth"] == 0 and rows[0]["params"] == root.total_params
     cls = next(r for r in rows if r["name"] == "classifier")
     assert cls == {"name": "classifier", "type": "Linear", "depth": 1, "output_shape": [1, 10],
-                   "params": 650, "trainable": 650, "bytes": 2600, "flops": 2 * 64 * 10}
+                   "params": 650, "trainable": 650, "bytes": 2600, "flops": 2 * 64 * 10,
+                   "macs": 64 * 10}
     assert all(type(r["params"]) is int for r in rows)
     assert [r["name"] for r in summary_rows(root, max_depth=1)] == ["", "features", "classifier"]
     md = to_markdown(root)
@@ -221,7 +222,8 @@ def test_rows_markdown_csv():
     assert f"- Total parameters: {root.total_params:,}" in md
     table = list(csv.DictReader(io.StringIO(to_csv(root))))
     assert table[-1]["name"] == "classifier" and table[-1]["output_shape"] == "1x10"
-    assert int(table[0]["flops"]) == root.flops
+    assert int(table[0]["flops"]) == root.flops and int(table[0]["macs"]) == root.flops // 2
+    assert f"- FLOPs (2 per multiply-add): {root.flops:,}" in md and f"multiply-adds: {root.flops // 2:,}" in md
 
 
 def _big_model(outer=50, mid=20, inner=20):

@@ -197,3 +197,17 @@ def test_big_model_toggle_root_unfreezes_every_parameter(qtbot):
     assert not any(p.requires_grad for p in model.parameters())
     assert tm.root.trainable_params == 0
     assert torch.is_tensor(model[0][0].weight)
+
+
+def test_flops_column_says_its_convention_and_offers_multiply_adds(qtbot):
+    from workbench.core.model.tree import annotate_shapes_and_flops
+    from workbench.ui.model.tree_model import COL_FLOPS, TOOLTIP
+
+    model = nn.Sequential(nn.Linear(64, 10))
+    root = build_summary(model)
+    annotate_shapes_and_flops(root, (1, 64))
+    tm = ModelTreeModel(root)
+    header = tm.headerData(COL_FLOPS, Qt.Orientation.Horizontal, TOOLTIP)
+    assert "2 per multiply-add" in header
+    tip = tm.data(tm.index(0, COL_FLOPS, QModelIndex()), TOOLTIP)
+    assert tip == "1.28 KFLOPs, 2 per multiply-add: 640 multiply-adds"

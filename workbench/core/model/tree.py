@@ -26,7 +26,9 @@ FLOPs and output shapes
 for an embedding model, or a real batch's input) under
 ``torch.no_grad()`` in eval mode (each module's own training flag is restored
 afterwards), with a forward hook per module for output shapes and
-``torch.utils.flop_counter.FlopCounterMode`` for FLOPs. ``node.flops`` is
+:func:`workbench.core.model.flops.flop_counter` for FLOPs (PyTorch's
+``FlopCounterMode``, 2 FLOPs per multiply-add, with attention's fused kernels
+counted). ``node.flops`` is
 *inclusive*: every FLOP counted while that module's ``forward`` was running
 (its children and any functional ops it calls), as FlopCounterMode attributes
 them; ``root.flops`` is FlopCounterMode's own ``get_total_flops()``.
@@ -44,6 +46,7 @@ from torch import nn
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.model.example_input import ExampleInput, example_input, model_device_dtype
+from workbench.core.model.flops import FLOPS_CONVENTION, flop_counter, macs
 from workbench.core.formatting import (
     format_bytes,
     format_count,
@@ -571,8 +574,6 @@ def annotate_shapes_and_flops(
         Passed through unchanged when the model raises one (e.g. a weights-only
         tree, whose forward needs an architecture).
     """
-    from torch.utils.flop_counter import FlopCounterMode
-
     model = root.module
     dev = torch.device(device) if device is not None else model_device_dtype(model)[0]
     if example is None:
@@ -592,10 +593,9 @@ def annotate_shapes_and_flops(
 
     modes = [(m, m.training) for m in model.modules()]
     handles = [n.module.register_forward_hook(hook) for n in by_module.values()]
-    counter = FlopCounterMode(display=False)
     try:
         model.eval()
-        with torch.no_grad(), counter:
+        with torch.no_grad(), flop_counter() as counter:
             example.call(model)
     except WorkbenchError:
         raise
@@ -666,7 +666,9 @@ def summary_rows(root: ModuleNode, max_depth: int | None = None) -> list[dict]:
         Keys: ``name`` (qualified, ``""`` for the root), ``type``, ``depth``,
         ``output_shape`` (list of int, a string, or None), ``params``,
         ``trainable`` (subtree parameter counts), ``bytes`` (subtree params +
-        buffers), ``flops`` (int or None). All plain Python values.
+        buffers), ``flops`` (int or None; 2 per multiply-add) and ``macs``
+        (multiply-adds, ``flops // 2``: torchvision's and many papers' "GFLOPS").
+        All plain Python values.
     """
     rows = []
     base = root.depth
@@ -685,6 +687,7 @@ def summary_rows(root: ModuleNode, max_depth: int | None = None) -> list[dict]:
                 "trainable": int(node.trainable_params),
                 "bytes": int(node.total_bytes),
                 "flops": None if node.flops is None else int(node.flops),
+                "macs": macs(node.flops),
             }
         )
     return rows
@@ -721,7 +724,8 @@ def to_markdown(root: ModuleNode, max_depth: int | None = None) -> str:
     lines.append(f"- Trainable parameters: {format_int(root.trainable_params)}")
     lines.append(f"- Size (parameters and buffers): {format_bytes(root.total_bytes)}")
     if root.flops is not None:
-        lines.append(f"- FLOPs: {format_int(root.flops)} ({format_flops(root.flops)})")
+        lines.append(f"- {FLOPS_CONVENTION}: {format_int(root.flops)} ({format_flops(root.flops)}); "
+                     f"multiply-adds: {format_int(macs(root.flops))}")
     return "\n".join(lines) + "\n"
 
 
@@ -729,11 +733,11 @@ def to_csv(root: ModuleNode, max_depth: int | None = None) -> str:
     """The summary as CSV with plain integers (empty cell for "not measured").
 
     Columns: name, type, depth, output_shape (``"1x64x112x112"``), params,
-    trainable, bytes, flops.
+    trainable, bytes, flops (2 per multiply-add), macs (multiply-adds).
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    cols = ["name", "type", "depth", "output_shape", "params", "trainable", "bytes", "flops"]
+    cols = ["name", "type", "depth", "output_shape", "params", "trainable", "bytes", "flops", "macs"]
     writer.writerow(cols)
     for row in summary_rows(root, max_depth):
         shape = row["output_shape"]
@@ -749,6 +753,7 @@ def to_csv(root: ModuleNode, max_depth: int | None = None) -> str:
                 row["trainable"],
                 row["bytes"],
                 "" if row["flops"] is None else row["flops"],
+                "" if row["macs"] is None else row["macs"],
             ]
         )
     return out.getvalue()

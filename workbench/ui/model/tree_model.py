@@ -19,6 +19,7 @@ from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelInde
 from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPixmap
 
 from workbench.core.formatting import format_count, format_flops, format_int, format_shape
+from workbench.core.model.flops import FLOPS_CONVENTION, macs
 from workbench.core.model import tree as core_summary
 
 #: The Train checkbox sits next to the name, where the eye is (it was the last column, off-screen
@@ -254,6 +255,8 @@ class ModelTreeModel(QAbstractItemModel):
                 return COLUMNS[section]
             if role == ALIGN and section in NUMERIC_COLUMNS:
                 return _RIGHT
+            if role == TOOLTIP and section == COL_FLOPS:
+                return f"{FLOPS_CONVENTION} of one forward on the example input; multiply-adds are half"
         return None
 
     def flags(self, index: QModelIndex):  # noqa: D102
@@ -389,7 +392,7 @@ class ModelTreeModel(QAbstractItemModel):
             n = (info.numel if info.requires_grad else 0) if info is not None else obj.trainable_params
             return format_count(n) + " trainable"
         if col == COL_FLOPS and info is None and obj.flops is not None:
-            return format_flops(obj.flops)
+            return f"{format_flops(obj.flops)}, 2 per multiply-add: {format_count(macs(obj.flops))} multiply-adds"
         if col == COL_TRAIN:
             return "Tick to train, untick to freeze (requires_grad)"
         return None
