@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from workbench import cli
-from workbench.core import contrib
+from workbench.core import versions
 from workbench.core.model import arch_index
-from workbench.core.model.architectures import _variants, build_module, detect_architecture
+from workbench.core.model.detection import _variants, detect_architecture
+from workbench.core.model.meta_build import build_module
 
 import timm  # noqa: E402 - in the test extra
 
@@ -48,7 +49,7 @@ def test_a_query_builds_what_it_needs_once_then_reads_it_without_building(cache,
     folder = cache / "arch_index" / f"timm-{timm.__version__}"
     assert (folder / "families.json.gz").is_file() and (folder / "convnext.json.gz").is_file()
     assert not (folder / "resnet.json.gz").exists()  # a family the key names do not point at is not built
-    tv = cache / "arch_index" / f"torchvision-{contrib.library_version('torchvision')}.json.gz"
+    tv = cache / "arch_index" / f"torchvision-{versions.library_version('torchvision')}.json.gz"
     data = json.loads(gzip.decompress(tv.read_bytes()))
     assert data["format"] == arch_index.FORMAT and set(data["models"]) == {"mobilenet_v3_small", "resnet18", "resnet50"}
 
@@ -86,8 +87,8 @@ def test_a_damaged_file_is_rebuilt_and_a_new_version_gets_its_own(cache, monkeyp
     arch_index.clear_memory()
     assert set(arch_index.timm_families()) == set(FAMILIES)
     assert json.loads(gzip.decompress(path.read_bytes()))["families"]
-    real = contrib.library_version
-    monkeypatch.setattr(contrib, "library_version", lambda dist: "9.9.9" if dist == "timm" else real(dist))
+    real = versions.library_version
+    monkeypatch.setattr(versions, "library_version", lambda dist: "9.9.9" if dist == "timm" else real(dist))
     arch_index.clear_memory()
     assert set(arch_index.timm_families()) == set(FAMILIES)
     assert (cache / "arch_index" / "timm-9.9.9" / "families.json.gz").is_file() and path.is_file()
@@ -111,3 +112,14 @@ def test_cli_index_rebuilds_and_reports(cache, capsys):
     out = capsys.readouterr().out
     assert "indexed 3 torchvision" in out and f"{len(FAMILIES)} of {len(FAMILIES)} families built" in out
     assert "index" in cli.COMMANDS
+
+
+def test_every_name_stem_of_a_family_is_represented(cache, monkeypatch):
+    """timm's ``regnet`` module holds regnetv (pre-activation), regnetx and regnety (squeeze-excitation) models:
+    a regnety_002 state_dict saved from DataParallel opened as weights only when regnetv_040 alone stood for them."""
+    monkeypatch.setattr(timm, "list_modules", lambda: ["regnet", "resnet"])
+    arch_index.clear_memory()
+    sd = {"module." + k: v for k, v in _timm_sd("regnety_002").items()}
+    assert arch_index.pick_families(_variants(sd))[0] == ("regnet", 1.0)
+    ranking = detect_architecture(sd, top_k=3)
+    assert ranking[0].spec.name == "timm/regnety_002" and ranking[0].score == 1.0

@@ -1,7 +1,7 @@
 """A fast architecture index: the key -> shape signature of every known architecture, cached on disk.
 
 Ranking a state_dict against every architecture (:func:`~workbench.core.model.
-architectures.detect_architecture`) needs each candidate's state_dict keys and
+detection.detect_architecture`) needs each candidate's state_dict keys and
 shapes. Building them all on the ``meta`` device takes ~3 s for torchvision and
 minutes for timm's ~1,300 models, so the signatures are built once per
 installed library version and kept in :func:`index_dir` (under
@@ -15,13 +15,14 @@ never pickle):
   (``timm.list_modules()``: ``resnet``, ``vision_transformer``..., ~100
   families), the models of each, and the key *skeleton* (keys with their
   digits replaced: ``layer#.#.conv#.weight``) of one representative model per
-  family (~4 s to build);
+  name stem of each family (``regnetv``, ``regnetx``, ``regnety`` in ``regnet``:
+  191 for timm 1.0.31, about twice the models of one per family);
 * ``timm-<version>/<family>.json.gz`` (tier 2): every model of one family,
   built when a query first picks that family (0.5-5 s each).
 
 A query (:func:`candidates`) is two steps: a cheap key-name match (Jaccard
-similarity of the checkpoint's key skeleton with each family
-representative's) picks the few best timm families, and only their models,
+similarity of the checkpoint's key skeleton with each family's
+representatives') picks the few best timm families, and only their models,
 torchvision's and the registered contributions' are handed back to be
 compared by shapes. A new library version gets files of its own; the others
 stay valid. Each file is written atomically; a damaged one is rebuilt.
@@ -42,7 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from workbench.core import contrib
+from workbench.core import contrib, versions
+from workbench.core.files import atomic_write_bytes
 
 __all__ = ["Entry", "Signature", "index_dir", "skeleton", "jaccard", "candidates", "pick_families",
            "timm_families", "family_signatures", "full_signatures", "rebuild", "start_background_build",
@@ -66,6 +68,7 @@ SKIP_PREFIXES = ("quantized_",)
 PRIORITY = {"contrib": 0, "torchvision": 1, "timm": 2}
 
 _DIGITS = re.compile(r"\d+")
+_STEM = re.compile(r"[A-Za-z]*")
 _LOCK = threading.RLock()
 _MEMO: dict[str, Any] = {}  # file path -> what it holds, for the process
 _BACKGROUND: dict[str, threading.Thread] = {}
@@ -153,7 +156,7 @@ def _read(path: Path) -> dict | None:
 def _write(path: Path, data: dict) -> dict:
     data = {"format": FORMAT, **data}
     try:
-        contrib.write_atomic(path, gzip.compress(json.dumps(data, separators=(",", ":")).encode(), 6))
+        atomic_write_bytes(path, gzip.compress(json.dumps(data, separators=(",", ":")).encode(), 6))
     except OSError:  # a read-only cache: keep it in memory
         pass
     _MEMO[str(path)] = data
@@ -161,20 +164,20 @@ def _write(path: Path, data: dict) -> dict:
 
 
 #: ``builder(name) -> (signature or None, the model's module or None)``: how a named architecture is built on
-#: the meta device. Registered by :mod:`workbench.core.model.architectures` (which owns ``build_module``) when it
+#: the meta device. Registered by :mod:`workbench.core.model.detection` (which builds candidates with ``build_module``) when it
 #: is imported, so that the two modules do not import each other; every caller of this index goes through it.
 _BUILDER: Callable[[str], tuple[Signature | None, str | None]] | None = None
 
 
 def use_builder(builder: Callable[[str], tuple[Signature | None, str | None]]) -> None:
-    """Set how an architecture's signature is built (:mod:`workbench.core.model.architectures` does, on import)."""
+    """Set how an architecture's signature is built (:mod:`workbench.core.model.detection` does, on import)."""
     global _BUILDER
     _BUILDER = builder
 
 
 def _build(name: str) -> tuple[Signature | None, str | None]:
     if _BUILDER is None:
-        raise RuntimeError("import workbench.core.model.architectures first: it registers the signature builder")
+        raise RuntimeError("import workbench.core.model.detection first: it registers the signature builder")
     return _BUILDER(name)
 
 
@@ -199,7 +202,7 @@ def clear_memory() -> None:
 
 
 def _torchvision_file() -> Path | None:
-    ver = contrib.library_version("torchvision")
+    ver = versions.library_version("torchvision")
     return index_dir() / f"torchvision-{_safe(ver)}.json.gz" if ver else None
 
 
@@ -213,7 +216,7 @@ def _contrib_file() -> Path:
     Read from package metadata: neither torchvision nor a plugin is imported.
     """
     rows = [(c.name, c.target, c.source) for c in contrib.own_contributions("architecture")]
-    digest = hashlib.sha1(json.dumps([contrib.library_version("workbench"), rows]).encode()).hexdigest()[:12]
+    digest = hashlib.sha1(json.dumps([versions.library_version("workbench"), rows]).encode()).hexdigest()[:12]
     return index_dir() / f"contrib-{digest}.json.gz"
 
 
@@ -269,7 +272,7 @@ def _torchvision_list() -> list[str]:
 
 
 def _timm_folder() -> Path | None:
-    ver = contrib.library_version("timm")
+    ver = versions.library_version("timm")
     return index_dir() / f"timm-{_safe(ver)}" if ver and contrib.timm_names() else None
 
 
@@ -277,11 +280,20 @@ def _representative(models: list[str]) -> str:
     return min(models, key=lambda n: (len(n), n))
 
 
-def timm_families(progress: Progress | None = None, *, rebuild: bool = False) -> dict[str, dict]:
-    """Tier 1: ``{family: {"models": ["timm/<name>", ...], "rep": name, "skeleton": [...]}}``; {} without timm.
+def _stem(name: str) -> str:
+    """A timm model name's leading letters: ``regnety_002`` -> ``regnety``, ``resnet50d`` -> ``resnet``."""
+    return _STEM.match(name).group(0) or name
 
-    Read from ``families.json.gz``; built when missing (imports timm and builds
-    one model per family on ``meta``: ~4 s).
+
+def timm_families(progress: Progress | None = None, *, rebuild: bool = False) -> dict[str, dict]:
+    """Tier 1: ``{family: {"models": ["timm/<name>", ...], "rep": name, "skeletons": [[...], ...]}}``; {} without timm.
+
+    A family (a module of ``timm.models``) gets one key skeleton per name stem
+    (:func:`_stem`): ``timm.models.regnet`` holds ``regnetv`` (pre-activation),
+    ``regnetx`` and ``regnety`` (squeeze-excitation) models whose keys differ,
+    and one representative alone missed the others. Read from
+    ``families.json.gz``; built when missing or written by an older version
+    (imports timm and builds one model per stem on ``meta``).
     """
     folder = _timm_folder()
     if folder is None:
@@ -289,7 +301,7 @@ def timm_families(progress: Progress | None = None, *, rebuild: bool = False) ->
     path = folder / "families.json.gz"
     with _LOCK:
         data = None if rebuild else _read(path)
-        if data is None:
+        if data is None or any("skeletons" not in f for f in data.get("families", {}).values()):
             data = _write(path, {"families": _build_families(progress)})
         return data["families"]
 
@@ -305,10 +317,13 @@ def _build_families(progress: Progress | None) -> dict[str, dict]:
             continue
         if progress is not None:
             progress(i, len(modules), f"timm families: {module}")
-        rep = _representative(models)
-        sig = _build(contrib.TIMM_PREFIX + rep)[0]
-        families[module] = {"models": [contrib.TIMM_PREFIX + m for m in models], "rep": contrib.TIMM_PREFIX + rep,
-                            "skeleton": sorted(skeleton(sig)) if sig else []}
+        stems: dict[str, list[str]] = {}
+        for name in models:
+            stems.setdefault(_stem(name), []).append(name)
+        sigs = [_build(contrib.TIMM_PREFIX + _representative(group))[0] for group in stems.values()]
+        families[module] = {"models": [contrib.TIMM_PREFIX + m for m in models],
+                            "rep": contrib.TIMM_PREFIX + _representative(models),
+                            "skeletons": [sorted(skeleton(sig)) for sig in sigs if sig]}
     if progress is not None:
         progress(len(modules), len(modules), "timm families")
     return families
@@ -330,7 +345,7 @@ def _family_entries(family: str, progress: Progress | None = None, rebuild: bool
 
 def pick_families(variants: list[Signature], families: dict[str, dict] | None = None,
                   limit: int = MAX_FAMILIES) -> list[tuple[str, float]]:
-    """The timm families whose representative's key skeleton is most like the checkpoint's, best first.
+    """The timm families whose representatives' key skeletons are most like the checkpoint's, best first.
 
     Parameters
     ----------
@@ -344,16 +359,17 @@ def pick_families(variants: list[Signature], families: dict[str, dict] | None = 
     Returns
     -------
     list of (family, similarity)
-        Similarity is the Jaccard index of the two skeletons (0..1). Kept:
+        Similarity is the best Jaccard index of the checkpoint's skeleton
+        with one of the family's (0..1). Kept:
         at least :data:`FAMILY_FLOOR` and :data:`FAMILY_SHARE` of the best.
     """
     families = timm_families() if families is None else families
     skeletons = [skeleton(v) for v in variants]
     rows = []
     for family, info in families.items():
-        rep = frozenset(info.get("skeleton") or ())
-        if rep:
-            rows.append((family, max(jaccard(s, rep) for s in skeletons)))
+        reps = [frozenset(s) for s in info.get("skeletons") or () if s]
+        if reps:
+            rows.append((family, max(jaccard(s, rep) for s in skeletons for rep in reps)))
     rows.sort(key=lambda r: (-r[1], r[0]))
     best = rows[0][1] if rows else 0.0
     return [(f, s) for f, s in rows[:limit] if s >= FAMILY_FLOOR and s >= FAMILY_SHARE * best]
@@ -445,6 +461,6 @@ def status() -> dict[str, Any]:
         timm_folder.is_dir() else []
     size = sum(p.stat().st_size for p in folder.rglob("*.json.gz")) if folder.is_dir() else 0
     return {"folder": str(folder), "torchvision": bool(tv and tv.is_file()),
-            "contributions": _contrib_file().is_file(), "timm": contrib.library_version("timm"),
+            "contributions": _contrib_file().is_file(), "timm": versions.library_version("timm"),
             "timm_families": len(families["families"]) if families else 0,
             "timm_built": len([b for b in built if b != "families"]), "bytes": size}
