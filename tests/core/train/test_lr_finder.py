@@ -13,7 +13,7 @@ import torchvision
 
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
 from workbench.core.train.trainer.loop import Trainer
-from workbench.core.train.lr_finder import lr_find, valley
+from workbench.core.train.lr_finder import lr_find, steepest, valley
 
 
 def _state(trainer):
@@ -78,6 +78,15 @@ def test_valley_is_two_thirds_down_the_longest_descent():
     losses = [5, 5, 4, 3, 2, 1, 0.5, 3, 8, 20]
     # longest decreasing run: indices 1..6 (fastai's algorithm)
     assert valley(lrs, losses) == lrs[3]
+
+
+def test_suggestions_ignore_a_fall_inside_the_diverged_tail():
+    """A loss that rose past its minimum and fell back (a 1,000-output head at ln 1000) is no suggestion."""
+    lrs = [10 ** (i / 10 - 7) for i in range(40)]
+    losses = [7.0 - 0.1 * i for i in range(20)] + [5.5, 9, 20, 60, 50, 40, 30, 20, 15, 12, 11, 10.5,
+                                                   10.2, 10.1, 10.05, 10.02, 10.01, 10.0, 9.99, 9.98]
+    lowest = losses.index(min(losses))
+    assert steepest(lrs, losses) <= lrs[lowest + 1] and valley(lrs, losses) <= lrs[lowest]
 
 
 def test_workbench_lr_find_prints_the_suggestion_last_and_writes_the_csv(tmp_path):

@@ -105,16 +105,17 @@ class _ShapeRecorder(torch.fx.Interpreter):
 def _shapes(traced: torch.fx.GraphModule, values: dict[str, Any]) -> dict[torch.fx.Node, tuple[list, list]]:
     """Every node's output shapes: the graph run once on fake copies of the inputs.
 
+    ``values`` are ``forward``'s arguments in signature order (:func:`_arguments`),
+    which is the order of the graph's placeholders.
+
     ``FakeTensorMode(allow_non_fake_inputs=True)`` turns the real parameters into
     fake ones as the operations meet them: their values are never read.
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    placeholders = [n.target for n in traced.graph.nodes if n.op == "placeholder"]
     recorder = _ShapeRecorder(traced)
-    with mode:
-        args = [mode.from_tensor(values[p]) if isinstance(values.get(p), torch.Tensor) else values.get(p)
-                for p in placeholders]
+    with mode:  # by position: fx renames a concrete argument's placeholder (``scale`` -> ``scale_1``)
+        args = [mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for v in values.values()]
         recorder.run(*args)
     return recorder.specs

@@ -55,7 +55,8 @@ class DataConfig:
         Folder of a torchvision dataset or of an ImageFolder tree, or the table file
         of ``"csv"`` (``.csv``, ``.csv.gz``; ``.parquet`` with pyarrow). Empty: not set.
     target : list of str
-        ``"csv"``: the target column(s).
+        ``"csv"``: the target column(s); one column may be given as a string
+        (``target = "price"``).
     features : list of str
         ``"csv"``: the feature columns; empty = every column but the targets.
     categorical : str
@@ -131,8 +132,8 @@ class DataConfig:
     fake_shape: list = field(default_factory=lambda: [3, 32, 32])
     fake_size: int = 512
     num_classes: int = 10
-    target: list = field(default_factory=list)
-    features: list = field(default_factory=list)
+    target: list = field(default_factory=list, metadata={"one_or_list": True})
+    features: list = field(default_factory=list, metadata={"one_or_list": True})
     categorical: str = "onehot"
     kwargs: dict = field(default_factory=dict)
 
@@ -191,7 +192,7 @@ class ModelConfig:
     Attributes
     ----------
     arch : str
-        Architecture name for ``architectures.build_module`` (``"digits_cnn"``, a
+        Architecture name for ``meta_build.build_module`` (``"digits_cnn"``, a
         torchvision name, or a factory spec ``"pkg.mod:callable"``).
     kwargs : dict
         Keyword arguments of the architecture (``num_classes`` ...).
@@ -381,21 +382,21 @@ class TrainConfig:
 
         A ``Path`` is a file; a ``str`` is TOML text when it holds a newline, or an
         ``=`` and no file of that name exists (``runs/lr=0.1/run.toml`` is a path).
-        The file is read by :func:`workbench.core.run_files.read_text_file`: a FIFO,
+        The file is read by :func:`workbench.core.run_folder.reading.read_text_file`: a FIFO,
         a device (a link to ``/dev/zero``) or a folder is refused without being
         read, at most 4 MB are read, and bytes that are not UTF-8 are said.
 
         Raises
         ------
         ValueError
-            Not a regular file, too large, not UTF-8 (:class:`~workbench.core.run_files.NotATextFile`), bad
+            Not a regular file, too large, not UTF-8 (:class:`~workbench.core.run_folder.reading.NotATextFile`), bad
             TOML, an unknown key or an unknown choice; the message names the file.
         OSError
             The file is missing or cannot be opened (permissions).
         """
         import os
 
-        from workbench.core.run_files import read_text_file
+        from workbench.core.run_folder.reading import read_text_file
 
         # a link counts as on disk (a broken one is then said as missing); lexists is False for an invalid name
         is_text = isinstance(path_or_text, str) and (
@@ -518,6 +519,7 @@ def _build(cls, d: dict, where: str):
     unknown = sorted(set(d) - set(fields))
     if unknown:
         raise ValueError(f"unknown setting(s) in {where}: {', '.join(unknown)}; known: {', '.join(fields)}")
+    d = {k: [v] if isinstance(v, str) and fields[k].metadata.get("one_or_list") else v for k, v in d.items()}
     for key, value in d.items():
         auto_kind = fields[key].metadata.get("auto")
         if auto_kind is not None:  # "auto" or a value of that kind

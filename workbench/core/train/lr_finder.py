@@ -89,8 +89,11 @@ def steepest(lrs: list[float], smoothed: list[float], skip_begin: int = 3, skip_
     """LR where the smoothed loss falls fastest per decade (``np.gradient`` over log10 LR), or None.
 
     The first ``skip_begin`` and last ``skip_end`` points are left out, as
-    Lightning's suggestion does (its defaults are 10 and 1 for 100 steps).
+    Lightning's suggestion does (its defaults are 10 and 1 for 100 steps), and
+    so is everything after the lowest loss (:func:`_descent`): a loss that
+    rose past its minimum and fell back while diverging is no suggestion.
     """
+    lrs, smoothed = _descent(lrs, smoothed)
     n = len(smoothed)
     if n < skip_begin + skip_end + 2:
         return None
@@ -99,12 +102,23 @@ def steepest(lrs: list[float], smoothed: list[float], skip_begin: int = 3, skip_
     return float(10 ** x[int(np.argmin(np.gradient(y, x)))])
 
 
+def _descent(lrs: list[float], smoothed: list[float]) -> tuple[list[float], list[float]]:
+    """The sweep up to and including its lowest finite smoothed loss (one point past it, for the slope there)."""
+    finite = [i for i, v in enumerate(smoothed) if np.isfinite(v)]
+    if not finite:
+        return [], []
+    end = min(min(finite, key=lambda i: smoothed[i]) + 2, len(smoothed))
+    return list(lrs[:end]), list(smoothed[:end])
+
+
 def valley(lrs: list[float], smoothed: list[float]) -> float | None:
     """fastai's valley point: the longest decreasing run of the loss, then 2/3 of the way along it.
 
     Source: fastai ``callback/schedule.py`` ``valley`` (2.4+); O(n^2) in the
-    points, fine for a few hundred.
+    points, fine for a few hundred. Only the sweep up to its lowest loss is
+    searched (:func:`_descent`), so a fall inside a diverged tail is never picked.
     """
+    lrs, smoothed = _descent(lrs, smoothed)
     n = len(smoothed)
     if n < 3:
         return None
