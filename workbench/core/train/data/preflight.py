@@ -17,6 +17,7 @@ from torch import nn
 
 from workbench.core.errors import DataError, StepError
 from workbench.core.train.data.batch import describe, move
+from workbench.core.train.data.image_checks import ImageCheckCache
 
 __all__ = ["ClassCountMismatch", "preflight", "image_files", "unreadable_images"]
 
@@ -50,7 +51,8 @@ def image_files(dataset: Any) -> list[str]:
     return [str(path) for path, _ in rows]
 
 
-def unreadable_images(paths: Iterable[str], progress: Callable[[int, int], Any] | None = None) -> list[str]:
+def unreadable_images(paths: Iterable[str], progress: Callable[[int, int], Any] | None = None,
+                      cache: ImageCheckCache | None = None) -> list[str]:
     """``"<file> (class folder <name>): <reason>"`` for each image file PIL cannot open and verify.
 
     Reads headers (``Image.verify``), not a full decode: a JPEG cut short after
@@ -61,19 +63,29 @@ def unreadable_images(paths: Iterable[str], progress: Callable[[int, int], Any] 
     paths : iterable of str
     progress : callable, optional
         ``progress(done, total)`` every 200 files.
+    cache : ImageCheckCache, optional
+        Files it knows as verified, with the same size and mtime, are not
+        opened; files that verify now are added to it (and it is saved).
     """
     from PIL import Image
 
     paths = list(paths)
     bad = []
     for i, path in enumerate(paths):
+        if cache is not None and cache.unchanged(path):
+            continue
         try:
             with Image.open(path) as im:
                 im.verify()
         except Exception as e:  # noqa: BLE001 - any failure is a file the loader would choke on
             bad.append(f"{path} (class folder {Path(path).parent.name}): {type(e).__name__}: {e}")
+        else:
+            if cache is not None:
+                cache.remember(path)
         if progress is not None and (i + 1) % 200 == 0:
             progress(i + 1, len(paths))
+    if cache is not None:
+        cache.save()
     return bad
 
 
@@ -108,7 +120,8 @@ def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, 
     """Check a run before its first step; return a note for the user, or None.
 
     1. Every image file of an ImageFolder opens (``datasets``: the train and
-       validation datasets).
+       validation datasets); files that verified at an earlier Start and have
+       not changed since (size, mtime) are not opened again (:mod:`image_checks`).
     2. One batch of each split goes through the run's step (``step(model, batch)``:
        its task's ``eval_step``, returning an object with ``.output``), in
        ``eval()`` and without grad; the train/eval mode of every module is put back.
@@ -128,7 +141,7 @@ def preflight(model: nn.Module, train_loader, val_loader, device: torch.device, 
     """
     files = [f for ds in datasets for f in image_files(ds)]
     report = None if progress is None else (lambda done, total: progress(f"checking images {done:,} / {total:,}"))
-    bad = unreadable_images(files, report)
+    bad = unreadable_images(files, report, ImageCheckCache(files) if files else None)
     notes = []
     if bad:
         more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
