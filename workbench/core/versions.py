@@ -1,31 +1,55 @@
-"""The versions a bug report needs: Workbench, Python, torch, torchvision, Qt, pyqtgraph, CUDA.
+"""Every version Workbench reads: of an installed library, for a bug report, for ``workbench --version``.
+
+- :func:`library_version`: an installed distribution's version from its metadata,
+  nothing imported (the architecture index and the timm name cache are named by it).
+- :func:`collect_versions` / :func:`format_versions`: the rows a bug report needs
+  (Workbench, Python, torch, torchvision, Qt, pyqtgraph, CUDA); the window's
+  Help > About adds the Qt runtime version it knows (``extra``).
+- :func:`version_line`: the one line of ``workbench --version``.
 
 Qt-free (``workbench/core`` never imports Qt): the versions of PySide6 and
 pyqtgraph are read from their installed distributions' metadata, never by
-importing them. The window's Help > About adds the Qt runtime version it
-knows (``extra``) and shows :func:`format_versions` as selectable text.
+importing them.
 """
 
 from __future__ import annotations
 
+import functools
 import platform
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["collect_versions", "format_versions"]
+__all__ = ["library_version", "collect_versions", "format_versions", "version_line", "MISSING"]
 
 #: Shown for a package that is not installed.
 MISSING = "not installed"
 
 
+@functools.lru_cache(maxsize=None)
+def library_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist`` (``"timm"``), from its metadata.
+
+    Nothing is imported; remembered for the process.
+
+    Parameters
+    ----------
+    dist : str
+        A distribution name as pip knows it (``"PySide6-Essentials"``).
+
+    Returns
+    -------
+    str or None
+        Its version, or None when it is not installed.
+    """
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
 def _distribution_version(*names: str) -> str:
     """The installed version of the first distribution of ``names`` found, else :data:`MISSING`."""
-    for name in names:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            continue
-    return MISSING
+    return next((found for found in map(library_version, names) if found is not None), MISSING)
 
 
 def _module_version(name: str) -> str:
@@ -102,3 +126,17 @@ def format_versions(rows: dict[str, str]) -> str:
     """
     width = max((len(name) for name in rows), default=0)
     return "\n".join(f"{name + ':':<{width + 1}} {value}" for name, value in rows.items())
+
+
+def version_line() -> str:
+    """The line ``workbench --version`` prints: ``workbench 0.1.0 (torch 2.x, torchvision 0.y, Python 3.z)``.
+
+    torch and torchvision are imported: their ``__version__`` names the build (``2.10.0+cu128``).
+    """
+    import torch
+    import torchvision  # noqa: F401 - imported for its __version__, read by _module_version
+
+    import workbench
+
+    return (f"workbench {workbench.__version__} (torch {torch.__version__}, "
+            f"torchvision {_module_version('torchvision')}, Python {platform.python_version()})")

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from torch import nn
 
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.core.probe.health import Badge
 
 pytestmark = pytest.mark.usefixtures("no_dangling_qthreads")

@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QImage, QPainter
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QSlider, QToolButton,
                                QVBoxLayout, QWidget)
 
@@ -31,6 +31,7 @@ from workbench.core.model.example_input import example_input
 from workbench.core.model.freezing import frozen_modules
 from workbench.core.model.skeleton import is_skeleton
 from workbench.core.probe.layer_stats import QUANTITIES, QUANTITY_TITLES
+from workbench.ui.graph import image_file
 from workbench.ui.graph.graph_scene import GraphScene, GraphView
 from workbench.ui.threading import run_in_background
 
@@ -395,38 +396,19 @@ class GraphPanel(QWidget):
     def export(self, path: str) -> str:
         """Save the drawing as ``.svg`` (vector) or ``.png`` (2x the scene's size, at most 8000 px); the path.
 
+        Written atomically by :func:`workbench.ui.graph.image_file.write_graph_image`, the
+        writer ``workbench graph --out`` uses too.
+
         Raises
         ------
         ValueError
             Another file extension.
         OSError
-            The file cannot be written.
+            The file cannot be written (the previous file, if any, is unchanged).
         """
-        rect = self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20)
-        if path.lower().endswith(".svg"):
-            from PySide6.QtSvg import QSvgGenerator
-
-            gen = QSvgGenerator()
-            gen.setFileName(path)
-            gen.setSize(rect.size().toSize())
-            gen.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
-            gen.setTitle("Workbench model graph")
-            painter = QPainter(gen)
-            self.scene.render(painter, QRectF(0, 0, rect.width(), rect.height()), rect)
-            painter.end()
-        elif path.lower().endswith(".png"):
-            k = min(2.0, 8000.0 / max(rect.width(), rect.height(), 1.0))
-            image = QImage(int(rect.width() * k), int(rect.height() * k), QImage.Format.Format_ARGB32)
-            image.fill(QColor("white"))
-            painter = QPainter(image)
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            self.scene.render(painter, QRectF(0, 0, image.width(), image.height()), rect)
-            painter.end()
-            if not image.save(path):
-                raise OSError(f"{path}: could not be written")
-        else:
+        if not path.lower().endswith(image_file.IMAGE_SUFFIXES):
             raise ValueError(f"{path}: export as .svg or .png")
-        return path
+        return str(image_file.write_graph_image(path, image_file.scene_svg(self.scene), scale=2.0, max_side=8000))
 
 
 _METHOD = {"export": "torch.export", "fx": "torch.fx symbolic tracing", "hooks": "a forward-hook trace of module calls"}

@@ -15,8 +15,10 @@ import transformers
 
 from workbench import cli
 from workbench.core.graph import ModelGraph
+from workbench.core.model.demo import DigitsCNN
+from workbench.ui.graph import image_file
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 SVG = "{http://www.w3.org/2000/svg}"
 TOP = ["x", "conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool", "flatten", "fc"]
 
@@ -92,3 +94,35 @@ def test_exit_codes_name_the_problem(resnet18_file, tmp_path, capsys):
     assert "missing.pth" in capsys.readouterr().err
     assert not (tmp_path / "g.json").exists()
     assert "graph" in cli.COMMANDS
+
+
+def test_svg_and_png_go_through_the_graph_tabs_image_writer(tmp_path, capsys, monkeypatch):
+    """One image writer: ``--out`` .svg and .png are written by ``image_file.write_graph_image``, as the tab's are."""
+    path = tmp_path / "digits.pt"
+    torch.save(DigitsCNN().state_dict(), path)
+    written = []
+    real = image_file.write_graph_image
+    monkeypatch.setattr(image_file, "write_graph_image", lambda out, svg, **kw: written.append(out) or real(out, svg, **kw))
+    for name in ("d.svg", "d.png", "d.json"):
+        assert cli.main(["graph", str(path), "--arch", "digits_cnn", "--input-shape", "1,1,8,8",
+                         "--out", str(tmp_path / name)]) == 0, capsys.readouterr().err
+    assert written == [tmp_path / "d.svg", tmp_path / "d.png"]  # the JSON is the graph's own, written by core
+    assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.json", "d.png", "d.svg", "digits.pt"]  # no temp left
+
+
+def test_a_failed_write_leaves_no_partial_file(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "digits.pt"
+    torch.save(DigitsCNN().state_dict(), path)
+    (tmp_path / "old.png").write_bytes(b"the previous image")
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device", str(dst))
+
+    monkeypatch.setattr("workbench.core.files.os.replace", refuse)
+    for name in ("new.svg", "new.png", "old.png"):
+        assert cli.main(["graph", str(path), "--arch", "digits_cnn", "--input-shape", "1,1,8,8",
+                         "--out", str(tmp_path / name)]) == 1
+        assert "No space left on device" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["digits.pt", "old.png"]
+    assert (tmp_path / "old.png").read_bytes() == b"the previous image"
