@@ -60,7 +60,7 @@ def _size(text: str) -> tuple[int, int]:
 def _arch_spec(args):
     if args.arch is None:
         return None
-    from workbench.core.model.architectures import ArchSpec
+    from workbench.core.model.spec import ArchSpec
 
     extra = {} if args.num_classes is None else {"num_classes": args.num_classes}
     return ArchSpec.parse(args.arch, **extra)
@@ -138,13 +138,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["WORKBENCH_SETTINGS_DIR"] = tempfile.mkdtemp(prefix="workbench-settings-")
     from PySide6.QtWidgets import QApplication
 
-    from workbench.core.train.launch.threads import reserve_cores_for_workers
+    from workbench.core.train.launch.in_thread import reserve_cores_for_workers
     from workbench.ui.qsettings import set_application_names
 
     reserve_cores_for_workers()  # the GUI thread computes single-threaded; training threads get the cores
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "workbench"])
     set_application_names()
+    from workbench.ui.wheel_guard import WheelGuard
+
+    WheelGuard.install(app)  # the wheel scrolls the settings, never an unfocused field under the pointer
     from workbench.ui.threading import collect_garbage_on_gui_thread
 
     collect_garbage_on_gui_thread()  # a QObject must never be freed by a collection on a worker thread

@@ -26,6 +26,7 @@ from workbench.core.model.edits import last_layer
 from workbench.core.model.skeleton import SkeletonError, build_skeleton, is_skeleton
 from workbench.core.train.runs.folder import default_runs_root
 from workbench.ui.threading import run_in_background
+from workbench.ui.dock_follow import FollowingDock
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
 from workbench.ui.graph.graph_panel import GraphPanel
@@ -41,6 +42,7 @@ from workbench.ui.session import Session
 from workbench.ui.theme import ThemeChooser, apply_theme, remembered_theme
 from workbench.ui.train.panel import TrainingPanel
 from workbench.ui.training_menu import TrainingMenu
+from workbench.ui.wheel_guard import WheelGuard
 from workbench.ui.window_geometry import is_on_screen, place_on_screen
 
 
@@ -97,6 +99,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         self.setWindowTitle("Workbench")
         self.setAcceptDrops(True)
+        WheelGuard.install()  # (ui.app installs it first; a window built by a test or script needs it too)
         self.settings = make_settings()
         apply_theme(remembered_theme(self.settings))  # before any plot exists: plots take its colors
         self.session = Session(self)
@@ -253,6 +256,7 @@ class MainWindow(QMainWindow):
         self.graph_dock = self._dock("Graph", "graphDock", self.graph_panel, left)
         self.tabifyDockWidget(self.runs_dock, self.graph_dock)  # under the tree, in step with it; the plots keep
         self.probes_dock.raise_()  # their height (a tab bar beside them took ~25 px at 1152x696)
+        self.details_follower = FollowingDock(self, self.details_dock)  # a selection brings Details forward
         self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
 
@@ -393,13 +397,13 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         session = self.session
-        self.tree_widget.currentNodeChanged.connect(self._on_current_node_changed)
+        self.tree_widget.currentNodeChanged.connect(self._on_selection_changed)
         self.tree_widget.inputShapeEntered.connect(self._on_input_shape_entered)
         self.tree_model.badgesChanged.connect(self._on_badges_changed)
         self.runs_panel.openRequested.connect(lambda path: self.open_path(path))
         self.runs_panel.resumeRequested.connect(self.resume_run)
         # the graph and the tree stay in step: a box clicked selects the module, a module opened opens the row
-        self.graph_panel.moduleSelected.connect(self.tree_widget.select_name)
+        self.graph_panel.moduleSelected.connect(self._on_graph_module_selected)
         self.graph_panel.expandRequested.connect(self.tree_widget.set_expanded)
         self.tree_widget.moduleExpanded.connect(self.graph_panel.set_expanded)
         session.modelChanged.connect(self._on_model_changed)
@@ -435,7 +439,8 @@ class MainWindow(QMainWindow):
         name = getattr(current, "name", None)
         self._rebuild_tree()
         if name is not None:
-            self.tree_widget.select_name(name)
+            with self.details_follower.held():  # the same module again: the tabs stay as they are
+                self.tree_widget.select_name(name)
         self.modelChanged.emit()
 
     def _rebuild_tree(self) -> None:
@@ -521,6 +526,17 @@ class MainWindow(QMainWindow):
         self.details.show_node(obj, self.tree_model.badges(name) if isinstance(name, str) else [])
         self.session.select(obj)
 
+    def _on_selection_changed(self, obj) -> None:
+        """A row selected in the tree: its details, in front unless the user pinned another tab of their group."""
+        self._on_current_node_changed(obj)
+        if obj is not None:
+            self.details_follower.follow()
+
+    def _on_graph_module_selected(self, name: str) -> None:
+        """A box clicked in the Graph tab: the module selected in the tree, the Graph staying in front."""
+        with self.details_follower.held():
+            self.tree_widget.select_name(name)
+
     def _on_comparison_changed(self, changes) -> None:
         self.tree_model.set_comparison(changes)
         self.tree_widget.show_change_column(changes is not None)
@@ -530,8 +546,11 @@ class MainWindow(QMainWindow):
         return self.file_actions.compare_with(path)
 
     def _on_reveal_requested(self, name: str, step: int) -> None:
-        """A module was named elsewhere (a heatmap cell, the NaN trace): select it in the tree."""
-        if self.tree_widget.select_name(name):
+        """A module was named elsewhere (a heatmap cell, the NaN trace): select it in the tree (the Probes
+        tab, which shows it too, stays in front of Details)."""
+        with self.details_follower.held():
+            selected = self.tree_widget.select_name(name)
+        if selected:
             self.model_dock.raise_()
 
     def _on_status_message(self, text: str, ms: int) -> None:
