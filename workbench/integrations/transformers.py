@@ -47,12 +47,12 @@ class WorkbenchCallback(transformers.TrainerCallback):
     Parameters
     ----------
     run_dir, name, host, port
-        Where the run attaches: :class:`~workbench.integrations._common.AttachOptions`.
+        Keyword-only, as :class:`~workbench.integrations._common.AttachOptions` takes them.
 
     Attributes
     ----------
     options : AttachOptions
-        The parameters above.
+        Those four, kept together.
     attached : Attached or None
         The attached run while the Trainer trains.
     """

@@ -17,7 +17,7 @@ import torch
 import torchvision
 
 from workbench.core.attach import script as _script  # noqa: F401 - registers the probe dataclasses
-from workbench.core.attach.script_trainer import ScriptTrainer
+from workbench.core.attach.script_run import ScriptRun
 from workbench.core.attach.wire import (DATACLASSES, MAGIC, MAX_MESSAGE_BYTES, WireError, decode, encode,
                                         recv_message, send_message)
 from workbench.core.probe.callback import ProbeCallback, ProbeReport
@@ -168,7 +168,7 @@ def _probe_reports(tmp_path) -> list[ProbeReport]:
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    tr = ScriptTrainer(model, opt, None, tmp_path, RunControl(), "wire")
+    tr = ScriptRun(model, opt, None, tmp_path, RunControl(), "wire")
     reports: list[ProbeReport] = []
     cb = ProbeCallback(reports.extend, every=1, grad_every=1, flush_ms=0, probed=["layer1.0.conv1", "fc"],
                        weight_hist=["fc.weight"], layers=True)
@@ -181,7 +181,6 @@ def _probe_reports(tmp_path) -> list[ProbeReport]:
         opt.step()
         opt.zero_grad()
         tr.step += 1
-        tr.batch_in_epoch += 1
         cb.on_step_end(tr, {"step": tr.step, "loss": float(loss.detach())})
     cb.on_fit_end(tr)
     return reports

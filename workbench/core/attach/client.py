@@ -17,18 +17,18 @@ import threading
 from typing import Any, Callable, Iterator
 
 from workbench.core.attach import script as _script  # registers the probe dataclasses for the wire
-from workbench.core.attach.wire import MAX_MESSAGE_BYTES, WireError, recv_message, send_message
-from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink, from_wire
+from workbench.core.attach.wire import MAX_MESSAGE_BYTES, UnknownType, WireError, recv_message, send_message
+from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
 
 __all__ = ["connect", "AttachedRun", "AttachError", "parse_address", "CONNECT_TIMEOUT_S", "SCRIPT_EVENTS"]
 
 #: Seconds to connect and be welcomed.
 CONNECT_TIMEOUT_S = 10.0
-#: The events a script publishes (:mod:`workbench.core.attach.script`); any other name is dropped unread,
-#: so that ``StateSynced`` / ``ExtrasReady`` bytes (read with ``torch.load``) never come from a socket.
-SCRIPT_EVENTS = frozenset({"FitStarted", "Metrics", "ProgressText", "EpochEnded", "CommandApplied", "NonFinite",
-                           "RunError", "Paused", "Sink", "Finished"})
+#: The events a script publishes (:data:`workbench.core.attach.script.PUBLISHED`): the only event types the
+#: socket rebuilds, so ``StateSynced`` / ``ExtrasReady`` (whose bytes a training process's pipe reads with
+#: ``torch.load``) never come from a socket; a message of any other type is skipped whole.
+SCRIPT_EVENTS = frozenset(cls.__name__ for cls in _script.PUBLISHED)
 _END = object()
 
 
@@ -328,6 +328,8 @@ class AttachedRun:
             while True:
                 try:
                     msg = recv_message(self.sock, MAX_MESSAGE_BYTES)
+                except UnknownType:
+                    continue  # an event this version does not rebuild (read whole): skip it
                 except Exception:  # noqa: BLE001 - a lost or damaged stream ends the run's events
                     return
                 if msg is None:
@@ -341,12 +343,9 @@ class AttachedRun:
                     if not msg.get("ok"):  # the window says so (a status line), never silently
                         self._events.put(ProgressText(f"The script refused a command: {msg.get('error')}"))
                     continue
-                if msg.get("type") != "event" or msg.get("name") not in SCRIPT_EVENTS:
+                event = msg.get("event")
+                if msg.get("type") != "event" or type(event).__name__ not in SCRIPT_EVENTS:
                     continue  # a script publishes no state blobs: nothing here is ever unpickled
-                try:
-                    event = from_wire(msg["name"], msg["fields"])
-                except Exception:  # noqa: BLE001 - an event this version does not know: skip it
-                    continue
                 self._events.put(event)
         finally:
             self._events.put(_END)

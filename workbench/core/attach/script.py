@@ -35,22 +35,27 @@ from torch import nn
 from workbench.core.attach.ddp_guard import DDPGuard
 from workbench.core.attach.discovery import remove_discovery, write_discovery
 from workbench.core.attach.server import AttachServer
-from workbench.core.attach.script_trainer import ScriptTrainer, set_group_lr
+from workbench.core.attach.script_run import ScriptRun
 from workbench.core.attach.wire import register
 from workbench.core.model.skeleton import describe_structure
 from workbench.core.probe import activations, cadence, callback, gradients, health, layer_stats, stats
 from workbench.core.train.events import (CommandApplied, EpochEnded, Finished, FitStarted, Metrics, NonFinite,
-                                         Paused, RunError, Sink, pack_metrics, plain)
+                                         Paused, ProgressText, RunError, Sink, pack_metrics, plain)
 from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_status
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable, apply_command
 from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.nan_trace import trace_nonfinite
+from workbench.core.train.trainer.optim import set_group_lr
 from workbench.core.train.trainer.rank_sync import RankSync
 
-__all__ = ["attach", "Attached", "EMIT_S", "AWAY_STEPS", "AWAY_S", "PROBE_SETTINGS", "CALLBACK_METHODS", "OPS"]
+__all__ = ["attach", "Attached", "PUBLISHED", "EMIT_S", "AWAY_STEPS", "AWAY_S", "PROBE_SETTINGS", "CALLBACK_METHODS", "OPS"]
 
 log = logging.getLogger("workbench.attach")
 
+#: The events a script publishes; with the commands they carry and the probes' reports, the dataclasses
+#: the socket rebuilds (:func:`~workbench.core.attach.wire.register`): no other type crosses it.
+PUBLISHED = (FitStarted, Metrics, ProgressText, EpochEnded, CommandApplied, NonFinite, RunError, Paused, Sink, Finished)
+register(*PUBLISHED, SetTrainable, SetLR, SaveNow)
 register(callback.ProbeReport, activations.ActivationStats, cadence.CadencePlan, gradients.GradNorms,
          gradients.LayerNorm, health.Badge, health.HealthThresholds, layer_stats.LayerSnapshot, stats.Histogram)
 
@@ -159,6 +164,8 @@ class Attached:
     token : str
         The run's secret (also in the discovery file, readable by this user only).
     run_dir : Path
+    state : ScriptRun
+        What the steering parts act on: the model, optimizer, control, run folder and step.
     ddp_guard : DDPGuard or None
         Set by :meth:`use_ddp`: what the script's ``DistributedDataParallel`` wrapper can follow.
     """
@@ -177,10 +184,14 @@ class Attached:
         else:  # rank 0 alone writes the run folder and listens; the others follow it (RankSync)
             self.run_dir = Path(run_dir) if run_dir is not None else Path(".")
         self.control = RunControl()
-        self.trainer = ScriptTrainer(model, optimizer, scheduler, self.run_dir, self.control, self.name,
-                                     rank=rank, world_size=world, owner=self)
-        self.sync = RankSync(self.trainer) if world > 1 else None
-        self.trainer.sync = self.sync
+        self.state = ScriptRun(model, optimizer, scheduler, self.run_dir, self.control, self.name,
+                               rank=rank, world_size=world, apply_one=self.apply_one, lockstep_paused=self.on_pause)
+        self.sync = RankSync(self.state) if world > 1 else None
+        try:
+            self._device = next(model.parameters()).device
+        except StopIteration:
+            self._device = torch.device("cpu")
+        self._last_batch: Any = None  # the latest batch given to step() (for the NaN trace)
         self.token = secrets.token_urlsafe(24)
         self._t0 = time.perf_counter()
         self._started = time.time()
@@ -249,9 +260,8 @@ class Attached:
         **metrics : float or 0-d Tensor
             More per-step values to plot (``acc=...``).
         """
-        tr = self.trainer
+        tr = self.state
         tr.step = step = tr.step + 1
-        tr.batch_in_epoch += 1
         if isinstance(loss, torch.Tensor):
             loss = loss.detach()
             if loss.device.type == "cpu":
@@ -261,7 +271,7 @@ class Attached:
         row = {"step": step, "loss": loss, **metrics}
         self._rows.append(row)
         if batch is not None:
-            tr.last_batch = batch
+            self._last_batch = batch
         if isinstance(loss, float) and not math.isfinite(loss):
             self._nonfinite(step, loss)
         if self._probes:
@@ -291,7 +301,7 @@ class Attached:
         """Data-parallel: one all-reduce of the loss and rank 0's flags (:class:`RankSync`), then the boundary."""
         loss = row["loss"]
         value = loss if isinstance(loss, torch.Tensor) else torch.tensor(
-            float(loss) if isinstance(loss, (int, float)) else math.nan, device=self.trainer.device)
+            float(loss) if isinstance(loss, (int, float)) else math.nan, device=self._device)
         mean, _ = self.sync.reduce(value.float().reshape(()), 1, deferred=value.device.type == "cuda")
         row["loss"] = mean  # the curve shows the mean over the ranks
         now = time.perf_counter()
@@ -302,10 +312,9 @@ class Attached:
     def epoch_end(self, **val_metrics) -> None:
         """An epoch ended: ``val_loss=...``, ``val_acc=...`` and any other numbers, one row of ``metrics.csv``."""
         self._flush(time.perf_counter())
-        tr = self.trainer
+        tr = self.state
         if self.rank != 0:
             tr.epoch += 1
-            tr.batch_in_epoch = 0
             return
         total, count = self._epoch_loss
         m = {"epoch": tr.epoch, "step": tr.step, "train_loss": total / count if count else math.nan,
@@ -320,7 +329,6 @@ class Attached:
         self._probe_hook("on_epoch_end", tr, m)
         self._publish(EpochEnded(dict(m)))
         tr.epoch += 1
-        tr.batch_in_epoch = 0
         self._epoch_loss = [0.0, 0]
         if self.sync is None and (self._pending or self.control.is_paused):
             self._boundary()
@@ -343,7 +351,7 @@ class Attached:
         if self.server is None:
             return
         try:
-            write_status(self.run_dir, reason, self._started, {"model": type(self.trainer.model).__name__,
+            write_status(self.run_dir, reason, self._started, {"model": type(self.state.model).__name__,
                                                                "dataset": self.name, "attached": True})
         except OSError:
             pass
@@ -354,7 +362,7 @@ class Attached:
     @property
     def step_count(self) -> int:
         """Steps reported so far."""
-        return self.trainer.step
+        return self.state.step
 
     def __enter__(self) -> "Attached":
         return self
@@ -406,7 +414,7 @@ class Attached:
                     rows[i]["loss"] = v
                     if not math.isfinite(v):
                         self._nonfinite(rows[i]["step"], v)
-        tr = self.trainer
+        tr = self.state
         t = now - self._t0
         lr = tr.lr
         epoch = tr.epoch
@@ -426,12 +434,11 @@ class Attached:
         if self._bad_loss:
             return
         self._bad_loss = True  # once per run: the window asks what to do
-        tr = self.trainer
+        tr = self.state
         trace: dict = {}
-        if tr.last_batch is not None and self.rank == 0:  # a forward on one rank alone: no collective waits
+        if self._last_batch is not None and self.rank == 0:  # a forward on one rank alone: no collective waits
             try:
-                tr.nonfinite_trace = trace_nonfinite(tr.model, tr.last_batch, _output_sum, step, exact=False)
-                trace = tr.nonfinite_trace.to_dict()
+                trace = trace_nonfinite(tr.model, self._last_batch, _output_sum, step, exact=False).to_dict()
             except Exception as exc:  # noqa: BLE001 - the trace is a help, never the run's end
                 log.warning("workbench attach: could not trace the non-finite loss: %s", exc)
         self._publish(NonFinite(int(step), float(loss), trace))
@@ -442,12 +449,12 @@ class Attached:
         self._apply()
         if self.control.is_paused and not self.control.stop_requested:
             self._flush(time.perf_counter())
-            step = int(self.trainer.step)
+            step = int(self.state.step)
             self._publish(Paused(step))
-            self.trainer.edit_log.write(step, {"op": "pause"})
-            self._probe_hook("on_pause", self.trainer)
+            self.state.edit_log.write(step, {"op": "pause"})
+            self._probe_hook("on_pause", self.state)
             self.control.wait_while_paused(self._apply)
-            self.trainer.edit_log.write(int(self.trainer.step), {"op": "resume"})
+            self.state.edit_log.write(int(self.state.step), {"op": "resume"})
             self._last_emit = time.perf_counter()
 
     def _apply(self) -> None:
@@ -457,8 +464,8 @@ class Attached:
 
     def apply_one(self, cmd) -> None:
         """Apply one command on the training thread, record it in ``edits.jsonl`` and tell the windows
-        (``trainer.apply_one``: :class:`RankSync` calls it on every rank with rank 0's commands)."""
-        tr = self.trainer
+        (``state.apply_one``: :class:`RankSync` calls it on every rank with rank 0's commands)."""
+        tr = self.state
         if isinstance(cmd, (_Callbacks, _CallbackCall)):
             if self.rank != 0:  # the probes measure rank 0's replica
                 return
@@ -500,16 +507,16 @@ class Attached:
         ----------
         wrapper : torch.nn.parallel.DistributedDataParallel
         """
-        self.ddp_guard = DDPGuard(wrapper, self.trainer.model)
+        self.ddp_guard = DDPGuard(wrapper, self.state.model)
 
     def on_pause(self) -> None:
         """Data-parallel: the ranks pause in lockstep at this step (:class:`RankSync`): say so, like a pause of one process."""
         self._flush(time.perf_counter())
-        self._publish(Paused(int(self.trainer.step)))
-        self._probe_hook("on_pause", self.trainer)
+        self._publish(Paused(int(self.state.step)))
+        self._probe_hook("on_pause", self.state)
 
     def _set_probes(self, specs: list) -> None:
-        self._probe_hook("on_fit_end", self.trainer, "stopped")
+        self._probe_hook("on_fit_end", self.state, "stopped")
         self._probes = []
         if self._grad_hook is not None:
             self._grad_hook.remove()
@@ -517,12 +524,12 @@ class Attached:
         for index, spec in enumerate(specs):
             cb = callback.ProbeCallback(lambda reports, i=index: self._publish(Sink(i, reports)), **spec)
             try:
-                cb.on_fit_start(self.trainer)
+                cb.on_fit_start(self.state)
             except Exception as exc:  # noqa: BLE001 - a probe that cannot start is left out
                 log.warning("workbench attach: a probe could not start: %s: %s", type(exc).__name__, exc)
                 continue
             self._probes.append(cb)
-        opt = self.trainer.optimizer
+        opt = self.state.optimizer
         if self._probes and isinstance(opt, torch.optim.Optimizer):
             # the optimizer's step is where the gradients of the step are whole (after backward,
             # before the update and zero_grad): the probes' on_after_backward
@@ -532,7 +539,7 @@ class Attached:
                 log.warning("workbench attach: gradient probes unavailable (%s)", exc)
 
     def _after_backward(self) -> None:
-        self._probe_hook("on_after_backward", self.trainer)
+        self._probe_hook("on_after_backward", self.state)
 
     def _probe_hook(self, hook: str, *args) -> None:
         """Call ``hook`` on every probe callback; one that raises is logged and removed (never the script's end)."""
@@ -545,19 +552,19 @@ class Attached:
                 if cb in self._probes:
                     self._probes.remove(cb)
                 try:
-                    cb.on_exception(self.trainer, exc, "")
+                    cb.on_exception(self.state, exc, "")
                 except Exception:  # noqa: BLE001
                     pass
 
     # ------------------------------------------------------------------ the server's threads
     def _welcome(self) -> dict:
-        tr = self.trainer
+        tr = self.state
         opt = tr.optimizer
         return {"name": self.name, "pid": os.getpid(), "address": self.address, "run_dir": str(self.run_dir),
                 "model": describe_structure(tr.model), "model_class": type(tr.model).__name__,
                 "step": tr.step, "epoch": tr.epoch, "paused": self.control.is_paused,
                 "lrs": [float(g["lr"]) for g in opt.param_groups] if opt is not None else [],
-                "device": str(tr.device), "torch": torch.__version__}
+                "device": str(self._device), "torch": torch.__version__}
 
     def _on_command(self, msg: dict, steering: bool) -> str | None:
         op = msg["op"]
@@ -592,7 +599,7 @@ class Attached:
             if action == "stop":
                 c.request_stop()
             elif action == "lower_lr":
-                c.queue(SetLR(self.trainer.lr / 10))
+                c.queue(SetLR(self.state.lr / 10))
             elif action != "continue":
                 return "an attached script can stop, lower the LR or continue (no rollback)"
             self._bad_loss = False

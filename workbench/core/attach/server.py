@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from workbench.core.attach.wire import encode, recv_message, send_message
-from workbench.core.train.events import Event, Metrics, Sink, to_wire
+from workbench.core.train.events import Event, Metrics, Sink
 
 __all__ = ["AttachServer", "History", "HELLO_TIMEOUT_S", "MAX_COMMAND_BYTES", "HISTORY_ROWS", "BACKLOG",
            "REPLAY_CHUNK_ROWS", "MAX_PENDING", "KEEPALIVE"]
@@ -404,5 +404,4 @@ class _Ack:
 def _event_bytes(event) -> bytes:
     if isinstance(event, _Ack):
         return encode(event.message)
-    name, fields = to_wire(event)
-    return encode({"type": "event", "name": name, "fields": fields})
+    return encode({"type": "event", "event": event})  # the event as a registered dataclass (wire's one encoding)

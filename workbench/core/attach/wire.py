@@ -5,7 +5,9 @@ Why our own and not pickle: nothing that can execute code may cross the socket
 structure; numpy arrays, tensors and bytes travel as raw buffers after it, each
 described by dtype and shape; dataclasses travel as their name and fields and
 are rebuilt only when the name is one of :data:`DATACLASSES` (registered by
-:func:`register`, all of them Workbench's own plain-data types).
+:func:`register`, all of them Workbench's own plain-data types: the events a
+script publishes and the commands they carry, the probes' reports). This is the
+one encoding of the socket: an event is one dataclass like any other.
 
 Frame: ``b"WBA1"``, a big-endian ``uint32`` body length, then the body:
 a ``uint32`` JSON length, the JSON text (UTF-8), and the buffers back to back.
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["MAGIC", "MAX_MESSAGE_BYTES", "WireError", "register", "DATACLASSES", "encode", "decode",
+__all__ = ["MAGIC", "MAX_MESSAGE_BYTES", "WireError", "UnknownType", "register", "DATACLASSES", "encode", "decode",
            "send_message", "recv_message"]
 
 MAGIC = b"WBA1"
@@ -53,6 +55,13 @@ DATACLASSES: dict[str, type] = {}
 
 class WireError(ValueError):
     """A message that is not one: bad magic, too large, truncated, not JSON, an unknown form or dataclass."""
+
+
+class UnknownType(WireError):
+    """A whole message holding a dataclass this side does not rebuild (a newer peer's type, or one refused here).
+
+    The message was read to its end: the stream is intact and the next message can be read.
+    """
 
 
 def register(*classes: type) -> None:
@@ -258,7 +267,7 @@ def _from_json(node: Any, bufs: _Buffers) -> Any:
     if "$dc" in node:
         cls = DATACLASSES.get(node["$dc"]) if isinstance(node["$dc"], str) else None
         if cls is None:
-            raise WireError(f"unknown type {node['$dc']!r} refused")
+            raise UnknownType(f"unknown type {node['$dc']!r} refused")
         fields = node.get("f")
         if not isinstance(fields, dict):
             raise WireError("bad dataclass fields")

@@ -22,10 +22,12 @@ instances of the dataclasses below, in this order of a run's life:
 * :class:`Finished`: the end reason, always last.
 
 :class:`EventBridge` is the one :class:`~workbench.core.train.trainer.hooks.Callback`
-that turns trainer hooks into these events. At a process boundary an event
-travels as ``(type name, fields)`` (:func:`to_wire` / :func:`from_wire`):
-tensors as safetensors-style bytes read back weights-only, commands as their
-type's name and plain fields. Qt-free.
+that turns trainer hooks into these events. Each wire has one encoding of them:
+a training process's pipe sends ``(type name, fields)`` (:func:`to_wire` /
+:func:`from_wire`: tensors as safetensors-style bytes read back weights-only,
+commands as their type's name and plain fields); an attached script's socket
+sends the event as one data-only dataclass (:mod:`workbench.core.attach.wire`,
+the types of :data:`workbench.core.attach.script.PUBLISHED`). Qt-free.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from workbench.core.model.checkpoint import tensors_from_bytes, to_bytes
+from workbench.core.model.wire import tensors_from_bytes, to_bytes
 from workbench.core.train.trainer import commands as _commands
 from workbench.core.train.devices import cuda_memory
 from workbench.core.train.trainer.hooks import Callback
@@ -238,7 +240,7 @@ def to_wire(event: Event) -> tuple[str, dict]:
     """``(type name, fields)`` of ``event`` for a process boundary: plain data and bytes only.
 
     The tensors of :class:`StateSynced` and :class:`ExtrasReady` become bytes
-    (:func:`~workbench.core.model.checkpoint.to_bytes`); a :class:`CommandApplied`'s
+    (:func:`~workbench.core.model.wire.to_bytes`); a :class:`CommandApplied`'s
     command becomes ``(its type's name, its plain fields)`` (a ``Call``'s function stays behind).
     """
     name = type(event).__name__

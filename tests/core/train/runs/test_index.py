@@ -28,7 +28,7 @@ from tests.core.train.damaged_runs import (
 )
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.plot_lod import MinMaxPyramid
-from workbench.core.run_files import process_start_time
+from workbench.core.run_folder.processes import process_start_time
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.trainer.loop import Trainer

@@ -152,7 +152,7 @@ def test_resume_refuses_a_corrupt_last_pt_and_names_the_intact_best_pt(tmp_path)
     """A bit flipped inside a tensor record of last.pt is caught by its digest before any state is loaded."""
     from tests.core.model.checkpoint_damage import flip_tensor_byte
     from workbench.core.errors import CheckpointCorrupt, TrainingError
-    from workbench.core.model.checkpoint import read_checkpoint
+    from workbench.core.model.formats import read_checkpoint
 
     first = Trainer(fresh_model(), make_config(tmp_path, "first", epochs=2))
     assert first.fit() == "completed"

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from workbench.core.files import atomic_write_text
-from workbench.core.run_files import process_start_time, read_csv_rows
+from workbench.core.run_folder.metrics_csv import read_csv_rows
+from workbench.core.run_folder.processes import process_start_time
 
 #: Columns of ``metrics.csv``; times in seconds since the start of the run.
 METRICS_COLUMNS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "time_s", "samples_per_s",
@@ -52,7 +53,7 @@ def write_status(run_dir: str | Path, reason: str | None, started: float, info: 
     ``dataset``, ``epochs``) is copied in, so a runs list need not parse every
     run.toml (1.5 ms each). ``pid_start`` is the process's start time in clock
     ticks since boot (Linux; None elsewhere): a reader trusts "running" only while
-    that process lives (:func:`workbench.core.run_files.is_training_process`).
+    that process lives (:func:`workbench.core.run_folder.processes.is_training_process`).
     """
     import json
 
@@ -154,7 +155,7 @@ class MetricsCSV:
     Raises
     ------
     RunFileError
-        The existing file is too large to hold (:func:`~workbench.core.run_files.read_csv_rows`).
+        The existing file is too large to hold (:func:`~workbench.core.run_folder.metrics_csv.read_csv_rows`).
     OSError
         The existing file is damaged and could not be set aside (nothing was written).
     """

@@ -2,7 +2,7 @@
 
 A summary comes from the folder's own files (``run.toml``, ``metrics.csv``,
 ``status.json``: :mod:`workbench.core.train.runs.folder`), read by the total readers of
-:mod:`workbench.core.run_files`; nothing is loaded with torch, so 1,000 folders
+:mod:`workbench.core.run_folder`; nothing is loaded with torch, so 1,000 folders
 list in well under a second. A file that cannot be read (wrong types, not UTF-8,
 NUL bytes, truncated, a FIFO, a device, a link out of the folder, too large)
 marks its run ``unreadable: <file>: <reason>`` (:attr:`RunSummary.problem`);
@@ -11,7 +11,7 @@ as 1e20 or Infinity, is such a reason; the formatters never raise and the JSON
 holds no NaN or Infinity). A damaged ``metrics.csv`` that a resumed run set
 aside (``metrics.csv.damaged-<time>``) is said too. A folder whose ``status.json`` says
 ``running`` is listed ``running`` only while the recorded process is a live
-Workbench process (:func:`~workbench.core.run_files.is_training_process`), else
+Workbench process (:func:`~workbench.core.run_folder.processes.is_training_process`), else
 ``crashed``; status.json is not rewritten (a run on another machine sharing the
 folder would be clobbered). ``metrics.csv`` is read in blocks, so memory is
 bounded whatever its length: a curve is built into a min/max pyramid as it is
@@ -35,22 +35,12 @@ from typing import Callable
 import numpy as np
 
 from workbench.core.plot_lod import MinMaxPyramid, PyramidBuilder
-from workbench.core.run_files import (
-    METRICS_FILE,
-    STATUS_FILE,
-    TOML_FILE,
-    MetricsBlocks,
-    RunFileError,
-    RunInfo,
-    RunIsTraining,
-    is_time,
-    is_training_process,
-    printable,
-    read_run_info,
-    read_status,
-    read_toml,
-    refuse_if_training,
-)
+from workbench.core.run_folder.metrics_csv import MetricsBlocks
+from workbench.core.run_folder.printable import printable
+from workbench.core.run_folder.processes import RunIsTraining, is_training_process, refuse_if_training
+from workbench.core.run_folder.reading import METRICS_FILE, STATUS_FILE, TOML_FILE, RunFileError
+from workbench.core.run_folder.run_toml import RunInfo, read_run_info, read_toml
+from workbench.core.run_folder.status import is_time, read_status
 
 __all__ = ["METRICS", "X_AXES", "CURVE_POINTS", "TABLE_COLUMNS", "RunSummary", "RunIsTraining", "MetricsSummary",
            "config_diff", "export_metrics", "forget_cached", "format_time", "list_runs", "metrics_bytes",
@@ -74,7 +64,7 @@ class RunSummary:
     Attributes
     ----------
     name : str
-        The folder's name (as on disk: escape it with :func:`~workbench.core.run_files.printable` to show it).
+        The folder's name (as on disk: escape it with :func:`~workbench.core.run_folder.printable.printable` to show it).
     path : str
     started : float
         ``time.time()`` of the start (NaN: unknown; the folder's creation time is not used).
@@ -195,7 +185,7 @@ def metrics_summary(folder: str | Path, progress: Progress | None = None) -> Met
 
 
 def _run_info(folder: Path) -> RunInfo | None:
-    """:func:`~workbench.core.run_files.read_run_info`, kept until run.toml changes (its error too)."""
+    """:func:`~workbench.core.run_folder.run_toml.read_run_info`, kept until run.toml changes (its error too)."""
     def read():
         try:
             return read_run_info(folder)
@@ -427,7 +417,7 @@ def run_cell(s: RunSummary, column: str) -> str:
 def runs_table(runs: list[RunSummary]) -> str:
     """The aligned table ``workbench runs`` prints: a header and one run per line.
 
-    Every cell is escaped (:func:`~workbench.core.run_files.printable`): a folder
+    Every cell is escaped (:func:`~workbench.core.run_folder.printable.printable`): a folder
     name holding a terminal escape sequence shows it as ``\\x1b...``, never sends it.
     """
     rows = [TABLE_COLUMNS]
@@ -441,7 +431,7 @@ def read_metrics(folder: str | Path, problems: list[str] | None = None) -> dict[
     """``metrics.csv`` of a run as float64 columns (one value per epoch; blanks are NaN; no file: no columns).
 
     Read in blocks, but the columns are whole: for a long file, :func:`read_curve`
-    keeps memory bounded. At most :data:`~workbench.core.run_files.MAX_COLUMNS`
+    keeps memory bounded. At most :data:`~workbench.core.run_folder.metrics_csv.MAX_COLUMNS`
     columns are read (in time linear in the columns). Damaged lines are skipped
     (never raises); the first problem (damaged lines, columns left unread) is
     appended to ``problems`` when given.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from workbench.core.run_files import refuse_if_training
+from workbench.core.run_folder.processes import refuse_if_training
 
 __all__ = ["TrashedRun", "trash_run", "restore_run"]
 

@@ -1,1 +1,3 @@
-"""The Trainer and its parts: the loop, hooks, commands, checkpoints, faults, NaN trace, evaluation, optimizers, the edit log, rank sync, the process strategy and the Protocol the parts see the Trainer through."""
+"""The Trainer and its parts: the loop, hooks, commands, checkpoints, faults, NaN trace, evaluation, optimizers,
+the edit log, rank sync, the process strategy, the data set-up, the run's first files, the epoch's loss,
+TensorBoard, staged unfreezing, and the Protocols the parts see the Trainer (or an attached script) through."""

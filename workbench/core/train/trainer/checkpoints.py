@@ -7,7 +7,7 @@ payload writer :func:`workbench.core.model.saving.checkpoint_payload` (layout of
 the PyTorch tutorial "Saving and loading a general checkpoint" plus the trainer's
 own entries) and written by :func:`workbench.core.files.atomic_save`, which adds the
 digest of its tensors (:mod:`workbench.core.digest`); read back through
-:func:`workbench.core.model.checkpoint.read_checkpoint` (``weights_only=True``), which
+:func:`workbench.core.model.formats.read_checkpoint` (``weights_only=True``), which
 verifies it: a corrupt ``last.pt`` is refused, naming the newest intact checkpoint
 of the run folder (``best.pt``, an earlier epoch's). Qt-free.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from workbench.core.errors import CheckpointCorrupt, TrainingError, WorkbenchError
 from workbench.core.files import atomic_save
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.formats import read_checkpoint
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import set_rng_state
 from workbench.core.train.trainer.faults import nonfinite_tensors

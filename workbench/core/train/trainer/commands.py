@@ -2,8 +2,11 @@
 
 :class:`SetTrainable`, :class:`SetLR`, :class:`SaveNow` and :class:`Call` are
 queued on the run's :class:`~workbench.core.train.trainer.control.RunControl` and applied
-on the training thread at the next step boundary by :func:`apply_command`. Their
-result fields are filled in when applied. Qt-free.
+on the training thread at the next step boundary by :func:`apply_command`, which
+asks of the run only a :class:`~workbench.core.train.trainer.types.SteeredRun`
+(the Trainer, or an attached script's
+:class:`~workbench.core.attach.script_run.ScriptRun`). Their result fields are
+filled in when applied. Qt-free.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from workbench.core.model import freezing
 from workbench.core.model.names import UnknownPathError
 from workbench.core.train.trainer import optim
 from workbench.core.train.trainer.faults import nonfinite_tensors
-from workbench.core.train.trainer.types import TrainerLike
+from workbench.core.train.trainer.types import SteeredRun
 
 __all__ = ["SetTrainable", "SetLR", "SaveNow", "EmptyCudaCache", "Call", "apply_command"]
 
@@ -63,7 +66,7 @@ class SetLR:
     lr : float
     group : int or None
         An attached script's param group to set alone (None: every group; see
-        :func:`workbench.core.attach.script_trainer.set_group_lr`).
+        :func:`workbench.core.train.trainer.optim.set_group_lr`).
     """
 
     lr: float
@@ -97,14 +100,21 @@ class EmptyCudaCache:
 
 @dataclass
 class Call:
-    """Run ``fn(trainer)`` on the training thread at the next step boundary (e.g. probes on/off)."""
+    """Run ``fn(run)`` on the training thread at the next step boundary (e.g. probes on/off); ``run`` is the
+    run the command applies to (the :class:`~workbench.core.train.trainer.loop.Trainer`)."""
 
-    fn: Callable[[TrainerLike], Any]
+    fn: Callable[[Any], Any]
     result: Any = None
 
 
-def apply_command(trainer: TrainerLike, cmd: Any) -> None:
-    """Apply one command to ``trainer`` on the training thread, filling in its result fields.
+def apply_command(trainer: SteeredRun, cmd: Any) -> None:
+    """Apply one command to a run on the training thread, filling in its result fields.
+
+    Parameters
+    ----------
+    trainer : SteeredRun
+        The run (its model, optimizer, control, run folder, step...).
+    cmd : SetTrainable, SetLR, SaveNow, EmptyCudaCache or Call
 
     Raises
     ------
@@ -126,10 +136,10 @@ def apply_command(trainer: TrainerLike, cmd: Any) -> None:
         if not trainer.is_main:
             return  # data-parallel: rank 0 alone writes; every replica holds the same weights
         trainer.prepare()
-        trainer.checkpoints.wait_for_saves()  # the epoch-end write must not land after this one
+        trainer.wait_for_saves()  # the epoch-end write must not land after this one
         path = Path(cmd.path) if cmd.path else trainer.run_dir / "last.pt"
         cmd.nonfinite = nonfinite_tensors(trainer.model)
-        atomic_save(trainer.checkpoints.payload(), path)
+        atomic_save(trainer.checkpoint_payload(), path)
         cmd.saved_to = str(path)
     elif isinstance(cmd, EmptyCudaCache):
         import torch
@@ -142,7 +152,7 @@ def apply_command(trainer: TrainerLike, cmd: Any) -> None:
         raise TrainingError(f"unknown command {cmd!r}")
 
 
-def _set_trainable(trainer: TrainerLike, cmd: SetTrainable) -> None:
+def _set_trainable(trainer: SteeredRun, cmd: SetTrainable) -> None:
     """Freeze / unfreeze through :mod:`workbench.core.model.freezing` (the window's own resolver)."""
     model = trainer.model
     names = cmd.name_list()
@@ -162,7 +172,7 @@ def _set_trainable(trainer: TrainerLike, cmd: SetTrainable) -> None:
         trainer.apply_bn_policy()
 
 
-def _add_to_optimizer(trainer: TrainerLike, names: list[str], factor: float = 1.0) -> None:
+def _add_to_optimizer(trainer: SteeredRun, names: list[str], factor: float = 1.0) -> None:
     """Add a param group per role for newly trainable parameters not yet in the optimizer (LR times ``factor``)."""
     opt = trainer.optimizer
     in_opt = {id(p) for g in opt.param_groups for p in g["params"]}

@@ -1,4 +1,5 @@
-"""Validation of a run: mean loss and the task's metrics over the validation loader. Qt-free."""
+"""Validation of a run: mean loss and the task's metrics over the validation loader, and whether an epoch is the
+best so far (``best.pt`` follows it). Qt-free."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import math
 
 import torch
 
+from workbench.core.errors import TrainingError
+from workbench.core.train.config import TrainConfig
 from workbench.core.train.data.batch import move
 from workbench.core.train.task.metrics import Mean, column
 from workbench.core.train.trainer.types import TrainerLike
 
-__all__ = ["validate"]
+__all__ = ["validate", "monitor_key", "is_best"]
 
 
 def validate(trainer: TrainerLike) -> dict[str, float]:
@@ -64,3 +67,35 @@ def validate(trainer: TrainerLike) -> dict[str, float]:
     result.update({column(m.name): m.compute() for m in metrics})
     result.update({f"val_{name}": m.compute() for name, m in logged.items()})
     return result
+
+
+def monitor_key(config: TrainConfig) -> str:
+    """The ``metrics.csv`` column ``best.pt`` follows: ``config.task.monitor`` (``val_accuracy`` is ``val_acc``)."""
+    key = config.task.monitor or "val_loss"
+    return "val_acc" if key in ("val_accuracy", "accuracy") else key
+
+
+def is_best(trainer: TrainerLike, metrics: dict) -> bool:
+    """Whether this epoch's monitored metric beats ``trainer.best_score`` (then it becomes the best).
+
+    Raises
+    ------
+    TrainingError
+        The monitor is not a metric this run reports (a typo, a metric of another
+        task); the message names the metrics it has. Raised at the first epoch's end.
+    """
+    cfg = trainer.config
+    key = monitor_key(cfg)
+    if key not in metrics:
+        have = [k for k, v in metrics.items() if isinstance(v, float) and k not in ("time", "epoch_time", "lr",
+                                                                                     "samples_per_s", "input_wait")]
+        raise TrainingError(f"[task] monitor = {cfg.task.monitor!r} is not a metric of this run; "
+                            f"choose one of {', '.join(have)}")
+    value = metrics[key]
+    if not (isinstance(value, float) and math.isfinite(value)):
+        return False
+    better = math.isnan(trainer.best_score) or (value > trainer.best_score if cfg.task.mode == "max"
+                                                else value < trainer.best_score)
+    if better:
+        trainer.best_score = value
+    return better

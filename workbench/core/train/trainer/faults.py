@@ -23,7 +23,7 @@ from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace, trace_nonfinite
 from workbench.core.train.trainer.types import TrainerLike
 
-__all__ = ["FaultHandler", "Restart", "clear_traceback", "nonfinite_tensors"]
+__all__ = ["FaultHandler", "Restart", "clear_traceback", "grads_finite", "nonfinite_tensors"]
 
 
 def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
@@ -42,6 +42,14 @@ def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
 
 class Restart(Exception):
     """The state was rolled back to ``last.pt``: the loop restarts at the restored position."""
+
+
+def grads_finite(opt: torch.optim.Optimizer) -> bool:
+    """True when every gradient in ``opt``'s param_groups is finite (one fused norm per tensor, one read)."""
+    grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+    if not grads:
+        return True
+    return bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all())
 
 
 def clear_traceback(exc: BaseException) -> None:

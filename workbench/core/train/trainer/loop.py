@@ -45,8 +45,11 @@ with whoever started the run), ``trainer.checkpoints``
 ``trainer.faults`` (:class:`~workbench.core.train.trainer.faults.FaultHandler`) and
 ``trainer.strategy`` (:mod:`~workbench.core.train.trainer.strategy`: one process, or one
 rank of a ``DistributedDataParallel`` run; the loop asks it and does not know which); commands
-are applied by :func:`~workbench.core.train.trainer.commands.apply_command` and validation
-is :func:`~workbench.core.train.trainer.evaluation.validate`.
+are applied by :func:`~workbench.core.train.trainer.commands.apply_command`, validation and the
+best epoch are :mod:`~workbench.core.train.trainer.evaluation`'s; the data and task are built by
+:mod:`~.data_setup`, the run folder's first files written by :mod:`~.run_record`, the epoch's loss
+kept by :mod:`~.epoch_loss`, TensorBoard written by :mod:`~.tensorboard_log` and the unfreeze
+schedule applied by :mod:`~.staged_unfreeze`.
 """
 
 from __future__ import annotations
@@ -61,46 +64,32 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from workbench.core.errors import TrainingError, WorkbenchError
-from workbench.core.model.architectures import ArchSpec
-from workbench.core.model.demo import DigitsCNN
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.freezing import apply_batchnorm_policy
-from workbench.core.model.names import frozen_names
-from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import seed_everything
 from workbench.core.train.trainer import optim
 from workbench.core.train.trainer.checkpoints import CheckpointConnector
-from workbench.core.train.trainer.commands import SetTrainable, apply_command
+from workbench.core.train.trainer.commands import apply_command
 from workbench.core.train.trainer.edit_log import EditLog
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.trainer.control import RunControl
-from workbench.core.train.trainer.evaluation import validate
-from workbench.core.train.trainer.faults import FaultHandler, Restart, nonfinite_tensors
+from workbench.core.train.trainer.data_setup import build_data, settle_task, take_skipped, wants_channels_last
+from workbench.core.train.trainer.epoch_loss import EpochLoss
+from workbench.core.train.trainer.evaluation import is_best, monitor_key, validate
+from workbench.core.train.trainer.faults import FaultHandler, Restart, grads_finite, nonfinite_tensors
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.data.batch import move
 from workbench.core.train.data.loaders import DevicePrefetcher
-from workbench.core.train.data.preflight import preflight
 from workbench.core.train.trainer.rank_sync import RankSync
+from workbench.core.train.trainer.run_record import open_run_files, record_start, status_info
+from workbench.core.train.trainer.staged_unfreeze import apply_scheduled_unfreeze, check_schedule
 from workbench.core.train.trainer.strategy import SingleProcess, strategy_for
+from workbench.core.train.trainer.tensorboard_log import TensorBoardLog
 from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_status
 from workbench.core.train.task import specs as task_specs
-from workbench.core.train.task.build import build_task, resolve_kind
-from workbench.core.train.task.metrics import Mean
 from workbench.core.train.task.tasks import Task
 
-__all__ = ["Trainer", "TB_FLUSH_S"]
-
-#: Seconds between the TensorBoard writer's flushes (its own thread); TensorBoard shows a new point within this.
-TB_FLUSH_S = 5
-
-
-
-def _grads_finite(opt: torch.optim.Optimizer) -> bool:
-    """True when every gradient in ``opt``'s param_groups is finite (one fused norm per tensor, one read)."""
-    grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
-    if not grads:
-        return True
-    return bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all())
+__all__ = ["Trainer"]
 
 
 class Trainer:
@@ -238,13 +227,11 @@ class Trainer:
         self._window = (0.0, 0, 0.0)  # (time, samples, data wait) at the start of the emission window
         self._wait = 0.0  # seconds spent waiting for batches in this fit()
         self._epoch_wait = 0.0
-        self._epoch_loss: list = []
-        self._epoch_logged: dict[str, Mean] = {}  # values a user's step returns beside "loss", this epoch
-        self._epoch_loss_carry: tuple[float, int] = (0.0, 0)  # a resumed epoch's loss sum and count before it
+        self._epoch_loss = EpochLoss()
         self._epoch_t0 = 0.0
         self._epoch_samples = 0
         self._csv: MetricsCSV | None = None
-        self._tb = None
+        self._tb: TensorBoardLog | None = None
         self._running = False
         self._in_teardown = False
         self._started_at: float | None = None  # time.time() of this fit's start (status.json)
@@ -341,6 +328,22 @@ class Trainer:
         """After a pause: the time paused does not count against samples/s."""
         self._window = (time.perf_counter(), self.samples, self._wait)
 
+    def lockstep_paused(self) -> None:
+        """Data-parallel: every rank pauses at this step (:class:`RankSync`): send the rows, call ``on_pause``."""
+        self.emit()
+        self.call("on_pause", self)
+
+    def lockstep_resumed(self) -> None:
+        """Data-parallel: the lockstep pause ended (:meth:`restart_throughput_window`)."""
+        self.restart_throughput_window()
+
+    def heartbeat(self) -> None:
+        """Data-parallel, while the ranks wait together: ``on_heartbeat`` of every callback that has one."""
+        for cb in self.callbacks:
+            beat = getattr(cb, "on_heartbeat", None)
+            if beat is not None:
+                beat(self)
+
     @property
     def is_main(self) -> bool:
         """Rank 0 (or not data-parallel): the process that writes the run folder."""
@@ -419,36 +422,18 @@ class Trainer:
             return
         cfg = self.config
         self.model.to(self.device)
-        self.channels_last = _wants_channels_last(cfg.channels_last, self.device, self.model)
+        self.channels_last = wants_channels_last(cfg.channels_last, self.device, self.model)
         if self.channels_last:
             self.model.to(memory_format=torch.channels_last)
         task_specs.pin(cfg, Path.cwd())  # a user's file specs absolute, with their hashes (run.toml replays them)
         if self._data is not None:
             self.train_loader, self.val_loader = self._data
-            self._build_task()
+            self.kind, self.task = settle_task(cfg, self.info, self.train_loader)
         else:
-            from workbench.core.train.data.datasets import TensorBatchLoader, build_loaders, fit_channels_to_model
-
-            self.data_note = fit_channels_to_model(cfg.data, self.model)
-            self.train_loader, self.val_loader, self.info = build_loaders(cfg.data, seed=cfg.seed, device=self.device,
-                                                                          shard=(self.rank, self.world_size),
-                                                                          task=cfg.task.kind)
-            self.loader_note = getattr(getattr(self.train_loader, "settings", None), "note", None)
-            for loader in (self.train_loader, self.val_loader):
-                if isinstance(loader, TensorBatchLoader) and self.device.type != "cpu":
-                    loader.to(self.device)
-            self._build_task()
-            # before any step and before the run folder exists: images readable, batches fit, enough outputs
-            note = preflight(self.model, self.train_loader, self.val_loader, self.device,
-                             num_classes=self.info.num_classes if self.info is not None else None,
-                             classification=self.kind == "classification", step=self.task.eval_step,
-                             datasets=tuple(getattr(ld, "dataset", None) for ld in (self.train_loader,
-                                                                                    self.val_loader)),
-                             progress=lambda text: self.call("on_progress", self, text),
-                             skip_unreadable=bool(cfg.data.skip_unreadable))
-            if note:
-                self.data_note = f"{self.data_note}; {note}" if self.data_note else note
-            self._take_skipped()  # the pre-flight batches are not the first epoch's
+            d = build_data(cfg, self.model, self.device, (self.rank, self.world_size),
+                           lambda text: self.call("on_progress", self, text))
+            self.train_loader, self.val_loader, self.info = d.train_loader, d.val_loader, d.info
+            self.loader_note, self.data_note, self.kind, self.task = d.loader_note, d.data_note, d.kind, d.task
         self.strategy.wrap_model()
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
@@ -461,42 +446,17 @@ class Trainer:
         self._defer_loss = self.device.type == "cuda"
         self._prepared = True
 
-    def _build_task(self) -> None:
-        """Settle the task's kind (``auto``: the data's, else the first batch's) and build it.
+    def build_optimizer(self, group_names: list[list[str]] | None = None, roles: list[str] | None = None):
+        """Build the optimizer and scheduler: one param group per role, or the groups a checkpoint names.
 
         Raises
         ------
-        DataError
-            A spec cannot be imported or a built-in name is unknown (named with its setting).
+        TrainingError
+            ``group_names`` holds a parameter the model lacks.
         """
-        from workbench.core.errors import DataError
-        from workbench.core.train.data.preflight import first_batch
-
-        info_task = getattr(self.info, "task", "") if self.info is not None else ""
-        batch = None
-        if self.config.task.kind == "auto" and not info_task and not self.config.task.step:
-            batch = first_batch(self.train_loader)
-        self.kind = resolve_kind(self.config, info_task, batch)
-        try:
-            self.task = build_task(self.config, self.kind)
-        except (ValueError, TypeError) as e:
-            raise DataError(f"[task]: {e}") from e
-        except WorkbenchError as e:
-            raise DataError(f"[task]: {e}") from e
-
-    def build_optimizer(self, group_names: list[list[str]] | None = None, roles: list[str] | None = None):
         cfg = self.config
-        if group_names is None:
-            groups = optim.param_groups(self.model, cfg)
-        else:
-            params = dict(self.model.named_parameters())
-            missing = [n for names in group_names for n in names if n not in params]
-            if missing:
-                raise TrainingError(f"the checkpoint's optimizer covers parameters this model lacks: "
-                                    f"{', '.join(missing[:5])}; load weights only instead")
-            groups = [{"params": [params[n] for n in names], "wb_names": list(names),
-                       "wb_role": role, "lr": optim.lr_for_role(role, cfg.lr, cfg)}
-                      for names, role in zip(group_names, roles or ["all"] * len(group_names))]
+        groups = optim.param_groups(self.model, cfg) if group_names is None else \
+            optim.named_groups(self.model, cfg, group_names, roles)
         self.group_names = [list(g["wb_names"]) for g in groups]
         self.optimizer = optim.build_optimizer(groups, cfg)
         if not groups:
@@ -550,7 +510,7 @@ class Trainer:
         self._running = False
         if self.is_main and self._started_at is not None and self.run_dir is not None:
             with contextlib.suppress(OSError):
-                write_status(self.run_dir, reason, self._started_at, self._status_info())
+                write_status(self.run_dir, reason, self._started_at, status_info(self.config))
         self.safe_call("on_fit_end", reason)
         return reason
 
@@ -567,60 +527,25 @@ class Trainer:
 
     def epoch_loss_so_far(self) -> tuple[float, int]:
         """``(sum, count)`` of this epoch's step losses so far (a mid-epoch checkpoint keeps them)."""
-        carry_sum, carry_n = self._epoch_loss_carry
-        vals = self._epoch_loss
-        if vals and isinstance(vals[0], torch.Tensor):
-            return carry_sum + float(torch.stack([v.float() for v in vals]).sum().item()), carry_n + len(vals)
-        return float(sum(vals, carry_sum)), carry_n + len(vals)
+        return self._epoch_loss.so_far()
 
     def carry_epoch_loss(self, total: float | None, count: int | None) -> None:
         """Resume mid-epoch: the epoch's loss sum and step count before the checkpoint (None: none)."""
-        self._epoch_loss_carry = (float(total), int(count)) if total is not None and count else (0.0, 0)
-
-    def _epoch_train_loss(self) -> float:
-        """Mean step loss of the epoch that ends, including the steps before a mid-epoch resume."""
-        vals = self._epoch_loss
-        carry_sum, carry_n = self._epoch_loss_carry
-        if not vals and not carry_n:
-            return math.nan
-        if not carry_n and isinstance(vals[0], torch.Tensor):
-            return float(torch.stack([v.float() for v in vals]).mean().item())
-        total, count = self.epoch_loss_so_far()
-        return total / count
-
-    def _status_info(self) -> dict:
-        cfg = self.config
-        return {"model": cfg.model.arch, "dataset": cfg.data.dataset, "epochs": int(cfg.epochs)}
+        self._epoch_loss.carry_over(total, count)
 
     def _done(self) -> bool:
         return self.stop_agreed or self.epoch >= self.config.epochs
 
     def _fit_start(self) -> None:
         self.prepare()
-        for entry in self.config.unfreeze:
-            try:
-                self.model.get_submodule(str(entry["module"]))
-            except AttributeError:
-                raise TrainingError(f"unfreeze schedule: no module named {entry['module']!r} in "
-                                    f"{type(self.model).__name__} (epoch {entry['epoch']}); fix the name "
-                                    "(as in the Model tree) or remove the entry") from None
+        check_schedule(self.config, self.model)
         if not self.resumed and self.step == 0:
             seed_everything(int(self.config.seed))
-        self._record_start()
-        saved = TrainConfig.from_dict({**self.config.to_dict()})
-        saved.run_dir = None  # replaying run.toml makes a new run folder
+        record_start(self)
         if self.is_main:
-            saved.to_toml(self.run_dir / "run.toml")
-            self._started_at = time.time()
-            write_status(self.run_dir, None, self._started_at, self._status_info())
-            self._csv = MetricsCSV(self.run_dir / "metrics.csv")
-            if self._csv.problem:  # a damaged metrics.csv was set aside: say so where the run is watched
-                self.call("on_progress", self, f"metrics.csv: {self._csv.problem}")
-            if self.history and not self._csv.rows:  # a resumed run's folder starts with the epochs it continues
-                for h in self.history:
-                    self._csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
-        self._tb = _tensorboard_writer(self.run_dir) if self.config.tensorboard and self.is_main else None
-        self.tensorboard = self._tb
+            self._started_at, self._csv = open_run_files(self)
+        self._tb = TensorBoardLog.open(self.run_dir) if self.config.tensorboard and self.is_main else None
+        self.tensorboard = self._tb.writer if self._tb is not None else None
         self._t0 = time.perf_counter()
         self._epoch_t0 = self._t0  # a run resumed mid-epoch times the rest of that epoch from here
         self._last_emit = self._t0
@@ -633,37 +558,6 @@ class Trainer:
                                 if type(cb).on_after_backward is not Callback.on_after_backward]
         self._step_end = [cb for cb in self.callbacks if type(cb).on_step_end is not Callback.on_step_end]
         self.call("on_fit_start", self)
-
-    def _record_start(self) -> None:
-        """Write into ``config.model`` (and so run.toml) what this run starts from.
-
-        A fresh run (not resumed, step 0) also writes ``run_dir/init.pt``: the
-        exact starting weights, frozen set and architecture, which
-        ``workbench train run.toml`` replays from (``[model] init``), whatever
-        form the opened file had and whatever was edited in the window.
-        """
-        mc = self.config.model
-        if self.arch is not None:
-            d = self.arch.to_dict() if hasattr(self.arch, "to_dict") else {
-                "name": getattr(self.arch, "name", str(self.arch)), "kwargs": getattr(self.arch, "kwargs", {})}
-            mc.arch, mc.kwargs = d["name"], dict(d.get("kwargs") or {})
-        elif type(self.model) is DigitsCNN:
-            mc.arch = "digits_cnn"
-            mc.kwargs = {"num_classes": self.model.classifier.out_features,
-                         "in_channels": self.model.features[0].in_channels}
-        elif not mc.checkpoint:
-            mc.arch = ""
-        mc.frozen = frozen_names(self.model)
-        if self.resumed or self.step > 0:
-            return
-        arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
-        payload = checkpoint_payload(self.model, arch=arch, include_rng=False)
-        if self.is_main:
-            self.checkpoints.save_in_background(payload, [self.run_dir / "init.pt"])
-        mc.init = "init.pt"
-        if not mc.resume:
-            mc.source = mc.source or mc.checkpoint
-            mc.checkpoint = ""
 
     def _teardown(self) -> None:
         self._in_teardown = True
@@ -700,10 +594,8 @@ class Trainer:
             for _ in range(self.batch_in_epoch):
                 next(it)
         if self.batch_in_epoch == 0:
-            self._apply_scheduled_unfreeze()
-            self._epoch_loss = []
-            self._epoch_logged = {}
-            self._epoch_loss_carry = (0.0, 0)
+            apply_scheduled_unfreeze(self)
+            self._epoch_loss.start()
             self._epoch_t0 = time.perf_counter()
             self._epoch_samples = 0
             self._epoch_wait = 0.0
@@ -725,24 +617,6 @@ class Trainer:
             self._epoch_wait += waited
             self._train_step(batch, n_batches)
 
-    def _apply_scheduled_unfreeze(self) -> None:
-        """``config.unfreeze`` entries of the epoch about to start: unfrozen before its first step.
-
-        Called only at an epoch's first batch, so a run resumed in the middle of an
-        epoch keeps the checkpoint's frozen set and the entries of later epochs.
-        Applied at once, not queued: every rank of a data-parallel run reaches this
-        point at the same step, and rebuilds its ``DistributedDataParallel`` wrapper.
-        """
-        changed = False
-        for entry in self.config.unfreeze:
-            if int(entry["epoch"]) == self.epoch + 1:
-                cmd = SetTrainable([str(entry["module"])], True, scheduled=True,
-                                   lr_factor=float(entry.get("lr_factor", 1.0)))
-                self.apply_one(cmd)
-                changed = changed or bool(cmd.changed)
-        if changed:
-            self.strategy.wrap_model()
-
     def autocast(self):
         """``torch.autocast`` for ``config.amp`` (bfloat16 on CPU, the configured dtype on CUDA), else a no-op."""
         if not self.config.amp or self.device.type not in ("cpu", "cuda", "mps"):
@@ -762,8 +636,7 @@ class Trainer:
         out = result.output
         on_cuda = self._defer_loss
         n = result.n
-        for name, value in result.logged.items():
-            self._epoch_logged.setdefault(name, Mean(name)).add_value(value, n)
+        self._epoch_loss.log(result.logged, n)
         # data-parallel: every rank logs (and judges NaN on) the same global loss
         logged, n = self.strategy.reduce(loss, n, deferred=on_cuda)
         if not on_cuda:
@@ -781,7 +654,7 @@ class Trainer:
                 self.scaler.unscale_(opt)
             for cb in self._after_backward:
                 cb.on_after_backward(self)
-            if not on_cuda and self.scaler is None and not _grads_finite(opt):
+            if not on_cuda and self.scaler is None and not grads_finite(opt):
                 # A non-finite gradient never reaches the weights: the step is skipped and the
                 # trace can re-run it exactly. (Not on CUDA: the check would sync every step;
                 # with a GradScaler, overflowing fp16 gradients are its business: it skips the step.)
@@ -806,7 +679,7 @@ class Trainer:
         self.samples += n
         self._epoch_samples += n
         detached = logged.detach()
-        self._epoch_loss.append(detached if on_cuda else value)
+        self._epoch_loss.add(detached if on_cuda else value)
         now = time.perf_counter()
         rec = {"step": self.step, "epoch": self.epoch,
                "epoch_float": self.epoch + self.batch_in_epoch / max(1, n_batches),
@@ -842,13 +715,8 @@ class Trainer:
         for r in batch:
             r["samples_per_s"] = self.samples_per_s
             r["input_wait"] = self.input_wait
-        if self._tb is not None:  # once per emission (4-25 Hz): one add_scalar per step cost 8 % of a demo step
-            last = batch[-1]
-            if math.isfinite(last["loss"]):
-                self._tb.add_scalar("train/loss", last["loss"], last["step"])
-            self._tb.add_scalar("train/lr", last["lr"], last["step"])
-            if math.isfinite(self.samples_per_s):
-                self._tb.add_scalar("train/samples_per_s", self.samples_per_s, last["step"])
+        if self._tb is not None:  # once per emission (4-25 Hz)
+            self._tb.steps(batch, self.samples_per_s)
         self.call("on_metrics", self, batch)
         if tensors and not self._in_teardown:
             bad = next((r for r in batch if not math.isfinite(r["loss"])), None)
@@ -861,7 +729,7 @@ class Trainer:
     def _end_epoch(self) -> None:
         self.emit()
         self.strategy.sync_buffers()
-        train_loss = self._epoch_train_loss()
+        train_loss = self._epoch_loss.mean()
         epoch_time = time.perf_counter() - self._epoch_t0
         val = self.validate()
         val_loss = val["val_loss"]
@@ -876,14 +744,14 @@ class Trainer:
             self.scheduler.step(val_loss)
         if math.isfinite(val_loss) and val_loss < self.best_val_loss:
             self.best_val_loss = val_loss
-        logged = {f"train_{name}": m.compute() for name, m in self._epoch_logged.items()}
+        logged = self._epoch_loss.logged_means()
         metrics = {"epoch": finished, "step": self.step, "train_loss": train_loss, "val_acc": math.nan,
                    **val, **logged, "lr": self.lr, "time": time.perf_counter() - self._t0,
                    "samples_per_s": self._epoch_samples / epoch_time if epoch_time > 0 else math.nan,
                    "epoch_time": epoch_time,
                    "input_wait": min(1.0, self._epoch_wait / epoch_time) if epoch_time > 0 else math.nan,
-                   "skipped": self._take_skipped()}
-        best = self._is_best(metrics)
+                   "skipped": take_skipped(self.train_loader, self.val_loader)}
+        best = is_best(self, metrics)
         metrics["best"] = best
         self.history.append(metrics)
         if self._csv is not None:
@@ -893,46 +761,12 @@ class Trainer:
             paths = [self.run_dir / "last.pt"] + ([self.run_dir / "best.pt"] if best else [])
             self.checkpoints.save_in_background(payload, paths)
         if self._tb is not None:  # at the epoch's last global step, as metrics.csv's step column
-            tags = {"train_loss": "epoch/train_loss", "val_loss": "val/loss", "val_acc": "val/accuracy"}
-            for k in dict.fromkeys(("train_loss", *val, *logged)):
-                v = metrics[k]
-                tag = tags.get(k) or (f"val/{k[4:]}" if k.startswith("val_") else f"epoch/{k}")
-                if isinstance(v, float) and math.isfinite(v):
-                    self._tb.add_scalar(tag, v, self.step)
-            # no flush here: the writer's own thread flushes every TB_FLUSH_S (an explicit flush made the
-            # training thread wait ~7 ms per epoch for the file write, ~3 % of a 3-epoch digits run)
+            self._tb.epoch(metrics, ("train_loss", *val, *logged), self.step)
         self.call("on_epoch_end", self, metrics)
 
     def monitor_key(self) -> str:
-        """The ``metrics.csv`` column ``best.pt`` follows: ``config.task.monitor`` (``val_accuracy`` is ``val_acc``)."""
-        key = self.config.task.monitor or "val_loss"
-        return "val_acc" if key in ("val_accuracy", "accuracy") else key
-
-    def _is_best(self, metrics: dict) -> bool:
-        """Whether this epoch's monitored metric beats :attr:`best_score` (then it becomes the best).
-
-        A monitor this run does not report (a typo, a metric of another task) ends
-        the run with an error naming the metrics it has, at the first epoch's end.
-        """
-        key = self.monitor_key()
-        if key not in metrics:
-            have = [k for k, v in metrics.items() if isinstance(v, float) and k not in ("time", "epoch_time", "lr",
-                                                                                         "samples_per_s", "input_wait")]
-            raise TrainingError(f"[task] monitor = {self.config.task.monitor!r} is not a metric of this run; "
-                                f"choose one of {', '.join(have)}")
-        value = metrics[key]
-        if not (isinstance(value, float) and math.isfinite(value)):
-            return False
-        better = math.isnan(self.best_score) or (value > self.best_score if self.config.task.mode == "max"
-                                                 else value < self.best_score)
-        if better:
-            self.best_score = value
-        return better
-
-    def _take_skipped(self) -> list[str]:
-        """Image files skipped as unreadable (``skip_unreadable``) since the last epoch end, by name."""
-        return [name for loader in (self.train_loader, self.val_loader) if hasattr(loader, "take_skipped")
-                for name in loader.take_skipped()]
+        """The ``metrics.csv`` column ``best.pt`` follows (:func:`~.evaluation.monitor_key`)."""
+        return monitor_key(self.config)
 
     def validate(self) -> dict[str, float]:
         """``{"val_loss": ..., "val_acc": ..., "val_<metric>": ...}`` (:func:`workbench.core.train.trainer.evaluation.validate`)."""
@@ -946,7 +780,7 @@ class Trainer:
     def drop_device_losses(self) -> None:
         """Forget step losses still held as device tensors (after an out-of-memory error)."""
         self._buf = [r for r in self._buf if not isinstance(r.get("loss"), torch.Tensor)]
-        self._epoch_loss = []
+        self._epoch_loss.drop_device_losses()
 
     # ------------------------------------------------------------ callbacks
     def call(self, hook: str, *args) -> None:
@@ -959,23 +793,3 @@ class Trainer:
                 getattr(cb, hook)(self, *args)
             except Exception:  # noqa: BLE001 - a broken callback must not make fit() raise
                 traceback.print_exc()
-
-
-def _wants_channels_last(setting, device: torch.device, model: nn.Module) -> bool:
-    """``channels_last`` resolved: ``"auto"`` is on for CUDA when the model has an ``nn.Conv2d``."""
-    if setting == "auto":
-        return device.type == "cuda" and any(isinstance(m, nn.Conv2d) for m in model.modules())
-    return bool(setting)
-
-
-def _tensorboard_writer(run_dir: Path):
-    """A SummaryWriter into ``run_dir/tensorboard`` when tensorboard is installed, else None."""
-    try:
-        import tensorboard  # noqa: F401
-        from torch.utils.tensorboard import SummaryWriter
-    except Exception:  # noqa: BLE001 - optional
-        return None
-    try:
-        return SummaryWriter(str(run_dir / "tensorboard"), flush_secs=TB_FLUSH_S)
-    except Exception:  # noqa: BLE001
-        return None

@@ -11,12 +11,14 @@ periods (``step_size``, ``milestones``) given in epochs and converted to steps.
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import numpy as np
 import torch
 from torch import nn
 
+from workbench.core.errors import TrainingError
 from workbench.core.train.config import TrainConfig
 
 LR_KEYS = ("initial_lr", "max_lr", "min_lr")
@@ -108,6 +110,25 @@ def param_groups(model: nn.Module, config: TrainConfig, names: Iterable[str] | N
         by_role.setdefault(role_of(name, config, head), []).append((name, p))
     return [{"params": [p for _, p in items], "wb_names": [n for n, _ in items], "wb_role": role,
              "lr": lr_for_role(role, config.lr, config)} for role, items in by_role.items()]
+
+
+def named_groups(model: nn.Module, config: TrainConfig, group_names: list[list[str]],
+                 roles: list[str] | None = None) -> list[dict]:
+    """The param groups a checkpoint records: the parameters of each group by name, each at its role's LR.
+
+    Raises
+    ------
+    TrainingError
+        A name is not a parameter of ``model`` (the first five are named).
+    """
+    params = dict(model.named_parameters())
+    missing = [n for names in group_names for n in names if n not in params]
+    if missing:
+        raise TrainingError(f"the checkpoint's optimizer covers parameters this model lacks: "
+                            f"{', '.join(missing[:5])}; load weights only instead")
+    return [{"params": [params[n] for n in names], "wb_names": list(names),
+             "wb_role": role, "lr": lr_for_role(role, config.lr, config)}
+            for names, role in zip(group_names, roles or ["all"] * len(group_names))]
 
 
 def build_optimizer(groups: list[dict], config: TrainConfig) -> torch.optim.Optimizer:
@@ -229,6 +250,38 @@ def set_group_lr_at(optimizer, scheduler, index: int, new: float) -> None:
     last = getattr(scheduler, "_last_lr", None)
     if isinstance(last, list) and index < len(last):
         last[index] = new
+
+
+def set_group_lr(optimizer, scheduler, lr: float, group: int | None = None) -> list[int]:
+    """Set the LR of one param group, or (``group`` None) of every group in proportion to the first's.
+
+    The scheduler's reference LRs of each changed group (``base_lrs``,
+    ``initial_lr``, ``max_lr``, ``min_lr``) scale by the same ratio, so the
+    schedule continues from the new LR.
+
+    Returns
+    -------
+    list of int
+        The indices of the groups changed.
+
+    Raises
+    ------
+    ValueError
+        ``lr`` is not a positive finite number, or ``group`` is not a group's index.
+    """
+    lr = float(lr)
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"a learning rate must be a positive number, not {lr!r}")
+    groups = optimizer.param_groups
+    if group is not None and not (0 <= int(group) < len(groups)):
+        raise ValueError(f"param group {group} does not exist (the optimizer has {len(groups)})")
+    first = float(groups[0]["lr"])
+    targets = [int(group)] if group is not None else list(range(len(groups)))
+    for i in targets:
+        old = float(groups[i]["lr"])
+        new = lr if group is not None or not first else old * lr / first
+        set_group_lr_at(optimizer, scheduler, i, new)
+    return targets
 
 
 def head_lr(optimizer) -> float:

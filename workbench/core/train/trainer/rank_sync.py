@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from workbench.core.train.trainer.commands import SetTrainable
-from workbench.core.train.trainer.types import TrainerLike
+from workbench.core.train.trainer.types import LockstepRun
 
 __all__ = ["RankSync", "STOP_CHECK_STEPS", "PAUSE_TICK_S"]
 
@@ -37,26 +37,27 @@ PAUSE_TICK_S = 0.5
 
 
 class RankSync:
-    """The per-step agreement of one rank of a data-parallel run (composed into the Trainer).
+    """The per-step agreement of one rank of a data-parallel run (composed into the Trainer's strategy,
+    or an attached script's :class:`~workbench.core.attach.script.Attached`).
 
     Parameters
     ----------
-    trainer : TrainerLike
+    run : LockstepRun
         Its ``world_size`` is > 1 and the default process group is initialized.
 
     Attributes
     ----------
     stop : bool
         Every rank agreed to stop at the next boundary (a stop was asked of one of them:
-        ``trainer.control.request_stop()`` by Ctrl-C, the launcher or the window).
+        ``run.control.request_stop()`` by Ctrl-C, the launcher or the window).
     agreed : list
         Commands every rank applies at the next step boundary.
     pause_agreed : bool
         Rank 0 was paused when the flags were last read: every rank pauses at the next boundary.
     """
 
-    def __init__(self, trainer: TrainerLike):
-        self.trainer = trainer
+    def __init__(self, run: LockstepRun):
+        self.run = run
         self.stop = False
         self.agreed: list = []
         self.pause_agreed = False
@@ -86,7 +87,7 @@ class RankSync:
         """
         import torch.distributed as dist
 
-        tr = self.trainer
+        tr = self.run
         read = not deferred or tr.step % STOP_CHECK_STEPS == 0
         main = tr.rank == 0
         outbox = tr.control.take_commands() if main and read else []
@@ -118,14 +119,13 @@ class RankSync:
 
     def boundary(self) -> None:
         """Apply the agreed commands; pause in lockstep when agreed (commands given meanwhile apply on all)."""
-        tr = self.trainer
+        tr = self.run
         self._apply(self.agreed)
         self.agreed = []
         if not self.pause_agreed:
             return
         self.pause_agreed = False
-        tr.emit()
-        tr.call("on_pause", tr)
+        tr.lockstep_paused()
         if tr.edit_log is not None:
             tr.edit_log.write(tr.step, {"op": "pause"})
         state = "paused"
@@ -142,7 +142,7 @@ class RankSync:
             tr.control.request_stop()
         elif tr.edit_log is not None:
             tr.edit_log.write(tr.step, {"op": "resume"})
-        tr.restart_throughput_window()
+        tr.lockstep_resumed()
 
     def decide(self, asked: bool) -> str:
         """The answer to a NaN/Inf pause, rank 0's, on every rank (``lower_lr``, ``rollback``, ``stop``,
@@ -153,7 +153,7 @@ class RankSync:
         asked : bool
             Rank 0 asked its callbacks (the window) and waits for their answer.
         """
-        tr = self.trainer
+        tr = self.run
         while True:
             self._beat()
             action = None
@@ -164,15 +164,11 @@ class RankSync:
                 return action
 
     def _beat(self) -> None:
-        tr = self.trainer
-        for cb in tr.callbacks:
-            beat = getattr(cb, "on_heartbeat", None)
-            if beat is not None:
-                beat(tr)
+        self.run.heartbeat()
 
     def _rank0_tick(self) -> tuple[str, list]:
         """Rank 0, paused: wait up to :data:`PAUSE_TICK_S` for a resume, a stop or commands."""
-        control = self.trainer.control
+        control = self.run.control
         control.wait_for_change(PAUSE_TICK_S)
         cmds = control.take_commands()
         if control.stop_requested:
@@ -180,7 +176,7 @@ class RankSync:
         return ("paused" if control.is_paused else "resume"), cmds
 
     def _apply(self, cmds: list) -> None:
-        tr = self.trainer
+        tr = self.run
         rewrap = False
         for cmd in cmds:
             tr.apply_one(cmd)

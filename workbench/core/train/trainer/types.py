@@ -12,7 +12,15 @@ with :class:`TrainerLike` instead of importing
 part, so a part that imported ``loop.py`` back, even for a type hint, would
 close an import circle. After Lightning's ``fabric/utilities/types.py``
 (``Steppable``, ``_Stateful``). The real ``Trainer`` satisfies every protocol
-here structurally; nothing inherits from them. Qt-free.
+here structurally; nothing inherits from them.
+
+The steering parts ask for less than the whole trainer: the command applier
+(:func:`~workbench.core.train.trainer.commands.apply_command`) takes a
+:class:`SteeredRun` (model, optimizer, control, run folder, step, LR roles) and
+the ranks' agreement (:class:`~workbench.core.train.trainer.rank_sync.RankSync`)
+a :class:`LockstepRun`, so a user's own loop attached to the window
+(:class:`~workbench.core.attach.script_run.ScriptRun`) passes a small state
+object of its own, not a look-alike trainer. Qt-free.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from workbench.core.train.task.tasks import Task
 from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
 
-__all__ = ["TrainerLike", "CheckpointsLike", "RankAgreementLike", "EditLogLike"]
+__all__ = ["TrainerLike", "SteeredRun", "LockstepRun", "CheckpointsLike", "RankAgreementLike", "EditLogLike"]
 
 
 class CheckpointsLike(Protocol):
@@ -42,6 +50,8 @@ class CheckpointsLike(Protocol):
         Block until the background checkpoint write is on disk.
     load_file(path) -> None
         Put the state of a checkpoint file this run wrote into the trainer.
+    save_in_background(payload, paths) -> None
+        Write ``payload`` to each of ``paths`` on the writer's thread.
     """
 
     def payload(self, loss: float | None = None) -> dict: ...
@@ -49,6 +59,8 @@ class CheckpointsLike(Protocol):
     def wait_for_saves(self) -> None: ...
 
     def load_file(self, path: Path) -> None: ...
+
+    def save_in_background(self, payload: dict, paths: list[Path]) -> None: ...
 
 
 class RankAgreementLike(Protocol):
@@ -82,11 +94,126 @@ class EditLogLike(Protocol):
     def write(self, step: int, entry: dict) -> None: ...
 
 
-class TrainerLike(Protocol):
+class SteeredRun(Protocol):
+    """A run the commands act on (:func:`~workbench.core.train.trainer.commands.apply_command`).
+
+    Attributes
+    ----------
+    model : nn.Module
+        Trained in place (freezing goes through its parameters).
+    optimizer : torch.optim.Optimizer or None
+    scheduler : LRScheduler or None
+        Its reference LRs follow an LR change and learn of new param groups.
+    config : TrainConfig
+        The LR roles of the param groups an unfreeze adds (``lr`` is set by ``SetLR``).
+    control : RunControl
+        Stop, pause and the command queue, shared with other threads.
+    run_dir : Path or None
+        The run folder (``SaveNow`` writes ``last.pt`` there).
+    edit_log : EditLogLike or None
+        The run folder's ``edits.jsonl`` (rank 0).
+    step : int
+        Optimizer steps done.
+    group_names : list of list of str
+        Parameter names of each optimizer param group (an unfreeze appends one).
+    lr_used : float
+        The head LR the next step uses.
+    lr : float
+        Current head LR (read-only).
+    is_main : bool
+        Rank 0, or not data-parallel (read-only): the process that writes files.
+
+    Methods
+    -------
+    prepare()
+        Ready the run folder and the optimizer (idempotent).
+    apply_bn_policy()
+        Put fully frozen BatchNorm layers in ``eval()`` when the run asks it.
+    checkpoint_payload(loss=None) -> dict
+        The checkpoint dict of the run's current state.
+    wait_for_saves()
+        Block until a background checkpoint write is on disk.
+    """
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer | None
+    scheduler: Any
+    config: TrainConfig
+    control: RunControl
+    run_dir: Path | None
+    edit_log: EditLogLike | None
+    step: int
+    group_names: list[list[str]]
+    lr_used: float
+
+    @property
+    def lr(self) -> float: ...
+
+    @property
+    def is_main(self) -> bool: ...
+
+    def prepare(self) -> None: ...
+
+    def apply_bn_policy(self) -> None: ...
+
+    def checkpoint_payload(self, loss: float | None = None) -> dict: ...
+
+    def wait_for_saves(self) -> None: ...
+
+
+class LockstepRun(Protocol):
+    """One rank of a data-parallel run, as the ranks' agreement sees it
+    (:class:`~workbench.core.train.trainer.rank_sync.RankSync`).
+
+    Attributes
+    ----------
+    control : RunControl
+    edit_log : EditLogLike or None
+    step : int
+    rank, world_size : int
+        This process's place in the run (read-only).
+
+    Methods
+    -------
+    apply_one(cmd)
+        Apply one command on the training thread (record it, tell the listeners).
+    wrap_ddp()
+        Rebuild the ``DistributedDataParallel`` wrapper after the frozen set changed (or nothing).
+    lockstep_paused()
+        Every rank pauses at this step: send the step rows so far, say so to the listeners.
+    lockstep_resumed()
+        The pause ended (a resume or a stop).
+    heartbeat()
+        Called every ``PAUSE_TICK_S`` while the ranks wait together.
+    """
+
+    control: RunControl
+    edit_log: EditLogLike | None
+    step: int
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    def apply_one(self, cmd: Any) -> None: ...
+
+    def wrap_ddp(self) -> None: ...
+
+    def lockstep_paused(self) -> None: ...
+
+    def lockstep_resumed(self) -> None: ...
+
+    def heartbeat(self) -> None: ...
+
+
+class TrainerLike(SteeredRun, LockstepRun, Protocol):
     """The trainer as its parts see it: the state and methods they read, set or call.
 
     :class:`~workbench.core.train.trainer.loop.Trainer` documents each member;
-    this lists only those a part uses.
+    this lists only those a part uses: every member of :class:`SteeredRun` and
+    :class:`LockstepRun`, and those below.
 
     Attributes
     ----------
@@ -161,31 +288,21 @@ class TrainerLike(Protocol):
         Data-parallel: rebuild the ``DistributedDataParallel`` wrapper.
     """
 
-    model: nn.Module
-    config: TrainConfig
     arch: Any
     device: torch.device
     callbacks: list
-    control: RunControl
     checkpoints: CheckpointsLike
-    edit_log: EditLogLike | None
     net: nn.Module
     epoch: int
-    step: int
     batch_in_epoch: int
     samples: int
     best_val_loss: float
     history: list[dict]
-    group_names: list[list[str]]
-    optimizer: torch.optim.Optimizer | None
-    scheduler: Any
     scaler: Any
     task: Task | None
     best_score: float
     train_loader: Any
     val_loader: Any
-    run_dir: Path | None
-    lr_used: float
     resumed: bool
     error: BaseException | None
     reason_override: str | None
@@ -193,21 +310,7 @@ class TrainerLike(Protocol):
     nonfinite_trace: NonFiniteTrace | None
 
     @property
-    def lr(self) -> float: ...
-
-    @property
-    def is_main(self) -> bool: ...
-
-    @property
-    def rank(self) -> int: ...
-
-    @property
-    def world_size(self) -> int: ...
-
-    @property
     def sync(self) -> RankAgreementLike | None: ...
-
-    def prepare(self) -> None: ...
 
     def build_optimizer(self, group_names: list[list[str]] | None = None,
                         roles: list[str] | None = None) -> Any: ...
@@ -215,8 +318,6 @@ class TrainerLike(Protocol):
     def epoch_loss_so_far(self) -> tuple[float, int]: ...
 
     def carry_epoch_loss(self, total: float | None, count: int | None) -> None: ...
-
-    def apply_bn_policy(self) -> None: ...
 
     def autocast(self) -> ContextManager: ...
 
@@ -230,8 +331,4 @@ class TrainerLike(Protocol):
 
     def restart_throughput_window(self) -> None: ...
 
-    def apply_one(self, cmd: Any) -> None: ...
-
     def apply_commands(self) -> None: ...
-
-    def wrap_ddp(self) -> None: ...

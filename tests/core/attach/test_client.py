@@ -1,0 +1,87 @@
+"""The window's side of attaching (``workbench.core.attach.client``): addresses, refusals, events, commands."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from workbench.core.attach import script as attach_script
+from workbench.core.attach.client import SCRIPT_EVENTS, AttachError, connect, parse_address
+from workbench.core.attach.server import AttachServer
+from workbench.core.train.events import Finished, FitStarted, Paused, ProgressText
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize("address, expected", [("10.0.0.2:5678", ("10.0.0.2", 5678)), (":80", ("127.0.0.1", 80)),
+                                               ("5678", ("127.0.0.1", 5678)), ("[::1]:9", ("::1", 9)),
+                                               (("h", "7"), ("h", 7))])
+def test_parse_address(address, expected):
+    assert parse_address(address) == expected
+
+
+@pytest.mark.parametrize("address", ["host:port", "host:0", "host:70000"])
+def test_parse_address_refuses_what_is_not_an_address(address):
+    with pytest.raises(AttachError):
+        parse_address(address)
+
+
+def test_the_events_a_window_takes_are_those_a_script_publishes():
+    assert SCRIPT_EVENTS == {cls.__name__ for cls in attach_script.PUBLISHED}
+    assert not SCRIPT_EVENTS & {"StateSynced", "ExtrasReady"}  # their bytes are never read from a socket
+
+
+@pytest.fixture
+def server():
+    acked: list = []
+
+    def on_command(msg, steering):
+        acked.append(msg["op"])
+        return None if msg["op"] == "pause" else "refused here"
+
+    srv = AttachServer("secret", lambda: {"name": "s"}, on_command, lambda clean: None)
+    srv.acked = acked
+    yield srv
+    srv.close()
+
+
+def test_a_wrong_token_or_nothing_listening_is_an_attach_error(server):
+    with pytest.raises(AttachError, match="refused to attach: wrong token"):
+        connect(server.address, "wrong")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    with pytest.raises(AttachError, match="cannot reach"):
+        connect(f"127.0.0.1:{free}", "secret")
+
+
+def test_events_come_typed_history_first_and_end_with_finished(server):
+    server.publish(FitStarted({"epoch": 0}))
+    run = connect(server.address, "secret")
+    try:
+        assert run.info == {"name": "s"} and run.steering
+        server.publish(Paused(3))
+        server.publish(Finished("completed"))
+        assert list(run.events(timeout=10)) == [FitStarted({"epoch": 0}), Paused(3), Finished("completed")]
+    finally:
+        run.close()
+
+
+def test_a_refused_command_is_acked_and_said(server):
+    run = connect(server.address, "secret")
+    try:
+        run.pause()
+        assert run.wait_ack(timeout=10)["ok"]
+        run.save_now()
+        deadline = time.monotonic() + 10
+        while len(run.acks) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ack = run.acks[-1]
+        assert not ack["ok"] and ack["error"] == "refused here"
+        said = next(run.events(timeout=10))
+        assert isinstance(said, ProgressText) and "refused here" in said.text
+        assert server.acked == ["pause", "save_now"]
+    finally:
+        run.close()

@@ -1,0 +1,87 @@
+"""What a run writes of itself when it starts: ``run.toml``, ``init.pt``, ``status.json``, ``metrics.csv``. Qt-free.
+
+:func:`record_start` writes into ``config.model`` (and so ``run.toml``) what the
+run starts from; :func:`open_run_files` writes the run folder's files (rank 0).
+``workbench train run.toml`` replays a run from them.
+"""
+
+from __future__ import annotations
+
+import time
+
+from workbench.core.model.demo import DigitsCNN
+from workbench.core.model.names import frozen_names
+from workbench.core.model.saving import checkpoint_payload
+from workbench.core.train.config import TrainConfig
+from workbench.core.train.runs.folder import MetricsCSV, write_status
+from workbench.core.train.trainer.types import TrainerLike
+
+__all__ = ["record_start", "open_run_files", "status_info"]
+
+
+def status_info(config: TrainConfig) -> dict:
+    """The fields of ``status.json`` beside its state: model, dataset, epochs."""
+    return {"model": config.model.arch, "dataset": config.data.dataset, "epochs": int(config.epochs)}
+
+
+def record_start(trainer: TrainerLike) -> None:
+    """Write into ``config.model`` (and so run.toml) what this run starts from.
+
+    A fresh run (not resumed, step 0) also writes ``run_dir/init.pt``: the
+    exact starting weights, frozen set and architecture, which
+    ``workbench train run.toml`` replays from (``[model] init``), whatever
+    form the opened file had and whatever was edited in the window.
+    """
+    mc = trainer.config.model
+    model = trainer.model
+    if trainer.arch is not None:
+        arch = trainer.arch
+        d = arch.to_dict() if hasattr(arch, "to_dict") else {
+            "name": getattr(arch, "name", str(arch)), "kwargs": getattr(arch, "kwargs", {})}
+        mc.arch, mc.kwargs = d["name"], dict(d.get("kwargs") or {})
+    elif type(model) is DigitsCNN:
+        mc.arch = "digits_cnn"
+        mc.kwargs = {"num_classes": model.classifier.out_features, "in_channels": model.features[0].in_channels}
+    elif not mc.checkpoint:
+        mc.arch = ""
+    mc.frozen = frozen_names(model)
+    if trainer.resumed or trainer.step > 0:
+        return
+    arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
+    payload = checkpoint_payload(model, arch=arch, include_rng=False)
+    if trainer.is_main:
+        trainer.checkpoints.save_in_background(payload, [trainer.run_dir / "init.pt"])
+    mc.init = "init.pt"
+    if not mc.resume:
+        mc.source = mc.source or mc.checkpoint
+        mc.checkpoint = ""
+
+
+def open_run_files(trainer: TrainerLike) -> tuple[float, MetricsCSV]:
+    """Rank 0 at ``fit()``'s start: ``run.toml`` (replayable), ``status.json`` (running) and ``metrics.csv``.
+
+    A damaged ``metrics.csv`` set aside is said through ``on_progress``; a resumed
+    run's new folder starts with the epochs it continues.
+
+    Returns
+    -------
+    (float, MetricsCSV)
+        ``time.time()`` of the start (``status.json``'s ``started``) and the open ``metrics.csv``.
+
+    Raises
+    ------
+    OSError
+        A file cannot be written.
+    """
+    saved = TrainConfig.from_dict({**trainer.config.to_dict()})
+    saved.run_dir = None  # replaying run.toml makes a new run folder
+    saved.to_toml(trainer.run_dir / "run.toml")
+    started = time.time()
+    write_status(trainer.run_dir, None, started, status_info(trainer.config))
+    csv = MetricsCSV(trainer.run_dir / "metrics.csv")
+    if csv.problem:  # a damaged metrics.csv was set aside: say so where the run is watched
+        trainer.call("on_progress", trainer, f"metrics.csv: {csv.problem}")
+    if trainer.history and not csv.rows:  # a resumed run's folder starts with the epochs it continues
+        for h in trainer.history:
+            csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
+    return started, csv
