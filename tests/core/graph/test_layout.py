@@ -7,6 +7,7 @@ import numpy as np
 from workbench.core.graph import GraphNode, ModelGraph
 from workbench.core.graph.layout import NODE_HEIGHT, layers, layout
 
+
 def _check(graph: ModelGraph) -> None:
     lay = layout(graph)
     n = len(graph.nodes)
