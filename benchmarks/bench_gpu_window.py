@@ -103,8 +103,8 @@ def _window_run(panel, run_dir: str) -> tuple[float, list[float]]:
     panel.session.set_model(torchvision.models.resnet18(num_classes=10), None, None, (1, 3, 32, 32))
     panel.settings.set_config(_config(run_dir))
     intervals, _ = run_with_gui_timer(panel)
-    stats = panel.last_run_stats()
-    panel.wait_for_training_process()
+    stats = panel.view.last_run_stats()
+    panel.run.wait_for_training_process()
     return stats["samples"] / stats["time"], intervals
 
 
@@ -118,7 +118,7 @@ def run() -> dict[str, float]:
         return {}
     from PySide6.QtWidgets import QApplication, QMainWindow
 
-    from workbench.core.train.launch.threads import reserve_cores_for_workers
+    from workbench.core.train.launch.in_thread import reserve_cores_for_workers
     from workbench.ui.prompts import Prompts
     from workbench.ui.session import Session
     from workbench.core.gc_freeze import freeze_startup_objects

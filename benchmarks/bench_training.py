@@ -5,7 +5,7 @@ Figures (see issues 4 and 9):
 ``train_throughput_ratio``
     Training samples per second of a run started with the real
     :class:`~workbench.ui.train.panel.TrainingPanel`'s Start (by default in a
-    training process started ahead, :mod:`workbench.core.train.launch.process`), with the
+    training process started ahead, :mod:`workbench.core.train.launch.training_process`), with the
     live loss plot of the shown panel drawing, divided by the same for a plain loop written the
     way the PyTorch tutorial writes it (``DataLoader`` over a ``TensorDataset``,
     ``loss.item()`` each step, a ``torch.no_grad()`` validation loop each epoch).
@@ -140,11 +140,11 @@ def qt_run(app, panel, run_dir: str, epochs: int = EPOCHS, seed: int = 0) -> tup
     s.seed_spin.setValue(seed)
     s.run_dir_edit.setText(run_dir)
     # a user opens the model some time before pressing Start: the process started ahead warms up on it meanwhile
-    panel.wait_for_training_process()
+    panel.run.wait_for_training_process()
 
     intervals, first = run_with_gui_timer(panel)
-    stats = panel.last_run_stats()
-    panel.wait_for_training_process()
+    stats = panel.view.last_run_stats()
+    panel.run.wait_for_training_process()
     return stats["samples"] / stats["time"], intervals, first
 
 
@@ -180,7 +180,7 @@ def run_with_gui_timer(panel) -> tuple[list[float], float]:
     from workbench.core.train.events import Metrics
 
     # the first metrics as the window receives them (the run's events reach the GUI thread queued)
-    panel._run.event.connect(lambda e: isinstance(e, Metrics) and (first or first.append(time.perf_counter() - t_start)))
+    panel.run.event.connect(lambda e: isinstance(e, Metrics) and (first or first.append(time.perf_counter() - t_start)))
     loop.exec()  # a real GUI event loop while the run goes on
     timer.stop()
     panel.runningChanged.disconnect(on_running)
@@ -232,7 +232,7 @@ def run() -> dict[str, float]:
 
     from workbench.core.probe.activations import leaf_modules
     from workbench.core.probe.callback import ProbeCallback
-    from workbench.core.train.launch.threads import reserve_cores_for_workers
+    from workbench.core.train.launch.in_thread import reserve_cores_for_workers
 
     reserve_cores_for_workers()  # as ui.app.main does, before any computation on this thread
     # the panel remembers the settings of each run started: keep the user's own settings untouched
@@ -254,8 +254,8 @@ def run() -> dict[str, float]:
         # the same run as the measured ones (its plots then hold the same views when they start)
         _, _, cold = qt_run(app, panel, os.path.join(tmp, "cold"))
         os.environ["WORKBENCH_START_AHEAD"] = "1"
-        panel.start_ahead()
-        panel.wait_for_training_process()
+        panel.run.start_ahead()
+        panel.run.wait_for_training_process()
         for i in range(PAIRS):
             if i % 2 == 0:
                 a = plain_loop_process()

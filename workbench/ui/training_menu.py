@@ -1,9 +1,9 @@
 """The Training menu: Start (F5), Pause / Resume (F6), Stop (Shift+F5), Find LR (Ctrl+L).
 
 The actions are the :class:`~workbench.ui.train.panel.TrainingPanel`'s own
-(``panel.run_actions()``): the panel's buttons show and trigger the very same
+(``panel.run_actions()``): the run bar's buttons show and trigger the very same
 QAction objects, so text, tooltip, shortcut and enabled state are defined once,
-in the panel. The shortcuts are window-wide (they work with the Training dock
+in :mod:`workbench.ui.train.run_bar`. The shortcuts are window-wide (they work with the Training dock
 closed, through the menu bar).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMenuBar
 
-from workbench.ui.train.panel import RUN_SHORTCUTS as SHORTCUTS
+from workbench.ui.train.run_bar import RUN_SHORTCUTS as SHORTCUTS
 
 __all__ = ["SHORTCUTS", "TrainingMenu"]
 

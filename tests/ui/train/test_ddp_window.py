@@ -13,7 +13,7 @@ import multiprocessing
 import pytest
 import torch
 
-from tests.core.train.launch.test_ddp import _running
+from tests.core.train.launch.test_torchrun import _running
 from tests.ui.helpers import pause_and_sync
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.trainer.edit_log import read_edits
@@ -35,7 +35,7 @@ def test_the_window_trains_on_two_gloo_ranks_and_a_freeze_while_paused_applies_o
     messages = []
     window.session.statusMessage.connect(lambda text, ms: messages.append(text))
     assert panel.start()
-    process = panel._run.handle.process
+    process = panel.run.handle.process
     assert any(m.startswith("Training on 2 processes (DDP, Gloo): the probes show rank 0's replica") for m in messages)
     qtbot.waitUntil(lambda: len(panel.plots.steps) >= 5 and " · 1 step " in panel.ranks_label.text(),
                     timeout=120_000)
@@ -73,7 +73,7 @@ def test_killing_one_rank_of_a_window_run_names_it_and_leaves_no_process(main_wi
     combo.setCurrentIndex(combo.findData("ddp:cpu:2"))
     panel.settings.run_dir_edit.setText(str(tmp_path / "killed"))
     assert panel.start()
-    process = panel._run.handle.process
+    process = panel.run.handle.process
     qtbot.waitUntil(lambda: process.run is not None and len(process.run.ranks) == 2
                     and all(s.step >= 3 for s in process.run.ranks.values()),
                     timeout=120_000)

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit
 
 from tests.ui.helpers import RecordingPrompts, choose_item, panel_host, type_text
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.tabular_mlp import tabular_mlp
 from workbench.core.train.config import TaskConfig, TrainConfig

@@ -167,7 +167,7 @@ def test_midrun_freeze_is_bit_identical_and_marked(host, qtbot):
     synced = [] if panel.in_process() else [panel.weightsSynced]
     with qtbot.waitSignal(panel.trainableChanged, timeout=RUN_TIMEOUT_MS) as blocker, \
             qtbot.waitSignals([panel.runPaused, *synced], timeout=RUN_TIMEOUT_MS):
-        panel.queue_trainable(["features"], False)
+        panel.run.queue_trainable(["features"], False)
         panel.pause()
     changed = blocker.args[0]
     assert changed and all(n.startswith("features.") for n in changed)
@@ -227,7 +227,7 @@ def test_the_lr_field_changes_the_lr_of_a_running_run(host, qtbot):
 
 def test_resuming_a_finished_run_offers_to_extend_it(host, qtbot, tmp_path):
     """Resume at the planned epochs reported "completed" in 0.1 s and left an empty run folder."""
-    from workbench.core.model.checkpoint import read_checkpoint
+    from workbench.core.model.formats import read_checkpoint
 
     panel = host.panel
     _start(qtbot, panel, epochs=1)
@@ -460,7 +460,7 @@ def test_cuda_run_shows_memory(host, qtbot):
     _start(qtbot, panel, epochs=200)
     qtbot.waitUntil(lambda: "MiB allocated" in host.statusBar().currentMessage(), timeout=RUN_TIMEOUT_MS)
     assert panel.cache_button.isVisible()
-    panel.empty_cuda_cache()
+    panel.run.empty_cuda_cache()
     with qtbot.waitSignal(panel.runningChanged, timeout=RUN_TIMEOUT_MS):
         panel.stop()
     assert panel.last_reason() == "stopped"
@@ -611,3 +611,21 @@ def test_completed_is_shown_only_once_metrics_csv_and_the_checkpoints_are_on_dis
     rows, steps, status = seen[0]
     assert rows == 3 and steps["last.pt"] == 3 * 23 and steps["best.pt"] is not None
     assert '"completed"' in status
+
+
+def test_the_panel_holds_widgets_and_leaves_the_run_to_its_controller():
+    """Issue 38: the panel under 600 lines, importing at most 4 modules of ``workbench.core.train``."""
+    import ast
+
+    import workbench.ui.train.panel as panel_module
+
+    source = Path(panel_module.__file__).read_text(encoding="utf-8")
+    modules = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("workbench.core.train"):
+            modules.add(node.module)
+        elif isinstance(node, ast.Import):
+            modules |= {a.name for a in node.names if a.name.startswith("workbench.core.train")}
+    assert len(source.splitlines()) < 600
+    assert len(modules) <= 4, sorted(modules)
+    assert not any(m.startswith("workbench.core.train.launch") for m in modules)  # the controller launches

@@ -85,7 +85,7 @@ def test_a_training_process_killed_from_outside_is_reported(qtbot, tmp_path):
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
     qtbot.waitUntil(lambda: len(panel.plots.steps) >= 3, timeout=RUN_TIMEOUT_MS)
-    os.kill(panel._run.handle.process.pid, signal.SIGKILL)
+    os.kill(panel.run.handle.process.pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
     assert panel.last_reason() == "crashed"
     assert "training process ended unexpectedly (signal 9, SIGKILL)" in panel.errors[0]
@@ -96,12 +96,12 @@ def test_a_step_that_never_returns_is_ended_after_stop(qtbot, tmp_path):
     """Stop asks at the next step boundary; after the timeout the panel offers to end the process."""
     host = _host(qtbot, tmp_path, FaultyDigitsCNN("hang", after=30))
     panel = host.panel
-    panel._stop_timer.setInterval(1000)  # the default waits 10 s
+    panel.run.stop_timer.setInterval(1000)  # the default waits 10 s
     panel.settings.epochs_spin.setValue(50)
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
     # the 30th forward hangs (it says so in the process's output first)
-    qtbot.waitUntil(lambda: "forward 30: hang" in panel._run.handle.process.log_tail(), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: "forward 30: hang" in panel.run.handle.process.log_tail(), timeout=RUN_TIMEOUT_MS)
     panel.stop()
     assert host.prompts.count("end_training_process") == 0  # not before the timeout
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
@@ -117,7 +117,7 @@ def test_closing_during_a_step_that_never_returns_ends_the_process(qtbot, tmp_pa
     panel.settings.epochs_spin.setValue(50)
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
-    qtbot.waitUntil(lambda: "forward 30: hang" in panel._run.handle.process.log_tail(), timeout=RUN_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: "forward 30: hang" in panel.run.handle.process.log_tail(), timeout=RUN_TIMEOUT_MS)
     assert panel.shutdown(ask=True, timeout_ms=1500)
     assert host.prompts.count("confirm_stop") == 1
     assert not panel.is_running() and multiprocessing.active_children() == []
@@ -169,7 +169,7 @@ def test_skip_unreadable_images_names_them_and_the_input_meter_reads(qtbot, tmp_
     assert panel.settings.skip_check.isChecked()
     _run_to_end(qtbot, panel, epochs=1)
     assert panel.last_reason() == "completed", panel.errors
-    assert len(panel.skipped_images) == 1
-    assert "train/bees/3.jpg (class folder bees)" in panel.skipped_images[0]
+    assert len(panel.view.skipped_images) == 1
+    assert "train/bees/3.jpg (class folder bees)" in panel.view.skipped_images[0]
     assert panel.input_label.text().startswith(("data wait", "input-bound"))
     assert multiprocessing.active_children() == []  # the persistent loader workers ended with the run

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 from tests.ui.helpers import panel_host
 from workbench.core.model.demo import DigitsCNN
-from workbench.ui.train.panel import IN_PROCESS_KEY
+from workbench.ui.train.run_options import IN_PROCESS_KEY
 
 RUN_TIMEOUT_MS = 90_000
 
@@ -36,14 +36,14 @@ def test_a_process_started_ahead_trains_the_next_run_and_another_is_started_afte
     monkeypatch.setenv("WORKBENCH_START_AHEAD", "1")
     host = _host(qtbot, tmp_path, DigitsCNN())
     panel = host.panel
-    spare = panel._launcher.spare
+    spare = panel.run.launcher.spare
     assert spare is not None and spare.wait_ready()
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
-    assert panel._run.kind == "process" and panel._run.handle.process is spare
+    assert panel.run.kind == "process" and panel.run.handle.process is spare
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
     assert panel.last_reason() == "completed" and panel.errors == []
-    assert panel._launcher.spare is not None and panel._launcher.spare is not spare  # ready for the next Start
+    assert panel.run.launcher.spare is not None and panel.run.launcher.spare is not spare  # ready for the next Start
     assert panel.shutdown(ask=False)
     assert multiprocessing.active_children() == []
 
@@ -68,7 +68,7 @@ def test_a_model_that_cannot_cross_trains_in_this_process_and_the_status_bar_say
     before = model.classifier.weight.detach().clone()
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()
-    assert panel._run.kind == "thread"
+    assert panel.run.kind == "thread"
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=RUN_TIMEOUT_MS)
     assert any(m.startswith("Training in the window's process: the model cannot be pickled") for m in messages)
     assert panel.last_reason() == "completed"

@@ -61,12 +61,12 @@ def test_the_progress_bar_says_estimating_at_the_first_step_of_a_two_minute_run(
     panel = win.panel
     panel.run_progress.begin(2, "cpu")
     panel.run_progress.set_plan({"steps_per_epoch": 600})
-    panel.feed.t0 = time.perf_counter() - 20.0  # Start was pressed 20 s ago (process start, pre-flight)
+    panel.view.feed.t0 = time.perf_counter() - 20.0  # Start was pressed 20 s ago (process start, pre-flight)
 
     def metrics(steps, times):
         m = {"step": np.array(steps, float), "loss": np.ones(len(steps)), "time": np.array(times, float),
              "epoch_float": np.array(steps, float) / 600, "samples": np.array(steps, float) * 64}
-        panel._on_metrics(m)
+        panel.view.add_metrics(m)
         panel.run_progress.show_metrics(m)
         return panel.progress.format()
 

@@ -19,7 +19,7 @@ import torch
 import torchvision
 
 from tests.core.model.checkpoint_files import save_lightning, save_safetensors
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
 
@@ -151,7 +151,7 @@ def test_mid_run_unfreeze_and_lr_change_are_recorded_and_replay_bit_identical(ma
     qtbot.waitUntil(lambda: len(panel.plots.steps) >= 5, timeout=60_000)
     pause_and_sync(qtbot, panel)
     window.set_trainable("features.3", True)  # the tree's checkbox, mid-run
-    panel.queue_lr(0.003)
+    panel.run.queue_lr(0.003)
     panel.resume()
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=120_000)
     assert panel.last_reason() == "completed", window.prompts.errors

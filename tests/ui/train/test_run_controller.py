@@ -13,7 +13,7 @@ from workbench.core.train.events import (
     EVENT_TYPES, EpochEnded, ExtrasReady, Finished, Metrics, RunError, Sink, pack_metrics, to_cpu_copy,
 )
 from workbench.core.train.handle import RunHandle
-from workbench.core.train.launch.thread_run import ThreadRun
+from workbench.core.train.launch.in_thread import ThreadRun
 from workbench.ui.threading import live_threads
 from workbench.ui.train.run_controller import RunController
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QObject, Slot
 
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.events import (

@@ -1,8 +1,8 @@
 """The one way a run is started: :func:`make_trainer` (window thread, training process, ``workbench train``).
 
 A run on a thread of the window's process
-(:class:`~workbench.core.train.launch.thread_run.ThreadRun`), the training process
-(:mod:`workbench.core.train.launch.child`) and the headless ``workbench train RUN.toml``
+(:class:`~workbench.core.train.launch.in_thread.ThreadRun`), the training process
+(:mod:`workbench.core.train.launch.training_process_main`) and the headless ``workbench train RUN.toml``
 (:mod:`workbench.core.train.launch.headless`) all build their
 :class:`~workbench.core.train.trainer.loop.Trainer` here and then call ``fit()``, so a
 run from the window and its headless replay run the same code. Qt-free.

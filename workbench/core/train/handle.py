@@ -1,9 +1,9 @@
 """RunHandle: the one way to talk to a run, wherever it trains.
 
 A run on a thread in the window's process
-(:class:`~workbench.core.train.launch.thread_run.ThreadRun`), in a training
+(:class:`~workbench.core.train.launch.in_thread.ThreadRun`), in a training
 process or on torchrun's ranks
-(:class:`~workbench.core.train.launch.process_run.ProcessRun`), and later a
+(:class:`~workbench.core.train.launch.training_process.ProcessRun`), and later a
 user's own step or a script attached from outside, are all driven the same
 way: :meth:`RunHandle.run` on a thread of the caller's choosing, steering from
 any other thread, typed events (:mod:`workbench.core.train.events`) back
@@ -79,7 +79,7 @@ class RunHandle(Protocol):
 class SteeredByControl:
     """The steering of a handle whose ``control`` takes it as it is (a
     :class:`~workbench.core.train.trainer.control.RunControl`, or the training process's
-    :class:`~workbench.core.train.launch.process_run.JobControl`): the methods of
+    :class:`~workbench.core.train.launch.training_process.JobControl`): the methods of
     :class:`RunHandle` that only pass a call on, written once."""
 
     control: Any

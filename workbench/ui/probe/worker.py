@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from workbench.core.probe.activations import probe_batch
 from workbench.core.probe.gradients import weight_histograms
 from workbench.core.probe.health import activation_badges
-from workbench.core.train.launch.threads import worker_thread_count
+from workbench.core.train.launch.in_thread import worker_thread_count
 
 
 class ProbeBatchWorker(QObject):

@@ -1,23 +1,51 @@
-"""The window's side of a run: :class:`RunController` drives any :class:`~workbench.core.train.handle.RunHandle`.
+"""The window's side of a run: :class:`RunController` starts, drives and ends it, wherever it trains.
 
-A thread run, a process run and a data-parallel run look the same from here:
-the controller calls the handle's ``run`` on its own QThread
+Where the next run trains (a training process started ahead, torchrun's ranks,
+a thread of this process) is the :class:`~workbench.core.train.launch.RunLauncher`'s
+choice; the controller keeps the launcher (the process started ahead and warmed
+on the opened model, the in-process choice), calls the chosen
+:class:`~workbench.core.train.handle.RunHandle`'s ``run`` on its own QThread
 (``"trainingThread"``), turns each typed event
 (:mod:`workbench.core.train.events`) into the Qt signal ``event(object)``
 delivered on the GUI thread in order, and passes steering (pause, resume, stop,
 stop and save, commands, the NaN answer, end by force) straight to the handle,
-whose methods are thread-safe. The GUI thread never touches a model being
-trained.
+whose methods are thread-safe. A script's run (attached) is driven the same
+way. It also watches what belongs to the run rather than to the widgets: a Stop
+whose step never returns (``prompts.end_training_process``), the CUDA memory
+line, the TensorBoard command and the window's close. The GUI thread never
+touches a model being trained.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, Signal, Slot
+from pathlib import Path
+from typing import Callable
 
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QTimer, Signal, Slot
+
+from workbench.core.train.devices import cuda_memory
+from workbench.core.train.events import CudaMemory, Finished
 from workbench.core.train.handle import RunHandle
+from workbench.core.train.launch import ModelNotPortable, RunLauncher, RunRequest
+from workbench.core.train.trainer.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
+from workbench.core.train.trainer.control import NONFINITE_ACTIONS
 from workbench.ui.threading import start_in_thread, wait_for
 
-__all__ = ["RunController"]
+__all__ = ["RunController", "STOP_TIMEOUT_MS", "SHUTDOWN_TIMEOUT_MS", "tensorboard_command"]
+
+#: After Stop, how long a step may take to return before the controller offers to end the training process, ms.
+STOP_TIMEOUT_MS = 10000
+#: How long :meth:`RunController.shutdown` waits for the run to stop, ms.
+SHUTDOWN_TIMEOUT_MS = 15000
+#: How often the CUDA memory line is refreshed during a CUDA run, ms.
+MEMORY_MS = 500
+
+
+def tensorboard_command(run_dir: str | None) -> str | None:
+    """``tensorboard --logdir "<run_dir>/tensorboard"``, or None without a run folder."""
+    if not run_dir:
+        return None
+    return f'tensorboard --logdir "{Path(run_dir) / "tensorboard"}"'
 
 
 class _Runner(QObject):
@@ -41,7 +69,14 @@ class _Runner(QObject):
 
 
 class RunController(QObject):
-    """Owns the run of the moment on a QThread and relays its events as Qt signals.
+    """Starts the run of the moment, owns it on a QThread and relays its events as Qt signals.
+
+    Parameters
+    ----------
+    parent : QObject, optional
+    prompts : object, optional
+        ``end_training_process(seconds) -> bool`` (a Stop whose step has not returned) and
+        ``training_error(text)`` (a close that could not stop the run); without it, neither is asked.
 
     Signals
     -------
@@ -50,23 +85,99 @@ class RunController(QObject):
         thread, in order; ``Finished`` is the last.
     ended()
         The run's thread has finished (after ``Finished`` was delivered).
+    status(str, int)
+        A line for the status bar and how long to show it, ms (0: until replaced).
 
     Attributes
     ----------
     handle : RunHandle or None
         The run of the moment, from :meth:`start` until just after ``ended`` (it holds the trainer).
+    launcher : RunLauncher
+        The process started ahead and the choice of the next run's kind.
+    in_process : bool
+        The next runs train on a thread of this process (:meth:`set_in_process`).
+    warm_source : callable or None
+        ``() -> (model, config, input_shape)`` to warm the process started ahead on, or None when
+        there is nothing to warm it on yet.
+    stop_timer : QTimer
+        Single shot, ``STOP_TIMEOUT_MS`` after Stop.
     """
 
     event = Signal(object)
     ended = Signal()
+    status = Signal(str, int)
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, prompts=None):
         super().__init__(parent)
         self.handle: RunHandle | None = None
         self._thread = None
+        self.prompts = prompts
+        self.launcher = RunLauncher()
+        self.in_process = False
+        self.warm_source: Callable[[], tuple | None] | None = None
+        self.device = "cpu"
+        self._cuda_mem: tuple[float, float] | None = None
+        self.stop_timer = QTimer(self)
+        self.stop_timer.setSingleShot(True)
+        self.stop_timer.setInterval(STOP_TIMEOUT_MS)
+        self.stop_timer.timeout.connect(self._on_stop_timeout)
+        self._memory_timer = QTimer(self)
+        self._memory_timer.setInterval(MEMORY_MS)
+        self._memory_timer.timeout.connect(self.show_memory)
+        self.event.connect(self._on_event)
 
-    def start(self, handle: RunHandle) -> None:
-        """Run ``handle`` on a new QThread.
+    # -- where the next run trains ------------------------------------------------------
+    def make_run(self, model, config, *, arch=None, resume=None, callbacks=(), processes: int = 1) -> RunHandle | None:
+        """The handle of the next run, where the launcher chooses (its note goes to :attr:`status`).
+
+        None after ``prompts.training_error`` said why it cannot start (a data-parallel run whose
+        model or callback cannot cross into the ranks).
+        """
+        request = RunRequest(model, config, arch, resume, list(callbacks), processes=processes,
+                             in_process=self.in_process)
+        try:
+            handle = self.launcher.make_run(request)
+        except ModelNotPortable as exc:
+            if self.prompts is not None:
+                self.prompts.training_error(f"Cannot start a data-parallel run: {exc}")
+            return None
+        if self.launcher.note:
+            self.status.emit(self.launcher.note, 15000)
+        return handle
+
+    def set_in_process(self, flag: bool) -> None:
+        """Train the next runs on a thread of this process (True: the process started ahead is ended) or not."""
+        self.in_process = bool(flag)
+        if self.in_process:
+            self.launcher.end_spare()
+        else:
+            self.start_ahead()
+
+    def start_ahead(self) -> None:
+        """Start an idle training process now, so the next Start shows its first step within a second.
+
+        Does nothing in in-process mode, when one is already waiting, or when the
+        environment sets ``WORKBENCH_START_AHEAD=0``.
+        """
+        if not self.in_process and self.launcher.start_ahead():
+            self.warm_spare()
+
+    def warm_spare(self) -> None:
+        """Have the process started ahead take a few throwaway steps of :attr:`warm_source`'s model.
+
+        Nothing happens during a run or without anything to warm on (:meth:`RunLauncher.warm` says what else).
+        """
+        warm = None if self.is_running() or self.warm_source is None else self.warm_source()
+        if warm is not None:
+            self.launcher.warm(*warm)
+
+    def wait_for_training_process(self, timeout: float = 120.0) -> bool:
+        """Block until the process started ahead is ready and has warmed up (benchmarks: neither may overlap a
+        measurement). True when it is, or none was started."""
+        return self.launcher.wait_ready(timeout)
+
+    def start(self, handle: RunHandle, device: str = "cpu") -> None:
+        """Run ``handle`` on a new QThread (``device``: its memory is shown during a CUDA run).
 
         Raises
         ------
@@ -82,6 +193,9 @@ class RunController(QObject):
         thread = start_in_thread(runner, "trainingThread")
         thread.finished.connect(self._on_thread_finished, queued)
         self._thread = thread
+        self.device, self._cuda_mem = str(device), None
+        if self.device.startswith("cuda"):
+            self._memory_timer.start()
 
     def is_running(self) -> bool:
         """True from :meth:`start` until the run's thread has finished (and ``ended`` was emitted)."""
@@ -89,8 +203,19 @@ class RunController(QObject):
 
     @property
     def kind(self) -> str:
-        """The handle's kind (``"thread"``, ``"process"``, ``"ddp"``), or ``""`` before a run."""
+        """The handle's kind (``"thread"``, ``"process"``, ``"ddp"``, ``"attached"``), or ``""`` before a run."""
         return self.handle.kind if self.handle is not None else ""
+
+    def is_attached(self) -> bool:
+        """The run of the moment is a script's, attached (the panel's ``attach``)."""
+        return self.is_running() and self.kind == "attached"
+
+    def detach(self) -> bool:
+        """Let go of an attached script: it trains on as it is. False when none is attached."""
+        if not self.is_attached():
+            return False
+        self.stop_and_save()  # an attached run's stop_and_save detaches; the script is never stopped
+        return True
 
     def wait(self, timeout_ms: int) -> bool:
         """Wait up to ``timeout_ms`` (ms) for the run's thread; True when it has finished."""
@@ -113,9 +238,15 @@ class RunController(QObject):
             self.handle.resume()
 
     def stop(self) -> None:
-        """Stop at the next step boundary."""
+        """Stop at the next step boundary.
+
+        A step that has not returned after ``STOP_TIMEOUT_MS`` (a hung forward) makes the
+        controller offer to end the training process (``prompts.end_training_process``).
+        """
         if self.handle is not None:
             self.handle.stop()
+            if self.kind != "attached":  # a script's step is the script's: nothing here can end it
+                self.stop_timer.start()
 
     def stop_and_save(self) -> None:
         """Stop at the next step boundary and write ``last.pt`` (the window closes)."""
@@ -134,20 +265,127 @@ class RunController(QObject):
             raise RuntimeError("no training run is active")
         self.handle.queue(command)
 
-    def resolve_nonfinite(self, action: str) -> None:
-        """Answer a ``NonFinite`` event (``"lower_lr"``, ``"rollback"``, ``"stop"``)."""
+    def queue_trainable(self, names: list[str] | str, flag: bool) -> None:
+        """Freeze (``flag=False``) / unfreeze ``names`` (module or parameter names, ``""`` = the whole model) at the
+        next step boundary. Raises RuntimeError without a run."""
+        self.queue(SetTrainable([names] if isinstance(names, str) else list(names), bool(flag)))
+
+    def queue_save(self, path=None) -> None:
+        """Save a checkpoint at the next step boundary (``None``: into the run folder)."""
+        self.queue(SaveNow(None if path is None else str(path)))
+
+    def queue_lr(self, lr: float) -> None:
+        """Change the learning rate at the next step boundary."""
+        self.queue(SetLR(float(lr)))
+
+    def empty_cuda_cache(self) -> None:
+        """``torch.cuda.empty_cache()`` where the run trains (its process at the next step), else here; the memory
+        line follows."""
+        if self.is_running():
+            self.queue(EmptyCudaCache())
+            return
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+            self.show_memory()
+
+    def resolve_nonfinite(self, action: str) -> str:
+        """Answer a ``NonFinite`` event (``"lower_lr"``, ``"rollback"``, ``"stop"``; anything else is ``"stop"``);
+        returns the answer sent."""
+        action = action if action in NONFINITE_ACTIONS else "stop"
         if self.handle is not None:
             self.handle.resolve_nonfinite(action)
+        return action
 
     def end(self) -> bool:
         """End the run by force (a step that never returns); False when its kind cannot be (a thread run)."""
         return self.handle is not None and self.is_running() and self.handle.end()
+
+    def end_training_process(self) -> bool:
+        """End the run's training process now (a step that never returns); False for a run in this process."""
+        if not self.end():
+            return False
+        self.status.emit("Ending the training process…", 5000)
+        return True
+
+    def show_memory(self) -> None:
+        """The CUDA memory of the run's device on :attr:`status` (a process run reports its own; nothing for CPU)."""
+        if not self.device.startswith("cuda"):
+            return
+        # a process run reports its memory; this process never initializes CUDA for it
+        mem = self._cuda_mem if self._cuda_mem is not None else (
+            cuda_memory(self.device) if self.handle is not None and self.handle.in_this_process else None)
+        if mem:
+            alloc, reserved = _mem_pair(mem)
+            self.status.emit(f"{self.device}: {alloc / 2**20:,.0f} MiB allocated / {reserved / 2**20:,.0f} MiB "
+                             "reserved", 0)
+
+    def shutdown(self, ask: Callable[[], bool] | None = None, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
+        """The window closes: end the process started ahead and stop the run; True = the window may close.
+
+        While a run is active: ``ask()`` (False = cancel the close; an attached script is let go, never
+        stopped, so nothing is asked), stop at the next step boundary (a pause or a pending NaN decision
+        ends with "stop") and write ``last.pt`` into the run folder, wait for the thread (``timeout_ms``),
+        and let the run's end arrive. A training process that has not stopped by then is ended (SIGKILL;
+        the run folder keeps its last checkpoint). False if a run in this process did not finish in time
+        (closing then would destroy a running QThread).
+        """
+        self._memory_timer.stop()
+        self.stop_timer.stop()
+        if not self.is_running():
+            self.launcher.end_spare()
+            return True
+        if ask is not None and self.kind != "attached" and not ask():
+            return False
+        self.launcher.end_spare()
+        self.stop_and_save()
+        if not self.wait(timeout_ms) and (not self.end() or not self.wait(15000)):
+            if self.prompts is not None:
+                self.prompts.training_error("Training did not stop in time; try closing again in a moment.")
+            return False
+        for _ in range(20):  # deliver the run's last queued signals (extras, finished) and the thread's end
+            QCoreApplication.processEvents()
+            if not self.is_running():
+                break
+        self.finish_now()  # the queued end did not arrive: finish by hand
+        self.launcher.end_spare()  # whoever listens to ``ended`` may have started the next one
+        return True
+
+    @Slot(object)
+    def _on_event(self, event) -> None:
+        if isinstance(event, CudaMemory):
+            self._cuda_mem = (event.allocated, event.reserved)
+        elif isinstance(event, Finished):
+            self.stop_timer.stop()
+
+    def _on_stop_timeout(self) -> None:
+        """Stop was asked ``STOP_TIMEOUT_MS`` ago and the step has not returned."""
+        if self.handle is None or not self.is_running():
+            return
+        seconds = STOP_TIMEOUT_MS // 1000
+        if not self.handle.can_end:
+            self.status.emit(f"The step has not returned in {seconds} s; a run in this window's process cannot be "
+                             "ended by force.", 15000)
+        elif self.prompts is not None and self.prompts.end_training_process(seconds):
+            self.end_training_process()
+        else:
+            self.stop_timer.start()  # ask again later
 
     @Slot()
     def _on_thread_finished(self) -> None:
         thread, self._thread = self._thread, None
         if thread is None:
             return
+        self._memory_timer.stop()
         wait_for(thread, 5000)
         self.ended.emit()
         self.handle = None
+
+
+def _mem_pair(mem) -> tuple[float, float]:
+    if isinstance(mem, dict):
+        return float(mem.get("allocated", 0)), float(mem.get("reserved", 0))
+    if isinstance(mem, (tuple, list)):
+        return float(mem[0]), float(mem[1])
+    return float(getattr(mem, "allocated", 0)), float(getattr(mem, "reserved", 0))

@@ -2,8 +2,8 @@
 
 Real launchers, torchrun and ranks, ended from outside (SIGTERM, SIGKILL); each
 test collects their pids from ``/proc`` and checks that none runs 15 s later.
-The order in which a rank ends its life, and what the launcher says when a rank
-dies after every rank completed, are checked without processes.
+What the launcher says when a rank dies after every rank completed is checked
+without processes (the order in which a rank ends its life: ``test_torchrun_rank.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 import torch
 
 from tests.core.train.procs import descendants, running, wait_gone
-from workbench.core.train.launch import rank as rank_mod
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
 from workbench.core.train.launch.torchrun import DistributedRun, RankState
 
@@ -123,62 +122,6 @@ def test_a_completed_run_ends_every_rank_in_order_and_says_its_exit_code(tmp_pat
 
 
 # ---------------------------------------------------------------- without processes
-
-class _Log:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, name, result=None):
-        def record(*args, **kwargs):
-            self.calls.append(name)
-            return result
-        return record
-
-
-class _Reporter:
-    def __init__(self, log):
-        self.log = log
-
-    def send(self, *msg):
-        self.log.calls.append(msg[0])
-
-    def close(self):
-        self.log.calls.append("close")
-
-
-class _Exited(Exception):
-    pass
-
-
-@pytest.mark.parametrize("reason, barrier", [("completed", True), ("stopped", True), ("nonfinite", True),
-                                             ("error", False), ("oom", False)])
-def test_a_rank_ends_barrier_destroy_atexit_exit_message_then_exit(monkeypatch, reason, barrier):
-    """The order that keeps a completed run at exit 0; an error skips the barrier (the others may be gone)."""
-    import atexit
-
-    import torch.distributed as dist
-
-    log = _Log()
-    monkeypatch.setattr(dist, "is_initialized", lambda: True)
-    monkeypatch.setattr(rank_mod, "final_barrier", log("barrier", True))
-    monkeypatch.setattr(dist, "destroy_process_group", log("destroy"))
-    monkeypatch.setattr(atexit, "_run_exitfuncs", log("atexit"))
-
-    def fake_exit(code):
-        log.calls.append(("os._exit", code))
-        raise _Exited
-
-    monkeypatch.setattr(rank_mod.os, "_exit", fake_exit)
-    life = rank_mod.RankLife()
-    life.rank = 1
-    life.reporters = [_Reporter(log)]
-    code = life.finish(reason)
-    with pytest.raises(_Exited):
-        life.exit(code)
-    expected = {"completed": 0, "stopped": 130}.get(reason, 1)
-    assert log.calls == (["barrier"] if barrier else []) + ["destroy", "atexit", "exit", "close",
-                                                             ("os._exit", expected)]
-
 
 def _finished_run(tmp_path, fault_text: str | None) -> DistributedRun:
     """A DistributedRun (never started) whose 2 ranks both reported ``completed`` with equal weights;

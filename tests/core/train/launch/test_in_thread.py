@@ -1,4 +1,4 @@
-"""core.train.launch.threads: the GUI thread computes single-threaded, worker threads get the cores."""
+"""core.train.launch.in_thread: the GUI thread computes single-threaded, worker threads get the cores."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 CODE = r"""
 import json, os, threading, torch
 default = torch.get_num_threads()
-from workbench.core.train.launch.threads import reserve_cores_for_workers, worker_thread_count, lower_current_thread_priority
+from workbench.core.train.launch.in_thread import reserve_cores_for_workers, worker_thread_count, lower_current_thread_priority
 saved = reserve_cores_for_workers()
 out = {"default": default, "saved": saved, "main_after": torch.get_num_threads(), "worker_count": worker_thread_count()}
 def work():
@@ -42,7 +42,7 @@ def test_a_run_in_the_windows_process_forks_no_dataloader_worker(tmp_path):
     from pathlib import Path
 
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.launch.thread_run import ThreadRun
+    from workbench.core.train.launch.in_thread import ThreadRun
 
     examples = Path(__file__).resolve().parents[4] / "examples" / "own_loss"
     module = {}

@@ -1,7 +1,7 @@
 """Nothing outlives its owner: a training process whose window is SIGKILLed ends, and says how its run ended.
 
 A small script plays the window (``WINDOW``): it starts a real
-:class:`~workbench.core.train.launch.process.TrainingProcess` (multiprocessing, spawn),
+:class:`~workbench.core.train.launch.training_process.TrainingProcess` (multiprocessing, spawn),
 hands it a run of the digits demo, and prints its pid once the run is where the
 test wants it; the test then SIGKILLs the script and watches its children by pid.
 """
@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,8 +20,7 @@ import pytest
 import torch
 
 from tests.core.train.procs import descendants, wait_gone
-from workbench.core.train.launch.child import ORPHAN_GRACE_S
-from workbench.core.train.launch.parent_watch import ParentWatch
+from workbench.core.train.launch.training_process_main import ORPHAN_GRACE_S
 
 ROOT = Path(__file__).resolve().parents[4]
 #: Seconds within which every child of a killed window must be gone (the brief's bound).
@@ -32,7 +30,7 @@ WINDOW = r"""
 import json, sys, time
 from tests.ui.train.faulty import FaultyDigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.launch.process import TrainingProcess, make_job
+from workbench.core.train.launch.training_process import TrainingProcess, make_job
 
 fault, after, run_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=32), epochs=200, lr=3e-3, seed=7,
@@ -99,28 +97,12 @@ def test_a_window_killed_mid_run_leaves_a_stopped_run_with_its_last_checkpoint(t
     assert info["step"] <= saved["step"] < 90, (info, saved["step"])
 
 
-def test_the_watch_ignores_a_death_signal_while_the_parent_lives():
-    """``PR_SET_PDEATHSIG`` fires when the *thread* that started the process ends: that is not the parent's end."""
-    fired = []
-    watch = ParentWatch(lambda: fired.append(1), poll_s=30.0).start()
-    try:
-        if watch.death_signal:
-            os.kill(os.getpid(), signal.SIGUSR2)  # what the kernel sends when the forking thread ends
-        time.sleep(0.3)  # the watch wakes at once on the signal, checks, and goes back to sleep
-        assert fired == [] and not watch.fired.is_set()
-        watch.parent_pid = -1  # as if re-parented: the next check fires
-        os.kill(os.getpid(), signal.SIGUSR2) if watch.death_signal else watch._wake()
-        assert watch.fired.wait(5.0) and fired == [1]
-    finally:
-        watch.stop()
-
-
 def test_a_training_process_started_from_a_thread_that_ended_lives_on():
     """The window may start its process from a QThread: that thread's end fires the death signal, which the
     process must not take for the window's end."""
     import threading
 
-    from workbench.core.train.launch.process import TrainingProcess
+    from workbench.core.train.launch.training_process import TrainingProcess
 
     box = []
 
@@ -140,27 +122,3 @@ def test_a_training_process_started_from_a_thread_that_ended_lives_on():
     finally:
         proc.end()
     assert proc.exitcode == 0  # idle, asked to quit
-
-
-def test_the_death_signal_handler_takes_no_lock():
-    """A second death signal that arrives while the handler runs re-enters it on the same thread; a
-    handler that takes a lock (``threading.Event.set``) then waits for itself for ever. A rank whose
-    torchrun was SIGKILLed hung so, inside a forward, with three handler frames on its stack."""
-    watch = ParentWatch(lambda: None, os.getppid(), poll_s=60.0)
-    watch.start()
-    entered: list[str] = []
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename == threading.__file__:
-            entered.append(frame.f_code.co_name)
-        elif event == "c_call" and getattr(arg, "__name__", "") in ("acquire", "__enter__"):
-            entered.append(arg.__name__)
-
-    try:
-        sys.setprofile(profile)
-        watch._on_signal(signal.SIGUSR2, None)
-        watch._on_signal(signal.SIGUSR2, None)
-    finally:
-        sys.setprofile(None)
-        watch.stop()
-    assert entered == []

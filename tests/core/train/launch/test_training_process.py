@@ -18,7 +18,7 @@ from workbench.core.train.trainer.commands import SetTrainable
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.events import Finished, Metrics, Sink, apply_state, from_wire
 from workbench.core.train.trainer.loop import Trainer
-from workbench.core.train.launch.process import (
+from workbench.core.train.launch.training_process import (
     ModelNotPortable,
     RemoteControl,
     TrainingProcess,
@@ -150,7 +150,7 @@ def _train_in_process(model, tmp_path, name):
 
 def test_a_model_from_a_factory_file_trains_in_a_training_process(tmp_path):
     """A ``path/file.py:callable`` architecture: its classes live in a module only the file defines."""
-    from workbench.core.model.architectures import build_module
+    from workbench.core.model.meta_build import build_module
 
     source = tmp_path / "my_models.py"
     source.write_text(
@@ -226,7 +226,7 @@ def test_the_training_process_runs_at_a_lower_priority_than_the_window(tmp_path)
     """Its nice value is this process's plus ``NICE_INCREMENT`` (> 0): the window wins a contended core."""
     import os
 
-    from workbench.core.train.launch.child import NICE_INCREMENT
+    from workbench.core.train.launch.training_process_main import NICE_INCREMENT
 
     if not hasattr(os, "getpriority"):
         pytest.skip("no nice values on this system")

@@ -7,10 +7,10 @@ import torchvision
 from torch import nn
 
 from workbench.core.model.demo import DigitsCNN
-from workbench.core.train.launch import process
-from workbench.core.train.launch.child import WARM_STEPS, warm_model
+from workbench.core.train.launch import training_process
+from workbench.core.train.launch.training_process_main import WARM_STEPS, warm_model
 from workbench.core.train.config import DataConfig, TrainConfig
-from workbench.core.train.launch.process import make_warm_up
+from workbench.core.train.launch.training_process import make_warm_up
 
 
 def _config(**kw):
@@ -46,5 +46,5 @@ def test_nothing_is_sent_for_cuda_no_input_shape_or_a_large_model(monkeypatch):
     assert make_warm_up(model, _config(device="cuda"), (1, 1, 8, 8)) is None
     assert make_warm_up(model, _config(), None) is None
     size = sum(p.numel() * p.element_size() for p in model.parameters())
-    monkeypatch.setattr(process, "WARM_MAX_BYTES", size - 1)
+    monkeypatch.setattr(training_process, "WARM_MAX_BYTES", size - 1)
     assert make_warm_up(model, _config(), (1, 1, 8, 8)) is None

@@ -2,7 +2,18 @@
 
 The room's public face is :class:`RunLauncher` (where the next run trains, the
 process started ahead), :class:`RunRequest` and :class:`ModelNotPortable`; the
-modules behind it are its internals. They load on first use (PEP 562), so
+modules behind it are its internals, each named for where a run runs:
+
+* ``in_thread``: on a thread of the caller's process (and that process's thread policy);
+* ``training_process``: the window's side of its separate training process;
+  ``training_process_main``: what runs inside that process;
+* ``ddp_ranks``: the window's data-parallel run on local ranks; ``torchrun``: torchrun
+  watched rank by rank (also ``workbench train --nproc-per-node``); ``torchrun_rank``:
+  what runs inside one rank;
+* ``headless``: ``workbench train RUN.toml`` in the calling process;
+* ``launcher``: the choice between them; ``parent_watch``: nothing outlives its owner.
+
+They load on first use (PEP 562), so
 ``python -m workbench.core.train.launch.parent_watch`` stays a light process.
 """
 
@@ -17,7 +28,7 @@ def __getattr__(name: str):
 
         return getattr(launcher, name)
     if name == "ModelNotPortable":
-        from workbench.core.train.launch.process import ModelNotPortable
+        from workbench.core.train.launch.training_process import ModelNotPortable
 
         return ModelNotPortable
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

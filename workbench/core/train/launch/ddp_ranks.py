@@ -1,15 +1,15 @@
 """The window's data-parallel run: N training processes on torchrun, steered like one.
 
 :class:`DistributedTrainingProcess` has the interface of
-:class:`~workbench.core.train.launch.process.TrainingProcess` (``wait_ready``,
+:class:`~workbench.core.train.launch.training_process.TrainingProcess` (``wait_ready``,
 ``start_job``, ``send``, ``recv``, ``is_alive``, ``exitcode``, ``log_tail``,
 ``end``, ``kill``), so the window's
-:class:`~workbench.core.train.launch.process_run.ProcessRun` runs it
+:class:`~workbench.core.train.launch.training_process.ProcessRun` runs it
 unchanged. ``start_job`` writes the job (the window's model as bytes, its
 settings, the live probes) to a private file and starts ``torch.distributed.run``
 through :class:`~workbench.core.train.launch.torchrun.DistributedRun`, which listens for
 every rank's heartbeat; rank 0 also connects back with the training process's
-own protocol (:func:`workbench.core.train.launch.child.run_job`), and every message the
+own protocol (:func:`workbench.core.train.launch.training_process_main.run_job`), and every message the
 window sends goes to it. Rank 0 makes the other ranks apply the same commands at
 the same step (:class:`~workbench.core.train.trainer.rank_sync.RankSync`).
 

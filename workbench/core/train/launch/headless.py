@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from torch import nn
 
 from workbench.core.errors import TrainingError, WorkbenchError
-from workbench.core.run_files import printable
-from workbench.core.model.architectures import ArchSpec, build_module
+from workbench.core.run_folder.printable import printable
+from workbench.core.model.meta_build import build_module
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.edits import apply_edits
 from workbench.core.model.freezing import apply_frozen
 from workbench.core.model.names import UnknownPathError
@@ -206,7 +207,7 @@ def check_run_trust(path: str | Path, *, trust: bool = False) -> None:
     CheckpointError
         The starting checkpoint cannot be read (corrupt, unreadable).
     """
-    from workbench.core.model.checkpoint import read_checkpoint
+    from workbench.core.model.formats import read_checkpoint
 
     path = Path(path)
     try:
@@ -295,7 +296,7 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
         settle_run_file(cfg, path, trust=trust, out=out)
         model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
-        # the same entry point as the window's training process (core.train.launch.child.run_job)
+        # the same entry point as the window's training process (core.train.launch.training_process_main.run_job)
         trainer = make_trainer(model, cfg, list(callbacks), arch, resume=resume)
     except WorkbenchError as e:
         out(error_line(f"{e}"))

@@ -16,10 +16,11 @@ import os
 from dataclasses import dataclass
 
 from workbench.core.train.handle import RunHandle
-from workbench.core.train.launch.ddp_process import DistributedTrainingProcess
-from workbench.core.train.launch.process import ModelNotPortable, TrainingProcess, make_job, make_warm_up
-from workbench.core.train.launch.process_run import ProcessRun
-from workbench.core.train.launch.thread_run import ThreadRun
+from workbench.core.train.launch.ddp_ranks import DistributedTrainingProcess
+from workbench.core.train.launch.in_thread import ThreadRun
+from workbench.core.train.launch.training_process import (
+    ModelNotPortable, ProcessRun, TrainingProcess, make_job, make_warm_up,
+)
 
 __all__ = ["RunLauncher", "RunRequest", "START_AHEAD_ENV"]
 
@@ -115,7 +116,7 @@ class RunLauncher:
         """Have the process started ahead take a few throwaway steps of ``model`` at ``config``'s batch size.
 
         Its first run then does not pay oneDNN's kernel creation at the run's shapes
-        (:func:`workbench.core.train.launch.child.warm_model`). Nothing happens without
+        (:func:`workbench.core.train.launch.training_process_main.warm_model`). Nothing happens without
         a spare process, or for what :func:`make_warm_up` skips (no input shape, CUDA, large models).
         """
         if self._spare is not None and model is not None:

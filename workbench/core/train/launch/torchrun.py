@@ -2,7 +2,7 @@
 
 :class:`DistributedRun` starts ``python -m torch.distributed.run`` (PyTorch's
 elastic agent; no launcher of our own) in its own session, with
-:mod:`workbench.core.train.launch.rank` as the script, and listens on a
+:mod:`workbench.core.train.launch.torchrun_rank` as the script, and listens on a
 ``multiprocessing.connection.Listener`` (127.0.0.1, a random port and a random
 authkey per run) for every rank's hello, steps (the heartbeat) and end. It names
 a rank that has made no step for ``timeout_s`` and a rank that died, and ends the
@@ -11,7 +11,7 @@ whole process group then, so no rank is left behind. Qt-free.
 Nothing outlives its owner: torchrun runs under a parent watch
 (``python -m workbench.core.train.launch.parent_watch torch.distributed.run ...``) and
 ends its ranks when the process that launched it ends, however it ends; each
-rank watches torchrun the same way (:class:`~workbench.core.train.launch.rank.RankLife`).
+rank watches torchrun the same way (:class:`~workbench.core.train.launch.torchrun_rank.RankLife`).
 :func:`launch` (``workbench train --nproc-per-node N``) answers SIGTERM and
 SIGHUP (and the end of its own parent) by stopping every rank at the next step
 (rank 0 saves ``last.pt``), and ends torchrun's process group and every rank
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from workbench.core.train.launch.parent_watch import PARENT_ENV, ParentWatch
-from workbench.core.train.launch.rank import FAULT_DIR_ENV, KEY_ENV, REPORT_ENV, RUN_DIR_ENV
+from workbench.core.train.launch.torchrun_rank import FAULT_DIR_ENV, KEY_ENV, REPORT_ENV, RUN_DIR_ENV
 
 __all__ = ["DistributedRun", "RankState", "launch", "end_all", "STOP_GRACE_S", "KILL_GRACE_S"]
 
@@ -51,7 +51,7 @@ STOP_GRACE_S = 5.0
 #: Seconds torchrun gets to end its ranks after SIGTERM, before SIGKILL (to it and every rank).
 KILL_GRACE_S = 5.0
 #: Seconds ranks still connected after torchrun ended (it was killed outright) get to stop by themselves
-#: (their parent watch: ``ORPHAN_GRACE_S`` + ``EXIT_MARGIN_S`` of :mod:`workbench.core.train.launch.child`).
+#: (their parent watch: ``ORPHAN_GRACE_S`` + ``EXIT_MARGIN_S`` of :mod:`workbench.core.train.launch.training_process_main`).
 RANK_END_S = 12.0
 
 _live: weakref.WeakSet = weakref.WeakSet()
@@ -116,10 +116,10 @@ class DistributedRun:
         The run's settings when there is no run file (the window's runs: ``rank_args``
         then name the job file).
     rank_args : list of str, optional
-        Arguments of :mod:`workbench.core.train.launch.rank` (default: the run file).
+        Arguments of :mod:`workbench.core.train.launch.torchrun_rank` (default: the run file).
     serve : bool
         Rank 0 also opens a connection that speaks the training process's protocol
-        (:func:`workbench.core.train.launch.child.run_job`): :attr:`main_conn`, for the window.
+        (:func:`workbench.core.train.launch.training_process_main.run_job`): :attr:`main_conn`, for the window.
     log_path : str or Path, optional
         File that takes torchrun's and the ranks' output (default: this process's).
     trust : bool
@@ -192,7 +192,7 @@ class DistributedRun:
         else:
             cmd += [f"--nnodes={self.nnodes}", f"--node-rank={self.node_rank}",
                     f"--master-addr={self.master_addr or '127.0.0.1'}", f"--master-port={self.master_port or 29500}"]
-        return cmd + ["-m", "workbench.core.train.launch.rank", *self.rank_args]
+        return cmd + ["-m", "workbench.core.train.launch.torchrun_rank", *self.rank_args]
 
     def start(self) -> None:
         """Start torchrun in its own session (so Stop can end its whole process group)."""

@@ -1,4 +1,4 @@
-"""One rank of a data-parallel run: ``python -m workbench.core.train.launch.rank RUN.toml``, started by torchrun.
+"""One rank of a data-parallel run: torchrun runs ``python -m workbench.core.train.launch.torchrun_rank RUN.toml``.
 
 :func:`workbench.core.train.launch.torchrun.launch` starts ``torch.distributed.run`` with
 this module; each rank joins the process group (NCCL on CUDA, Gloo on CPU),
@@ -180,7 +180,7 @@ class RankLife:
 
     It also watches torchrun (:class:`~workbench.core.train.launch.parent_watch.ParentWatch`):
     when torchrun ends, however it ends, the rank stops at its next step (rank 0
-    saves ``last.pt``) within :data:`~workbench.core.train.launch.child.ORPHAN_GRACE_S`
+    saves ``last.pt``) within :data:`~workbench.core.train.launch.training_process_main.ORPHAN_GRACE_S`
     seconds, else it marks ``status.json`` (rank 0) and exits.
 
     Attributes
@@ -192,7 +192,7 @@ class RankLife:
     """
 
     def __init__(self) -> None:
-        from workbench.core.train.launch.child import JobState
+        from workbench.core.train.launch.training_process_main import JobState
 
         self.state = JobState()
         self.reporters: list = []
@@ -221,7 +221,9 @@ class RankLife:
         self.state.control = trainer.control
 
     def _agent_ended(self) -> None:
-        from workbench.core.train.launch.child import EXIT_MARGIN_S, ORPHAN_GRACE_S, mark_unfinished, stop_and_save
+        from workbench.core.train.launch.training_process_main import (
+            EXIT_MARGIN_S, ORPHAN_GRACE_S, mark_unfinished, stop_and_save,
+        )
         from workbench.core.train.launch.parent_watch import exit_later
 
         self.orphaned = True
@@ -285,10 +287,10 @@ def final_barrier(timeout_s: float) -> bool:
 def run_window_job(job_path: Path, life: RankLife | None = None) -> int:
     """One rank of a run the window started (``--job FILE``); 0 completed, 130 stopped, 1 otherwise.
 
-    The job file is :func:`workbench.core.train.launch.process.make_job`'s dict, pickled by
+    The job file is :func:`workbench.core.train.launch.training_process.make_job`'s dict, pickled by
     the window for its own ranks (0600, in a private temporary folder). Rank 0 opens
     a second connection to the window that speaks the training process's protocol
-    (:func:`workbench.core.train.launch.child.run_job`: events, the live probes, commands),
+    (:func:`workbench.core.train.launch.training_process_main.run_job`: events, the live probes, commands),
     so the window steers it as it steers one training process; every rank reports
     its heartbeat (:class:`RankReporter`). Probes run on rank 0's replica; its
     gradients are those after DDP's all-reduce.
@@ -299,9 +301,9 @@ def run_window_job(job_path: Path, life: RankLife | None = None) -> int:
     import torch.distributed as dist
 
     from workbench.core.gc_freeze import freeze_startup_objects
-    from workbench.core.model.architectures import ArchSpec
-    from workbench.core.model.checkpoint import module_from_bytes
-    from workbench.core.train.launch import child
+    from workbench.core.model.spec import ArchSpec
+    from workbench.core.model.wire import module_from_bytes
+    from workbench.core.train.launch import training_process_main as process_main
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.entry import make_trainer
 
@@ -320,12 +322,12 @@ def run_window_job(job_path: Path, life: RankLife | None = None) -> int:
             host, port = os.environ[REPORT_ENV].rsplit(":", 1)
             conn = Client((host, int(port)), authkey=bytes.fromhex(os.environ[KEY_ENV]))
             conn.send(("hello", 0, os.getpid(), dist.get_world_size(), "serve"))
-            reason = child.run_job(conn, job, extra_callbacks=reporters, state=life.state)
+            reason = process_main.run_job(conn, job, extra_callbacks=reporters, state=life.state)
         else:
             if job.get("threads"):
                 torch.set_num_threads(int(job["threads"]))
             for name, path in (job.get("factories") or {}).items():
-                child.import_file(name, path)
+                process_main.import_file(name, path)
             model = module_from_bytes(job["model"], trust=True)  # the window pickled its own model
             arch = ArchSpec.from_dict(job["arch"]) if job.get("arch") else None
             trainer = make_trainer(model, cfg, reporters, arch, resume=job.get("resume"))
@@ -345,7 +347,7 @@ def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int
 
     ``--trust`` lets :func:`~workbench.core.train.launch.headless.model_from_config` run code the run
     file names (``workbench train --trust``); without it such a run file is an error on every rank.
-    ``life`` ends the rank in order (:class:`RankLife`); ``python -m workbench.core.train.launch.rank``
+    ``life`` ends the rank in order (:class:`RankLife`); ``python -m workbench.core.train.launch.torchrun_rank``
     then exits through :meth:`RankLife.exit`.
     """
     from workbench.core.errors import WorkbenchError

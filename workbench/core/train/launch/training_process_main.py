@@ -1,7 +1,7 @@
 """The training process: what runs on the other side of the window's process boundary.
 
 :func:`serve` is the ``multiprocessing`` target (spawn context) of a training
-process (:class:`workbench.core.train.launch.process.TrainingProcess`). It imports torch
+process (:class:`workbench.core.train.launch.training_process.TrainingProcess`). It imports torch
 and the trainer, says ``("ready", pid)`` and waits idle for one job, so that a
 process started ahead makes Start quick. A job is a dict (:func:`run_job`):
 the model as bytes, the config as a dict, the architecture, the checkpoint to
@@ -276,7 +276,7 @@ def warm_model(spec: dict, interrupted=lambda: False) -> int:
     Parameters
     ----------
     spec : dict
-        ``model`` (bytes of :func:`workbench.core.train.launch.process.encode_model`),
+        ``model`` (bytes of :func:`workbench.core.train.launch.training_process.encode_model`),
         ``factories``, ``config`` (``TrainConfig.to_dict()``: device, optimizer,
         AMP, batch size), ``input_shape`` (one sample's shape, ``(C, H, W)``).
     interrupted : callable
@@ -291,7 +291,7 @@ def warm_model(spec: dict, interrupted=lambda: False) -> int:
 
     import torch
 
-    from workbench.core.model.checkpoint import module_from_bytes
+    from workbench.core.model.wire import module_from_bytes
     from workbench.core.model.example_input import example_input
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.trainer.optim import build_optimizer, param_groups
@@ -331,7 +331,7 @@ def run_job(conn, job: dict, extra_callbacks=(), state: JobState | None = None) 
     ----------
     conn : Connection
     job : dict
-        ``model`` (bytes of :func:`workbench.core.train.launch.process.encode_model`),
+        ``model`` (bytes of :func:`workbench.core.train.launch.training_process.encode_model`),
         ``factories`` (``{module name: file}`` to import before unpickling),
         ``config`` (``TrainConfig.to_dict()``), ``arch`` (dict or None),
         ``resume`` (path or None), ``callbacks`` (list of ``{"factory", "kwargs"}``),
@@ -348,8 +348,8 @@ def run_job(conn, job: dict, extra_callbacks=(), state: JobState | None = None) 
     """
     import torch
 
-    from workbench.core.model.architectures import ArchSpec
-    from workbench.core.model.checkpoint import module_from_bytes
+    from workbench.core.model.spec import ArchSpec
+    from workbench.core.model.wire import module_from_bytes
     from workbench.core.model.example_input import example_input
     from workbench.core.train.config import TrainConfig
     from workbench.core.train.trainer.control import RunControl

@@ -2,7 +2,7 @@
 
 Created by whoever starts a run and passed to the
 :class:`~workbench.core.train.trainer.loop.Trainer`: a thread run
-(:class:`~workbench.core.train.launch.thread_run.ThreadRun`), the training process, the headless
+(:class:`~workbench.core.train.launch.in_thread.ThreadRun`), the training process, the headless
 ``workbench train`` and the tests share the one object with the loop instead of
 copying its state. Every method is thread-safe; the training thread calls
 :meth:`RunControl.wait_while_paused` and :meth:`RunControl.wait_for_decision` at

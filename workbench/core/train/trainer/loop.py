@@ -85,7 +85,7 @@ from workbench.core.train.trainer.run_record import open_run_files, record_start
 from workbench.core.train.trainer.staged_unfreeze import apply_scheduled_unfreeze, check_schedule
 from workbench.core.train.trainer.strategy import SingleProcess, strategy_for
 from workbench.core.train.trainer.tensorboard_log import TensorBoardLog
-from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_status
+from workbench.core.train.runs.folder import MetricsCSV, StepsCSV, new_run_dir, write_status
 from workbench.core.train.task import specs as task_specs
 from workbench.core.train.task.tasks import Task
 
@@ -111,7 +111,7 @@ class Trainer:
         ``iter_epoch(epoch, start_batch)`` method makes them resumable mid-epoch.
     control : RunControl, optional
         Shared with whoever steers the run (a thread run's
-        :class:`~workbench.core.train.launch.thread_run.ThreadRun`); a new one by default.
+        :class:`~workbench.core.train.launch.in_thread.ThreadRun`); a new one by default.
 
     Attributes
     ----------
@@ -231,6 +231,7 @@ class Trainer:
         self._epoch_t0 = 0.0
         self._epoch_samples = 0
         self._csv: MetricsCSV | None = None
+        self._steps: StepsCSV | None = None  # steps.csv (rank 0): the step rows, from the first step
         self._tb: TensorBoardLog | None = None
         self._running = False
         self._in_teardown = False
@@ -543,7 +544,7 @@ class Trainer:
             seed_everything(int(self.config.seed))
         record_start(self)
         if self.is_main:
-            self._started_at, self._csv = open_run_files(self)
+            self._started_at, self._csv, self._steps = open_run_files(self)
         self._tb = TensorBoardLog.open(self.run_dir) if self.config.tensorboard and self.is_main else None
         self.tensorboard = self._tb.writer if self._tb is not None else None
         self._t0 = time.perf_counter()
@@ -717,6 +718,8 @@ class Trainer:
             r["input_wait"] = self.input_wait
         if self._tb is not None:  # once per emission (4-25 Hz)
             self._tb.steps(batch, self.samples_per_s)
+        if self._steps is not None:
+            self._steps.append(batch)
         self.call("on_metrics", self, batch)
         if tensors and not self._in_teardown:
             bad = next((r for r in batch if not math.isfinite(r["loss"])), None)
