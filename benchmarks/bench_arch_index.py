@@ -25,7 +25,7 @@ from pathlib import Path
 
 CHILD = """
 import json, sys, time, torch
-from workbench.core.model.architectures import detect_architecture
+from workbench.core.model.detection import detect_architecture
 sd = torch.load(sys.argv[1], weights_only=True)
 t0 = time.perf_counter(); first = detect_architecture(sd); t1 = time.perf_counter()
 detect_architecture(sd); t2 = time.perf_counter()
@@ -37,7 +37,7 @@ def _write_checkpoint(path: Path) -> str:
     """A ``module.``-prefixed state_dict: timm's resnet50d when timm is installed, else torchvision's resnet50."""
     import torch
 
-    from workbench.core.model.architectures import build_module
+    from workbench.core.model.meta_build import build_module
 
     name = "timm/resnet50d"
     try:

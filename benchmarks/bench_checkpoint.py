@@ -31,8 +31,11 @@ from pathlib import Path
 
 import torch
 
-from workbench.core.model.architectures import build_module, clear_signature_cache, detect_architecture, load_model
-from workbench.core.model.checkpoint import read_checkpoint, verify_checkpoint
+from workbench.core.model.detection import clear_signature_cache, detect_architecture
+from workbench.core.model.loading import load_model
+from workbench.core.model.meta_build import build_module
+from workbench.core.model.formats import read_checkpoint
+from workbench.core.model.formats.intact import verify_checkpoint
 from workbench.core.digest import add_digest
 from workbench.core.model.saving import save_checkpoint
 

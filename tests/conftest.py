@@ -63,7 +63,7 @@ def no_dangling_qthreads(qtbot):
     try:
         qtbot.waitUntil(lambda: not multiprocessing.active_children(), timeout=10_000)
     except AssertionError:
-        from workbench.core.train.launch.process import end_all
+        from workbench.core.train.launch.training_process import end_all
 
         left = multiprocessing.active_children()
         end_all()

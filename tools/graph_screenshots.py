@@ -34,7 +34,7 @@ def main(out_dir: str) -> int:
     import torchvision
     from PySide6.QtWidgets import QApplication
 
-    from workbench.core.model.architectures import ArchSpec
+    from workbench.core.model.spec import ArchSpec
     from workbench.ui.main_window import MainWindow
 
     out = Path(out_dir)

@@ -72,7 +72,8 @@ def test_done_when_resnet18_dataparallel(capsys, resnet18_module_prefixed, resne
     assert "Detected    resnet18 1.000" in text
     assert "stripped prefixes: 'module.'" in text
     assert "Total params      11,689,512 (11.7 M)" in text
-    assert f"FLOPs             {resnet18_flops_224:,}" in text
+    assert f"FLOPs             {resnet18_flops_224:,}" in text and "2 per multiply-add" in text
+    assert f"Multiply-adds     {resnet18_flops_224 // 2:,}" in text
     conv_line = next(line for line in text.splitlines() if line.strip().startswith("layer1.0.conv1 "))
     assert conv_line.startswith("      layer1.0.conv1")  # indented by depth
     assert "[1, 64, 56, 56]" in conv_line and "36,864" in conv_line
@@ -211,3 +212,15 @@ def test_inspect_a_hugging_face_folder_shows_shapes_and_flops_from_its_config(ca
     assert "input_ids=(1, 16) int64" in out
     classifier = next(line for line in out.splitlines() if line.startswith("  classifier"))
     assert "[1, 3]" in classifier and classifier.split()[-1] == "192"  # 2 x 32 x 3: the pooled (1, 32) through the head
+
+
+def test_inspect_of_a_unique_match_opens_the_file_twice_at_most(capsys, tmp_path):
+    """A sniff of the first bytes and one read, the detected architecture's answer included (6 before)."""
+    from tests.core.model.open_counting import count_opens
+
+    path = tmp_path / "r18_7.pt"
+    torch.save(torchvision.models.resnet18(num_classes=7).state_dict(), path)
+    with count_opens(path) as opened:
+        doc = _run_json(capsys, str(path))
+    assert doc["arch_source"] == "detected (score 1.000)"
+    assert opened.count <= 2, opened.count

@@ -12,7 +12,8 @@ import torch
 
 from workbench.core import contrib
 from workbench.core.errors import ArchitectureError, ContributionError, DataError, TrustRequired
-from workbench.core.model.architectures import ArchSpec, build_module, list_architectures
+from workbench.core.model.meta_build import build_module, list_architectures
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 
 PLUGIN_MODULE = "workbench_example_plugin"
@@ -28,10 +29,10 @@ def make(width=4):
 
 
 def test_kinds_and_their_entry_point_groups():
-    assert contrib.KINDS == ("architecture", "dataset", "step", "metric", "loss", "probe")
+    assert contrib.KINDS == ("architecture", "dataset", "step", "metric", "loss", "probe", "format")
     assert [contrib.group(k) for k in contrib.KINDS] == [
         "workbench.architectures", "workbench.datasets", "workbench.steps", "workbench.metrics", "workbench.losses",
-        "workbench.probes"]
+        "workbench.probes", "workbench.formats"]
     with pytest.raises(ValueError, match="unknown contribution kind 'model'; the kinds are architecture"):
         contrib.names("model")
 
@@ -210,3 +211,29 @@ def test_a_file_with_relative_imports_is_imported_as_part_of_its_package(tmp_pat
     # a lone file (no relative import) keeps its single-module name
     (tmp_path / "plain.py").write_text(MARKING_FACTORY.format(marker=str(tmp_path / "m")))
     assert "." not in contrib.file_module_name(tmp_path / "plain.py")
+
+
+def test_a_moved_builder_resolves_by_its_old_name():
+    """Files saved before the model folders' builders moved name them in hf_folder: they still resolve."""
+    from workbench.core.model import hf_build
+
+    for old, new in contrib.MOVED_SPECS.items():
+        assert contrib.canonical_spec(old) == new
+        assert contrib.is_registered("architecture", old)  # no trust question for Workbench's own builder
+    assert contrib.resolve("architecture", "workbench.core.model.hf_folder:build_timm_model",
+                           origin="old.pt") is hf_build.build_timm_model
+
+
+def test_the_cache_writer_is_the_one_atomic_writer(tmp_path, monkeypatch):
+    """contrib's cache files go through files.atomic_write_bytes, whose temp files remove_stale_temps cleans."""
+    import os
+    import time
+
+    from workbench.core.files import remove_stale_temps
+
+    stale = tmp_path / ".timm-1.0-names.json.abcd1234.tmp"  # what contrib's own writer used to leave
+    stale.write_text("x")
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    assert remove_stale_temps(tmp_path) == [stale]
+    assert not hasattr(contrib, "write_atomic")

@@ -1,5 +1,5 @@
 """Digests of a payload's tensors (workbench.core.digest), in memory: paths, hashes computed independently, and
-every status :func:`check_digest` gives. Files on disk are tested in tests/core/model/test_checkpoint_digest.py."""
+every status :func:`check_digest` gives. Files on disk are tested in tests/core/model/formats/test_intact.py."""
 
 from __future__ import annotations
 

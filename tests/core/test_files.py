@@ -22,7 +22,7 @@ from workbench.core.files import (
     remove_stale_temps,
     temp_prefix,
 )
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.formats import read_checkpoint
 
 #: A child that starts saving 20 MB into last.pt, writes half, says so on stdout and hangs (until killed).
 WRITER = textwrap.dedent("""

@@ -11,7 +11,7 @@ import pytest
 import torch
 from PySide6.QtWidgets import QDialog
 
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.ui import dialogs
 from workbench.ui.main_window import MainWindow
 from workbench.ui.prompts import Prompts

@@ -125,7 +125,7 @@ def test_a_larger_models_counts_are_not_cut(main_window, qtbot):
     import torchvision
 
     from workbench.core.formatting import format_int
-    from workbench.core.model.architectures import ArchSpec
+    from workbench.core.model.spec import ArchSpec
     from workbench.ui.model.tree_model import COL_FLOPS, COL_PARAMS
 
     win, _ = main_window

@@ -8,8 +8,10 @@ from PySide6.QtWidgets import QDialog, QMessageBox
 
 from tests.ui.helpers import RecordingPrompts
 from workbench.core.errors import TrustRequired
-from workbench.core.model import architectures
-from workbench.core.model.architectures import ArchSpec, Candidate, LoadReport
+from workbench.core.model import meta_build
+from workbench.core.model.detection import Candidate
+from workbench.core.model.loading import LoadReport
+from workbench.core.model.spec import ArchSpec
 from workbench.ui import dialogs
 
 
@@ -128,5 +130,5 @@ def test_trust_dialog_wording_for_torchscript():
 def test_open_new_from_architecture_lists_every_torchvision_model():
     import torchvision
 
-    names = architectures.list_architectures()
+    names = meta_build.list_architectures()
     assert set(torchvision.models.list_models()) <= set(names)

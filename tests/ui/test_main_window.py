@@ -14,7 +14,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
 from tests.ui.helpers import RecordingPrompts
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.ui.main_window import MainWindow
 from workbench.ui.model.tree_model import CHECK, COL_TRAIN
 
@@ -362,7 +362,7 @@ def test_compare_with_a_fine_tuned_checkpoint_colours_only_the_head(main_window,
     """File > Compare with checkpoint…: a Change column with the relative change of each changed module."""
     from PySide6.QtCore import Qt as _Qt
 
-    from workbench.core.model.architectures import ArchSpec
+    from workbench.core.model.spec import ArchSpec
     from workbench.ui.model.tree_model import COL_CHANGE
 
     window, _ = main_window

@@ -12,7 +12,7 @@ import torchvision
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QApplication
 
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.ui.dialogs import WEIGHTS_ONLY
 from workbench.ui.model.tree_model import COL_NAME
 

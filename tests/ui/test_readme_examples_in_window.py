@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
 from tests.ui.helpers import choose_item, type_text
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.core.train.launch.headless import train_from_toml
 from workbench.ui.train.data_source import SPEC
 

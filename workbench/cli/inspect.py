@@ -21,7 +21,7 @@ from workbench.cli.arguments import depth_arg, shape_arg
 from workbench.cli.guard import CommandFailed
 from workbench.cli.output import escaped, write_out
 
-__all__ = ["NAME", "USAGE", "SUMMARY", "add_arguments", "run", "open_checkpoint", "DETECT_THRESHOLD"]
+__all__ = ["NAME", "USAGE", "SUMMARY", "add_arguments", "run", "open_checkpoint"]
 
 NAME = "inspect"
 USAGE = "PATH"
@@ -38,10 +38,6 @@ examples:
   workbench inspect run/last.pt --json
   workbench inspect model.ckpt --arch "resnet50(num_classes=10)" --partial
 """
-
-#: Auto-detection uses the best candidate when its score is at least this.
-DETECT_THRESHOLD = 0.9
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``workbench inspect`` (``--debug`` is added by :func:`~workbench.cli.guard.run_command`)."""
@@ -110,12 +106,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def open_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
-    """Open ``args.path`` through the one open policy (``core.model.opening.open_model``), answering its questions.
+    """Open ``args.path`` through the one answer policy (``core.model.open_policy.OpenPolicy``).
 
-    The command line answers the policy's questions itself: without an
-    architecture it takes the detected one when its score reaches
-    :data:`DETECT_THRESHOLD`, else (or when that guess does not load strictly)
-    it shows the weights-only tree with a note.
+    The command line answers the policy's questions with its own rules
+    (:class:`_CommandLineAnswers`): without an architecture it takes the detected
+    one when the policy calls it a fair guess, else (or when that guess does not load strictly) it shows the weights-only
+    tree with a note; trust and partial loading are answered up front
+    (``--trust``, ``--partial``). The file is read once whatever the answers.
 
     Parameters
     ----------
@@ -131,47 +128,36 @@ def open_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     Raises
     ------
     WorkbenchError
-        From reading / strict loading; the guard turns it into exit code 1.
+        From reading / strict loading, or the question ``--trust`` / ``--partial``
+        did not answer; the guard turns it into exit code 1.
     """
-    from workbench.core.errors import ArchitectureError
+    from workbench.core.model.open_policy import OpenPolicy
     from workbench.core.model.spec import ArchSpec
-    from workbench.core.model.opening import NeedsArchitecture, open_model
 
     extra = {"num_classes": args.num_classes} if args.num_classes is not None else {}
     out: dict[str, Any] = {"spec": None, "arch_source": None, "candidates": [], "report": None,
                            "weights_only": False, "notes": []}
     arch = ArchSpec.parse(args.arch, **extra) if args.arch else None
-    partial = bool(args.partial)
-    try:
-        opened = open_model(args.path, arch, trust=args.trust, partial=partial, kwargs=extra)
-        if arch is not None:
-            out["arch_source"] = "--arch"
-        elif opened.checkpoint.module is not None:
-            out["arch_source"] = "file (full module)"
-            opened.spec = opened.spec or ArchSpec(type(opened.model).__name__)
-        else:
-            out["arch_source"] = "checkpoint"
-    except NeedsArchitecture as need:
-        candidates = need.candidates[:5]
-        out["candidates"] = candidates
-        best = candidates[0] if candidates else None
-        if best is not None and best.score >= DETECT_THRESHOLD:
-            spec = best.spec.with_kwargs(**extra)
-            out["arch_source"] = f"detected (score {best.score:.3f})"
-            try:
-                opened = open_model(args.path, spec, trust=args.trust, partial=partial)
-            except ArchitectureError as exc:  # the detection was a guess: show the weights-only tree (exit 0)
-                out["notes"].append(
-                    f"Detected {spec} but it does not load strictly ({exc}). Showing the weights-only tree; "
-                    f"load the matching tensors with --arch {spec.name} --partial.")
-                out["report"] = exc.report
-                opened = open_model(args.path, trust=args.trust, weights_only=True)
-        else:
-            found = f"best guess {best.spec} scores {best.score:.2f}" if best else "no architecture matches"
-            out["notes"].append(
-                f"No architecture fits well enough ({found}); showing the weights-only tree. "
-                "Forward passes and training need an architecture: choose one with --arch.")
-            opened = open_model(args.path, trust=args.trust, weights_only=True)
+    policy = OpenPolicy(_CommandLineAnswers(out), guess_fallback=True)
+    opened = policy.open(args.path, arch, trust=args.trust, partial=bool(args.partial), kwargs=extra)
+    if opened is None:
+        raise policy.declined
+    out["candidates"] = out["candidates"] or policy.candidates[:5]
+    if policy.detected is not None:
+        out["arch_source"] = f"detected (score {policy.detected.score:.3f})"
+    if policy.guess_failed is not None:
+        spec, exc = policy.guess_failed
+        out["notes"].append(
+            f"Detected {spec} but it does not load strictly ({exc}). Showing the weights-only tree; "
+            f"load the matching tensors with --arch {spec.name} --partial.")
+        out["report"] = exc.report
+    elif arch is not None:
+        out["arch_source"] = "--arch"
+    elif opened.checkpoint.module is not None:
+        out["arch_source"] = "file (full module)"
+        opened.spec = opened.spec or ArchSpec(type(opened.model).__name__)
+    elif not policy.candidates:
+        out["arch_source"] = "checkpoint"
     out["checkpoint"] = opened.checkpoint
     out["model"] = opened.model
     out["weights_only"] = opened.weights_only
@@ -180,6 +166,40 @@ def open_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
         out["spec"] = opened.spec
         out["report"] = None if out["arch_source"] == "file (full module)" else opened.report
     return out
+
+
+class _CommandLineAnswers:
+    """The command line's answers to the open's questions (:class:`~workbench.core.model.open_policy.Asker`).
+
+    It never asks: ``--trust`` and ``--partial`` are the answers given up front
+    (no means the question ends the command with exit code 1); an architecture
+    is the detected best candidate when the policy calls it a fair guess
+    (:meth:`~workbench.core.model.open_policy.OpenPolicy.fair_guess`), else the weights only.
+    """
+
+    def __init__(self, out: dict[str, Any]):
+        self.out = out
+
+    def trust(self, err) -> bool:
+        return False
+
+    def architecture(self, candidates, file_name: str):
+        from workbench.core.model.open_policy import WEIGHTS_ONLY, OpenPolicy
+
+        self.out["candidates"] = candidates[:5]
+        guess = OpenPolicy.fair_guess(candidates)
+        if guess is not None:
+            self.out["arch_source"] = f"detected (score {guess.score:.3f})"
+            return guess.spec
+        best = candidates[0] if candidates else None
+        found = f"best guess {best.spec} scores {best.score:.2f}" if best else "no architecture matches"
+        self.out["notes"].append(
+            f"No architecture fits well enough ({found}); showing the weights-only tree. "
+            "Forward passes and training need an architecture: choose one with --arch.")
+        return WEIGHTS_ONLY
+
+    def partial_load(self, report, file_name: str, spec) -> bool:
+        return False
 
 
 def _arch_text(spec) -> str:
@@ -255,6 +275,7 @@ def _table(loaded: dict, root, rows: list[dict]) -> str:
         format_int,
         format_shape,
     )
+    from workbench.core.model.flops import macs
 
     ckpt = loaded["checkpoint"]
     meta = ckpt.metadata
@@ -327,5 +348,6 @@ def _table(loaded: dict, root, rows: list[dict]) -> str:
     lines.append(f"Trainable params  {format_int(root.trainable_params)}")
     lines.append(f"Size              {format_bytes(root.total_bytes)} (parameters and buffers)")
     if root.flops is not None:
-        lines.append(f"FLOPs             {format_int(root.flops)} ({format_flops(root.flops)})")
+        lines.append(f"FLOPs             {format_int(root.flops)} ({format_flops(root.flops)}, 2 per multiply-add)")
+        lines.append(f"Multiply-adds     {format_int(macs(root.flops))} (FLOPs / 2: what torchvision's _ops and many papers count)")
     return escaped(lines)  # key names come from the file: escaped

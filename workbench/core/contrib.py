@@ -12,6 +12,7 @@ kind                    entry-point group               the callable
 ``"metric"``            ``workbench.metrics``           ``metric(output, target) -> number``
 ``"loss"``              ``workbench.losses``            ``loss(output, target) -> 0-d tensor`` (a class: built without arguments)
 ``"probe"``             ``workbench.probes``            ``Class(sink, **kwargs) -> Callback``
+``"format"``            ``workbench.formats``           a module or object with ``match(path, head)`` and ``read(path, *, trust, head)``
 ======================  ==============================  ==========================================
 
 A name resolves from, in order:
@@ -63,7 +64,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import functools
 import hashlib
 import importlib
 import importlib.util
@@ -72,22 +72,22 @@ import json
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from workbench.core import warm_imports
+from workbench.core import versions, warm_imports
 from workbench.core.errors import ArchitectureError, ContributionError, DataError, TrustRequired, WorkbenchError
+from workbench.core.files import atomic_write_bytes
 
 __all__ = ["KINDS", "BUILTINS", "Contribution", "group", "contributions", "names", "is_registered", "check",
            "resolve", "own_contributions", "load_callable", "file_module_name", "import_file_module", "plain_kwargs", "plain_args",
-           "no_downloads", "cache_dir", "library_version", "write_atomic", "timm_names", "timm_model",
+           "no_downloads", "cache_dir", "canonical_spec", "MOVED_SPECS", "timm_names", "timm_model",
            "TIMM_PREFIX"]
 
 #: The kinds of contribution, singular; the entry-point group of each is :func:`group`.
-KINDS = ("architecture", "dataset", "step", "metric", "loss", "probe")
+KINDS = ("architecture", "dataset", "step", "metric", "loss", "probe", "format")
 
 #: Workbench's own contributions: kind -> name -> ``"pkg.mod:attr"`` (imported when resolved).
 BUILTINS: dict[str, dict[str, str]] = {
@@ -98,14 +98,22 @@ BUILTINS: dict[str, dict[str, str]] = {
     "metric": {},
     "loss": {},
     "probe": {"live_probes": "workbench.core.probe.callback:ProbeCallback"},
+    "format": {},  # the built-in formats are workbench.core.model.formats.BUILTIN_FORMATS, asked before these
 }
 
 #: Workbench's own builders that a file may name without trust, though they are listed nowhere (they need
 #: arguments only a file gives): what an opened Hugging Face / timm model folder records as its architecture
-#: (:mod:`workbench.core.model.hf_folder`: the config as plain JSON, checked to name a class of the installed
+#: (:mod:`workbench.core.model.hf_build`: the config as plain JSON, checked to name a class of the installed
 #: library; timm models always built with ``pretrained=False``).
 SAFE_BUILDERS: dict[str, frozenset[str]] = {"architecture": frozenset({
+    "workbench.core.model.hf_build:build_hf_model", "workbench.core.model.hf_build:build_timm_model",
     "workbench.core.model.hf_folder:build_hf_model", "workbench.core.model.hf_folder:build_timm_model"})}
+#: Specs that moved: the old ``"pkg.mod:attr"`` (in files saved before the move, and in run.toml files)
+#: -> where it lives now. The one alias table: :func:`canonical_spec` applies it wherever a spec resolves.
+MOVED_SPECS: dict[str, str] = {
+    "workbench.core.model.hf_folder:build_hf_model": "workbench.core.model.hf_build:build_hf_model",
+    "workbench.core.model.hf_folder:build_timm_model": "workbench.core.model.hf_build:build_timm_model",
+}
 
 #: The error each kind raises (all are :class:`~workbench.core.errors.WorkbenchError`).
 _ERRORS: dict[str, type[WorkbenchError]] = {"architecture": ArchitectureError, "dataset": DataError}
@@ -185,31 +193,9 @@ def cache_dir() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "workbench"
 
 
-@functools.lru_cache(maxsize=None)
-def library_version(dist: str) -> str | None:
-    """The installed version of distribution ``dist`` (``"timm"``), from its metadata; None when not installed.
-
-    Nothing is imported; remembered for the process.
-    """
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def canonical_spec(spec: Any) -> Any:
+    """``spec`` where it lives now (:data:`MOVED_SPECS`); anything else unchanged."""
+    return MOVED_SPECS.get(spec, spec) if isinstance(spec, str) else spec
 
 
 _TIMM_NAMES: dict[tuple[str, str], frozenset[str]] = {}
@@ -222,7 +208,7 @@ def timm_names() -> frozenset[str]:
     there (no import: a few milliseconds); else timm is imported once (0.5-4 s)
     and the file written. Remembered for the process (per cache folder).
     """
-    ver = library_version("timm")
+    ver = versions.library_version("timm")
     if ver is None:
         return frozenset()
     path = cache_dir() / f"timm-{ver}-names.json"
@@ -241,7 +227,7 @@ def timm_names() -> frozenset[str]:
             return frozenset()
         listed = sorted(timm.list_models())
         try:
-            write_atomic(path, json.dumps(listed).encode())
+            atomic_write_bytes(path, json.dumps(listed).encode())
         except OSError:  # a read-only cache: list again next time
             pass
     _TIMM_NAMES[memo] = frozenset(listed)
@@ -310,7 +296,7 @@ def contributions(kind: str) -> list[Contribution]:
     out = own_contributions(kind, skip=frozenset(tv))
     out += [Contribution(kind, name, f"torchvision.models:{name}", "torchvision") for name in tv]
     if kind == "architecture":
-        ver = library_version("timm")
+        ver = versions.library_version("timm")
         out += [Contribution(kind, TIMM_PREFIX + name, "timm:create_model", f"timm {ver}")
                 for name in sorted(timm_names())]
     return out
@@ -455,6 +441,7 @@ def resolve(kind: str, spec: str, *, origin: str | Path | None = None, trust: bo
         ``kind`` is not one of :data:`KINDS`.
     """
     _check_kind(kind)
+    spec = canonical_spec(spec)
     if origin is not None:
         base = check(kind, spec, origin, trust=trust) or base
     elif not isinstance(spec, str) or not spec.strip():
@@ -503,7 +490,9 @@ def _load_entry_point(kind: str, name: str, eps: list[EntryPoint]) -> Callable[.
     except Exception as exc:  # a broken package must not take the caller down
         raise _error(kind)(f"{kind} {name!r} from {_source(ep)} could not be imported "
                            f"({type(exc).__name__}: {exc}). Reinstall or update that package.") from exc
-    if not callable(obj):
+    if kind == "format" and not (callable(getattr(obj, "match", None)) and callable(getattr(obj, "read", None))):
+        raise _error(kind)(f"format {name!r} from {_source(ep)} ({ep.value}) has no match and read functions.")
+    if kind != "format" and not callable(obj):
         raise _error(kind)(f"{kind} {name!r} from {_source(ep)} ({ep.value}) is a {type(obj).__name__}, "
                            "not a callable.")
     return obj
@@ -561,7 +550,7 @@ def load_callable(spec: str, base: str | Path | None = None, *, kind: str = "arc
         (by ``kind``) malformed spec, file not found, import failure, not a callable.
     """
     error = _error(kind)
-    target, _, attr = spec.rpartition(":")
+    target, _, attr = canonical_spec(spec).rpartition(":")
     if not target or not attr:
         raise error(f"{kind} spec {spec!r} must look like package.module:callable or path/file.py:callable.")
     warm_imports.claim()  # a factory's module may import transformers: never beside the window's imports ahead

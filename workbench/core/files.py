@@ -41,16 +41,19 @@ _TEMP_NAME = re.compile(r"^\.(?P<name>.+?)\.(?:(?P<pid>\d+)-(?P<host>[0-9a-f]{8}
 LEGACY_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
 #: The other files older Workbench versions wrote atomically into a run folder.
 LEGACY_NAMES = frozenset({"status.json", "run.toml", "metrics.csv", "lr_find.csv"})
+#: The cache files older Workbench versions wrote atomically (``contrib``'s own writer, now
+#: :func:`atomic_write`): timm's name lists and the architecture index.
+LEGACY_CACHE = re.compile(r"timm-.+-names\.json|.+\.json\.gz")
 
 
 def is_legacy_target(name: str) -> bool:
     """Whether older Workbench versions wrote ``name`` atomically (so ``.NAME.<random>.tmp`` may be theirs).
 
     Checkpoints (:data:`LEGACY_SUFFIXES`: ``last.pt``, ``best.pt``, ``init.pt``,
-    ``epoch_3.pt``, a saved ``model.safetensors``) and the run folder's own files
-    (:data:`LEGACY_NAMES`). A document's name (``thesis.docx``, ``data.csv``) is not.
+    ``epoch_3.pt``, a saved ``model.safetensors``), the run folder's own files
+    (:data:`LEGACY_NAMES`) and the cache's (:data:`LEGACY_CACHE`). A document's name (``thesis.docx``, ``data.csv``) is not.
     """
-    return name.lower().endswith(LEGACY_SUFFIXES) or name in LEGACY_NAMES
+    return name.lower().endswith(LEGACY_SUFFIXES) or name in LEGACY_NAMES or bool(LEGACY_CACHE.fullmatch(name))
 
 
 def _host_tag() -> str:

@@ -19,7 +19,7 @@ imported on two threads at once (which Python allows, but may then hand a
 partially initialised module to one of the two).
 
 Callers of :func:`claim`: opening a model folder and rebuilding its model
-(:mod:`workbench.core.model.hf_folder`), importing a spec's module
+(:mod:`workbench.core.model.hf_build`), importing a spec's module
 (:func:`workbench.core.contrib.load_callable`: a factory may import
 transformers) and LoRA (peft imports transformers).
 

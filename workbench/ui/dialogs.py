@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 
 #: Returned by :meth:`ArchitectureDialog.chosen` for "show the weights without an architecture".
 WEIGHTS_ONLY = "weights_only"
@@ -93,7 +93,7 @@ class ArchitectureDialog(QDialog):
     """Choose what module a bare state_dict loads into (objectName ``archDialog``, list ``archList``).
 
     Rows: the core's detected candidates, best first with their match score, then
-    every architecture from ``core.model.architectures.list_architectures()``. A factory
+    every architecture from ``core.model.meta_build.list_architectures()``. A factory
     spec can be typed in instead; "Weights only" shows the tensors without an
     architecture. When no candidate reaches :data:`FIT_THRESHOLD` the dialog says
     so and "Weights only" is the default button (Enter), so a file nothing fits
@@ -334,7 +334,7 @@ def load_report_dialog(report, file_name: str, arch_name: str, parent=None) -> Q
 
     Parameters
     ----------
-    report : core.model.architectures.LoadReport
+    report : core.model.loading.LoadReport
     """
     box = _warning_box(parent, "loadReportDialog", "The weights do not fit the architecture")
     box.setText(f"{file_name} does not load cleanly into {arch_name}: "

@@ -1,11 +1,13 @@
 """FileActions: File > Open / Open Recent / New / Demo / Save / Export for the session.
 
-Opening goes through the one open policy
-(:func:`workbench.core.model.opening.open_model`): each typed question it
-raises (trust, architecture, partial fit) is put to the user through the
-prompts, and the file is opened again with the answer. A bare state_dict whose
+Opening goes through the one answer policy
+(:class:`workbench.core.model.open_policy.OpenPolicy`): each typed question
+:func:`~workbench.core.model.opening.open_model` raises (trust, architecture,
+partial fit) is put to the user through the prompts, and the open resumes from
+what was read with the answer (the file is read once). A bare state_dict whose
 detected best match is unique and matches every key and shape opens in it with
-no question (the status bar names it; Edit > Change architecture… asks). Every
+no question (the status bar names it; Edit > Change architecture… asks). The
+example input comes with the opened model (``Opened.example`` / ``input_shape``). Every
 file opened is checked for NaN / Inf weights
 (:func:`workbench.core.model.health_check.find_nonfinite`): the tree badges the
 modules and the status bar names the tensors. Saving goes through the one
@@ -19,16 +21,18 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QSettings, Signal
 from PySide6.QtWidgets import QWidget
 
-from workbench.core.errors import CheckpointCorrupt, TrustRequired, WorkbenchError
+from workbench.core.errors import CheckpointCorrupt, WorkbenchError
 from workbench.core.files import atomic_write_text
-from workbench.core.model import architectures, saving
+from workbench.core.model import meta_build, saving
 from workbench.core.model import tree as core_tree
-from workbench.core.model.architectures import ArchSpec, Candidate, detect_architecture
+from workbench.core.model.detection import Candidate, detect_architecture
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.demo import DEMO_INPUT_SHAPE, DigitsCNN
 from workbench.core.model.diff import module_diff
-from workbench.core.model.example_input import timm_input_shape
+from workbench.core.model.example_input import spec_input_shape
 from workbench.core.model.health_check import NonFiniteTensor, find_nonfinite, nonfinite_summary
-from workbench.core.model.opening import NeedsArchitecture, Opened, PartialFit, open_model
+from workbench.core.model.open_policy import OpenPolicy
+from workbench.core.model.opening import Opened
 from workbench.core.model.skeleton import is_skeleton
 from workbench.core.train.trainer.commands import SaveNow
 from workbench.core.probe.health import Badge
@@ -38,35 +42,11 @@ from workbench.ui.prompts import CHECKPOINT_FILTER
 from workbench.ui.session import Session
 from workbench.ui.threading import run_in_background
 
-__all__ = ["FileActions", "default_input_shape", "MAX_RECENT"]
+__all__ = ["FileActions", "MAX_RECENT"]
 
 MAX_RECENT = 10
 #: QSettings key of the folder File > Open starts in (the last folder a file was opened from).
 LAST_FOLDER_KEY = "lastOpenFolder"
-#: Input shape filled in for image classifiers built from torchvision names.
-IMAGE_INPUT_SHAPE = (1, 3, 224, 224)
-
-
-def default_input_shape(spec: ArchSpec | None) -> tuple[int, ...] | None:
-    """The example input shape to annotate a model with: the demo's, a Tabular MLP's row, a timm model's
-    ``pretrained_cfg`` input size, or ``(1, 3, 224, 224)`` for torchvision classification models; None when
-    unknown."""
-    if spec is None:
-        return None
-    if spec.name == "digits_cnn":
-        return DEMO_INPUT_SHAPE
-    if spec.name == "tabular_mlp" and isinstance(spec.kwargs.get("in_features"), int):
-        return (1, spec.kwargs["in_features"])  # one row of the table's features
-    timm_shape = timm_input_shape(spec.name)  # timm's pretrained_cfg (efficientnet_b3: 288 x 288)
-    if timm_shape is not None:
-        return timm_shape
-    try:
-        import torchvision
-
-        classifiers = set(torchvision.models.list_models(module=torchvision.models))
-    except Exception:  # pragma: no cover - torchvision API drift
-        return None
-    return IMAGE_INPUT_SHAPE if spec.name in classifiers else None
 
 
 class FileActions(QObject):
@@ -148,8 +128,8 @@ class FileActions(QObject):
         opened, bad = opened
         detected = self._detected
         source = opened.source + (f" · {opened.spec} (detected)" if detected is not None else "")
-        self.session.set_model(opened.model, opened.spec, opened.checkpoint, default_input_shape(opened.spec),
-                               source=source, example=getattr(opened, "example", None))
+        self.session.set_model(opened.model, opened.spec, opened.checkpoint, opened.input_shape,
+                               source=source, example=opened.example)
         self._show_health(bad, detected)
         self._add_recent(path)
         self.settings.setValue(LAST_FOLDER_KEY, str(path.resolve().parent))
@@ -190,42 +170,25 @@ class FileActions(QObject):
 
     def _open(self, path: Path, arch, trust: bool,
               choose: bool = False) -> tuple[Opened, list[NonFiniteTensor]] | None:
-        """:func:`open_model`, answering its questions through the prompts, and its non-finite tensors.
+        """The open policy, answering its questions through the prompts, and the model's non-finite tensors.
 
         None when cancelled. ``choose`` asks for the architecture first, whatever the file says.
         """
-        partial = weights_only = False
+        weights_only = False
         if choose:
             arch = self._ask_architecture(path)
             if arch is None:
                 return None
             weights_only, arch = arch == WEIGHTS_ONLY, (None if arch == WEIGHTS_ONLY else arch)
-        while True:
-            try:  # reading a large file and ranking architectures take seconds: keep the window painting
-                return run_in_background(
-                    lambda a=arch, t=trust, p=partial, w=weights_only: _open_and_check(
-                        path, a, trust=t, partial=p, weights_only=w),
-                    f"Opening {path.name}…", self._dialog_parent())
-            except TrustRequired as err:
-                if trust or not self.prompts.trust(err):
-                    return None
-                trust = True
-            except NeedsArchitecture as err:
-                match = err.unique_match
-                if match is not None and not choose:  # one answer: no question (as the command line)
-                    arch, self._detected = match.spec, match
-                    continue
-                choice = self.prompts.architecture(err.candidates, Path(err.checkpoint.path).name)
-                if choice is None:
-                    return None
-                if choice == WEIGHTS_ONLY:
-                    weights_only = True
-                else:
-                    arch = choice
-            except PartialFit as err:
-                if partial or not self.prompts.partial_load(err.report, Path(err.checkpoint.path).name, err.spec):
-                    return None
-                partial = True
+        parent = self._dialog_parent()
+        # reading a large file and ranking architectures take seconds: keep the window painting
+        policy = OpenPolicy(self.prompts, take_unique_match=not choose,
+                            run=lambda step: run_in_background(step, f"Opening {path.name}…", parent))
+        opened = policy.open(path, arch, trust=trust, weights_only=weights_only)
+        if opened is None:
+            return None
+        self._detected = policy.detected
+        return opened, run_in_background(lambda: find_nonfinite(opened.model), f"Checking {path.name}…", parent)
 
     def _ask_architecture(self, path: Path):
         """The Architecture dialog on the session's checkpoint: an ArchSpec, ``WEIGHTS_ONLY`` or None."""
@@ -286,11 +249,11 @@ class FileActions(QObject):
         if spec is None:
             return False
         try:
-            model = architectures.build_module(spec)
+            model = meta_build.build_module(spec)
         except (WorkbenchError, TypeError, ValueError) as exc:
             self.prompts.error(f"New from architecture {spec}: {exc}")
             return False
-        self.session.set_model(model, spec, None, default_input_shape(spec), source=f"new {spec}")
+        self.session.set_model(model, spec, None, spec_input_shape(spec), source=f"new {spec}")
         return True
 
     def new_table_model(self) -> bool:
@@ -451,9 +414,3 @@ class FileActions(QObject):
         path = self.prompts.save_path("Export summary", "Markdown (*.md);;CSV (*.csv)", "summary.md")
         if path:
             self.export_summary(path)
-
-
-def _open_and_check(path: Path, arch, **options) -> tuple[Opened, list[NonFiniteTensor]]:
-    """:func:`open_model`, then the NaN/Inf pass over its tensors (both off the GUI thread)."""
-    opened = open_model(path, arch, **options)
-    return opened, find_nonfinite(opened.model)

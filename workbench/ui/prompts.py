@@ -16,8 +16,10 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox, QWidget
 
 from workbench.core.errors import TrustRequired
-from workbench.core.model import architectures
-from workbench.core.model.architectures import ArchSpec, Candidate, LoadReport
+from workbench.core.model import meta_build
+from workbench.core.model.detection import Candidate
+from workbench.core.model.loading import LoadReport
+from workbench.core.model.spec import ArchSpec
 from workbench.ui import dialogs, nonfinite_dialog
 
 __all__ = ["Prompts", "CHECKPOINT_FILTER", "with_filter_suffix"]
@@ -82,7 +84,7 @@ class Prompts:
     # ------------------------------------------------------------------ opening a model
     def architecture(self, candidates: list[Candidate], file_name: str) -> ArchSpec | str | None:
         """The Architecture dialog for ``file_name``: an ``ArchSpec``, ``dialogs.WEIGHTS_ONLY`` or None."""
-        dialog = dialogs.ArchitectureDialog(candidates, architectures.list_architectures(), file_name, self.parent)
+        dialog = dialogs.ArchitectureDialog(candidates, meta_build.list_architectures(), file_name, self.parent)
         dialog.exec()
         choice = dialog.chosen()
         dialog.deleteLater()
@@ -90,7 +92,7 @@ class Prompts:
 
     def new_architecture(self) -> ArchSpec | None:
         """File > New from architecture: the spec chosen, or None."""
-        dialog = dialogs.NewModelDialog(architectures.list_architectures(), self.parent)
+        dialog = dialogs.NewModelDialog(meta_build.list_architectures(), self.parent)
         dialog.exec()
         spec = dialog.chosen()
         dialog.deleteLater()

@@ -18,14 +18,13 @@ from tests.core.model.checkpoint_files import (
     save_torchscript,
 )
 from workbench.core.errors import TrustRequired
-from workbench.core.model.architectures import ArchSpec, load_model
-from workbench.core.model.checkpoint import (
-    detect_container,
-    guess_optimizer_class,
-    read_checkpoint,
-    strip_prefixes,
-    tensor_stats,
-)
+from workbench.core.model.loading import load_model
+from workbench.core.model.spec import ArchSpec
+from workbench.core.model.formats import read_checkpoint
+from workbench.core.model.formats.metadata import tensor_stats
+from workbench.core.model.formats.optimizer_guess import guess_optimizer_class
+from workbench.core.model.formats.sniff import detect_container
+from workbench.core.model.prefixes import strip_prefixes
 
 MODELS = {
     "resnet18": (lambda: make_model("resnet18", num_classes=10), ArchSpec("resnet18", {"num_classes": 10})),

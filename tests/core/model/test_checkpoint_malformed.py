@@ -17,7 +17,8 @@ from safetensors.torch import save_file
 from tests.core.model.checkpoint_damage import nest_deep
 from workbench.core.digest import DIGEST_KEY, MAX_DEPTH, add_digest, check_digest
 from workbench.core.errors import ArchitectureError, CheckpointCorrupt, CheckpointError
-from workbench.core.model.checkpoint import read_checkpoint, verify_checkpoint
+from workbench.core.model.formats import read_checkpoint
+from workbench.core.model.formats.intact import verify_checkpoint
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.opening import open_model
 

@@ -18,8 +18,8 @@ from torch import nn
 
 from workbench import cli
 from workbench.core.errors import ArchitectureError, TrustRequired
-from workbench.core.model.architectures import ArchSpec
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.spec import ArchSpec
+from workbench.core.model.formats import read_checkpoint
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.opening import open_model
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig

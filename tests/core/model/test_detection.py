@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.core.model.checkpoint_files import make_model, save_lightning
@@ -10,7 +9,7 @@ from workbench.core.model.detection import detect_architecture
 from workbench.core.model.loading import load_model
 from workbench.core.model.meta_build import build_module
 from workbench.core.model.spec import ArchSpec
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.formats import read_checkpoint
 
 
 def meta_state_dict(name: str, **kwargs) -> dict:

@@ -140,7 +140,7 @@ def test_an_example_that_does_not_fit_names_what_it_holds():
 
 def test_the_warm_up_of_an_embedding_model_takes_its_hinted_shape():
     from workbench.core.train.config import DataConfig, TrainConfig
-    from workbench.core.train.launch.process import make_warm_up
+    from workbench.core.train.launch.training_process import make_warm_up
 
     config = TrainConfig(data=DataConfig(dataset="digits", batch_size=4))
     assert make_warm_up(tiny_transformer(), config, None)["input_shape"] == [16]

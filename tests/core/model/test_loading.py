@@ -13,7 +13,7 @@ from workbench.core.errors import ArchitectureError
 from workbench.core.model.loading import load_model, load_state_dict_into
 from workbench.core.model.meta_build import build_module
 from workbench.core.model.spec import ArchSpec
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.formats import read_checkpoint
 from workbench.core.model.demo import DigitsCNN
 
 

@@ -221,7 +221,8 @@ def test_conv2d_adapters_merge_too():
 
 def test_a_run_file_replays_the_adapters_before_its_init_weights_load(tmp_path):
     """What ``workbench train run.toml`` does with a window's LoRA edit: edits, then init.pt, then the frozen set."""
-    from workbench.core.model.architectures import ArchSpec, build_module
+    from workbench.core.model.meta_build import build_module
+    from workbench.core.model.spec import ArchSpec
     from workbench.core.model.names import frozen_names
     from workbench.core.train.config import ModelConfig
     from workbench.core.train.launch.headless import model_from_config

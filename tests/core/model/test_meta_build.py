@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 
-
 from tests.core.model.checkpoint_files import SMALL_VIT_SPEC
 from workbench.core.model.meta_build import build_module, list_architectures
 from workbench.core.model.spec import ArchSpec

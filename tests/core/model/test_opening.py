@@ -8,7 +8,7 @@ import torchvision
 
 from tests.core.model.checkpoint_files import TIED_SPEC, TiedDigits, save_lightning, save_pickled_module
 from workbench.core.errors import TrustRequired
-from workbench.core.model.architectures import ArchSpec
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.opening import NeedsArchitecture, PartialFit, open_model
 

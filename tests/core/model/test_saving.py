@@ -11,8 +11,9 @@ import torch
 import workbench
 from tests.core.model.checkpoint_files import make_model
 from workbench.core.errors import CheckpointError
-from workbench.core.model.architectures import ArchSpec, load_model
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.loading import load_model
+from workbench.core.model.spec import ArchSpec
+from workbench.core.model.formats import read_checkpoint
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.saving import checkpoint_payload, save_checkpoint
 from workbench.core.rng import rng_state

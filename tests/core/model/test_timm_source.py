@@ -18,7 +18,8 @@ from torch import nn
 
 from workbench.core import contrib
 from workbench.core.errors import ArchitectureError, TrustRequired
-from workbench.core.model.architectures import ArchSpec, build_module
+from workbench.core.model.meta_build import build_module
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.opening import NeedsArchitecture, Opened, open_model
 
 import timm  # noqa: E402 - in the test extra

@@ -144,8 +144,8 @@ def test_a_plan_only_report_is_plain_data():
 
 def test_the_cadence_reaches_a_training_process_before_and_during_the_run(tmp_path):
     """The window's copy is built again in the process from settings(); set_cadence crosses as a callback call."""
-    from tests.core.train.launch.test_process import _run
-    from workbench.core.train.launch.process import RemoteControl, make_job
+    from tests.core.train.launch.test_training_process import _run
+    from workbench.core.train.launch.training_process import RemoteControl, make_job
 
     window_copy = ProbeCallback(lambda r: None, probed=["classifier"])
     window_copy.set_cadence(4)  # chosen before Start

@@ -24,7 +24,7 @@ def test_a_bert_folder_opens_with_shapes_and_flops(main_window, tmp_path):
 
 def test_a_timm_model_gets_its_pretrained_cfg_input_size(main_window):
     """File > New from architecture timm/efficientnet_b3: the tree's shapes for 288 x 288, timm's own size."""
-    from workbench.core.model.architectures import ArchSpec
+    from workbench.core.model.spec import ArchSpec
 
     win, _ = main_window
     assert win.new_from_architecture(ArchSpec("timm/efficientnet_b3", {"num_classes": 4}))

@@ -14,7 +14,7 @@ import torch
 
 from workbench.core.errors import ArchitectureError
 from workbench.core.model import arch_index
-from workbench.core.model.checkpoint import common_leading, strip_prefixes
+from workbench.core.model.prefixes import common_leading, strip_prefixes
 from workbench.core.model.meta_build import build_module
 from workbench.core.model.spec import ArchSpec
 

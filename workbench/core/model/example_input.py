@@ -44,6 +44,11 @@ __all__ = [
     "token_embedding",
     "default_input_shape",
     "model_device_dtype",
+    "timm_input_shape",
+    "spec_input_shape",
+    "IMAGE_INPUT_SHAPE",
+    "hf_example_input",
+    "timm_example",
 ]
 
 #: Shape ``(N, L)`` of the token ids made for an embedding model without a typed shape.
@@ -299,3 +304,92 @@ def timm_input_shape(name: str) -> tuple[int, ...] | None:
     except Exception:  # noqa: BLE001 - an older timm without it: no hint
         return None
     return (1, *(int(d) for d in size)) if size is not None and len(size) == 3 else None
+
+
+#: Input shape of image classifiers built from torchvision names.
+IMAGE_INPUT_SHAPE = (1, 3, 224, 224)
+
+
+def spec_input_shape(spec: Any) -> tuple[int, ...] | None:
+    """The example input shape an architecture spec implies, or None when unknown.
+
+    The demo's; a Tabular MLP's row ``(1, in_features)``; a timm model's
+    :data:`IMAGE_INPUT_SHAPE` for torchvision classification models; or a timm
+    model's ``pretrained_cfg`` input size (:func:`timm_input_shape`).
+
+    Parameters
+    ----------
+    spec : ArchSpec or None
+        Anything with ``name`` and ``kwargs``.
+    """
+    if spec is None:
+        return None
+    from workbench.core.model.demo import DEMO_INPUT_SHAPE
+
+    if spec.name == "digits_cnn":
+        return DEMO_INPUT_SHAPE
+    if spec.name == "tabular_mlp" and isinstance(spec.kwargs.get("in_features"), int):
+        return (1, spec.kwargs["in_features"])  # one row of the table's features
+    try:
+        import torchvision
+
+        classifiers = set(torchvision.models.list_models(module=torchvision.models))
+    except Exception:  # pragma: no cover - torchvision API drift
+        classifiers = set()
+    if spec.name in classifiers:  # a torchvision name is torchvision's model, never timm's of the same name
+        return IMAGE_INPUT_SHAPE
+    return timm_input_shape(spec.name)  # timm's pretrained_cfg (efficientnet_b3: 288 x 288)
+
+
+#: Shape ``(N, L)`` of a Hugging Face model's example token ids.
+HF_EXAMPLE_TOKENS = (1, 16)
+
+
+def hf_example_input(config: Mapping | Any, *, seq_len: int = HF_EXAMPLE_TOKENS[1], batch: int = 1,
+                     seed: int = 0) -> dict[str, torch.Tensor]:
+    """What to call a Hugging Face model with for its shapes and FLOPs, from its config.
+
+    * a text config (``vocab_size``): ``input_ids`` int64 ``(batch, L)`` uniform
+      in ``[0, vocab_size)`` and ``attention_mask`` int64 ones ``(batch, L)``,
+      with ``L = min(seq_len, max_position_embeddings / n_positions)``;
+    * a vision config (``image_size``): ``pixel_values`` float32
+      ``(batch, num_channels, H, W)`` standard normal (``image_size`` an int or
+      ``[H, W]``; ``num_channels`` default 3).
+
+    A config with both gives both; random values come from a private generator
+    seeded with ``seed`` (the global RNG does not move).
+
+    Parameters
+    ----------
+    config : mapping or transformers.PretrainedConfig
+    seq_len, batch : int
+    seed : int
+
+    Returns
+    -------
+    dict of str to Tensor
+        Keyword arguments, ``model(**example)``; empty when the config has neither key.
+    """
+    cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    gen = torch.Generator().manual_seed(seed)
+    out: dict[str, torch.Tensor] = {}
+    vocab = cfg.get("vocab_size")
+    if isinstance(vocab, int) and vocab > 0:
+        limits = [cfg.get(k) for k in ("max_position_embeddings", "n_positions", "max_seq_len")]
+        length = min([seq_len] + [n for n in limits if isinstance(n, int) and n > 0])
+        out["input_ids"] = torch.randint(0, vocab, (batch, length), generator=gen, dtype=torch.long)
+        out["attention_mask"] = torch.ones(batch, length, dtype=torch.long)
+    size = cfg.get("image_size")
+    if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 2):
+        h, w = (size, size) if isinstance(size, int) else size
+        channels = cfg.get("num_channels") if isinstance(cfg.get("num_channels"), int) else 3
+        out["pixel_values"] = torch.randn(batch, channels, h, w, generator=gen)
+    return out
+
+
+def timm_example(pretrained_cfg: Mapping) -> ExampleInput | None:
+    """Zeros ``(1, C, H, W)`` of a timm ``pretrained_cfg["input_size"]``, or None without one."""
+    size = pretrained_cfg.get("input_size")
+    if isinstance(size, list) and len(size) == 3 and all(isinstance(d, int) and d > 0 for d in size):
+        return ExampleInput(args=(torch.zeros(1, *size),))
+    return None

@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from workbench.core.errors import ArchitectureError
-from workbench.core.model.checkpoint import Checkpoint, strip_prefixes
+from workbench.core.model.checkpoint import Checkpoint, copy_metadata
+from workbench.core.model.prefixes import strip_prefixes
 from workbench.core.model.meta_build import build_module
 from workbench.core.model.spec import ArchSpec
 
@@ -83,7 +84,7 @@ def _compare(module: nn.Module, state_dict: Mapping[str, torch.Tensor], stripped
             usable[key] = value
     # BatchNorm tolerates a missing num_batches_tracked (old checkpoints); so do we.
     report.missing = [k for k in own if k not in state_dict and not k.endswith("num_batches_tracked")]
-    return report, usable
+    return report, copy_metadata(usable, state_dict)
 
 
 def _match_dtypes(module: nn.Module, usable: dict) -> dict:
@@ -93,7 +94,7 @@ def _match_dtypes(module: nn.Module, usable: dict) -> dict:
     for key, value in usable.items():
         target = own[key].dtype
         out[key] = value.to(target) if value.dtype != target and value.is_floating_point() and target.is_floating_point else value
-    return out
+    return copy_metadata(out, usable)
 
 
 def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tensor], *, strict: bool = True) -> LoadReport:

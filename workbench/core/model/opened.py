@@ -1,5 +1,9 @@
 """What opening a file gives, and the questions it asks: :class:`Opened`, :class:`NeedsArchitecture`,
-:class:`PartialFit` (used by :mod:`workbench.core.model.opening` and :mod:`workbench.core.model.hf_folder`). Qt-free."""
+:class:`PartialFit` (used by :mod:`workbench.core.model.opening` and :mod:`workbench.core.model.hf_build`).
+
+A question carries what was read (``checkpoint``), so its answer resumes from
+there (:func:`workbench.core.model.opening.open_spec`) without reading the file
+again. Qt-free."""
 
 from __future__ import annotations
 
@@ -9,11 +13,18 @@ from pathlib import Path
 from torch import nn
 
 from workbench.core.errors import ArchitectureError
-from workbench.core.model.architectures import ArchSpec, Candidate, LoadReport
+from workbench.core.model.detection import Candidate
+from workbench.core.model.loading import LoadReport
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.checkpoint import Checkpoint
 from workbench.core.model.example_input import ExampleInput
 
-__all__ = ["Opened", "NeedsArchitecture", "PartialFit"]
+__all__ = ["Opened", "NeedsArchitecture", "PartialFit", "UNIQUE_MATCH_SCORE", "DETECT_THRESHOLD"]
+
+#: A candidate scoring this (every key and shape matches) that no other candidate ties is taken without a question.
+UNIQUE_MATCH_SCORE = 1.0
+#: The best candidate is a fair guess from this score (the command line takes it, the window asks).
+DETECT_THRESHOLD = 0.9
 
 
 class NeedsArchitecture(ArchitectureError):
@@ -33,8 +44,8 @@ class NeedsArchitecture(ArchitectureError):
 
     @property
     def unique_match(self) -> Candidate | None:
-        """The one candidate that matches every key and shape (score 1), or None (none, or a tie)."""
-        perfect = [c for c in self.candidates if c.score >= 1.0]
+        """The one candidate that matches every key and shape (:data:`UNIQUE_MATCH_SCORE`), or None (none, or a tie)."""
+        perfect = [c for c in self.candidates if c.score >= UNIQUE_MATCH_SCORE]
         return perfect[0] if len(perfect) == 1 else None
 
 
@@ -47,10 +58,14 @@ class PartialFit(ArchitectureError):
     spec : ArchSpec
     report : LoadReport
         Missing, unexpected and mismatched tensors.
+    edits : list of dict
+        The structural edits made before loading (answer with
+        ``open_spec(err.checkpoint, err.spec, partial=True, edits=err.edits)``).
     """
 
-    def __init__(self, checkpoint: Checkpoint, spec: ArchSpec, report: LoadReport, message: str):
-        self.checkpoint, self.spec = checkpoint, spec
+    def __init__(self, checkpoint: Checkpoint, spec: ArchSpec, report: LoadReport, message: str,
+                 edits: list[dict] = ()):
+        self.checkpoint, self.spec, self.edits = checkpoint, spec, list(edits)
         super().__init__(message, report)
 
 
@@ -75,7 +90,13 @@ class Opened:
     example : ExampleInput or None
         What the file says the model is called with (a model folder's config:
         token ids and a mask, ``pixel_values``, timm's ``input_size``); None
-        when the file says nothing (the caller's own rule applies).
+        when the file says nothing.
+    input_shape : tuple of int or None
+        The example input shape the architecture implies when the file gives
+        no ``example`` (:func:`~workbench.core.model.example_input.spec_input_shape`:
+        the demo's, a Tabular MLP's row, timm's ``input_size``, 224 x 224 for
+        torchvision classifiers), else the model's own hint
+        (:func:`~workbench.core.model.example_input.default_input_shape`); None when unknown.
     """
 
     model: nn.Module
@@ -85,6 +106,7 @@ class Opened:
     weights_only: bool = False
     notes: list[str] = field(default_factory=list)
     example: ExampleInput | None = None
+    input_shape: tuple[int, ...] | None = None
 
     @property
     def source(self) -> str:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from workbench.core.errors import ArchitectureError
-from workbench.core.model.checkpoint import strip_prefixes
+from workbench.core.model.prefixes import strip_prefixes
 
 
 class WeightsOnlyModule(nn.Module):

@@ -18,7 +18,8 @@ from tests.core.model.checkpoint_files import optimizer_for, save_training_dict
 from workbench.core.digest import DIGEST_KEY, add_digest, check_digest, tensor_digests
 from workbench.core.errors import CheckpointCorrupt, CheckpointError
 from workbench.core.files import atomic_save
-from workbench.core.model.checkpoint import newest_intact, read_checkpoint, verify_checkpoint
+from workbench.core.model.formats import read_checkpoint
+from workbench.core.model.formats.intact import newest_intact, verify_checkpoint
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.saving import checkpoint_payload, save_checkpoint
 
@@ -195,7 +196,7 @@ def test_only_a_checkpoint_of_the_same_model_is_named_intact(tmp_path):
     """A mixed folder (Downloads): newer digested checkpoints of other models are never offered."""
     from torch import nn
 
-    from workbench.core.model.checkpoint import model_signature
+    from workbench.core.model.formats.intact import model_signature
 
     now = time.time()
     best = save_at(tmp_path / "best.pt", payload(epoch=2), now - 400)
@@ -227,19 +228,19 @@ def test_only_a_checkpoint_of_the_same_model_is_named_intact(tmp_path):
 
 def test_a_search_never_fails_on_a_neighbour(tmp_path, monkeypatch):
     """Whatever a candidate's check raises, the search passes over it."""
-    from workbench.core.model import checkpoint
+    from workbench.core.model.formats import intact
 
     now = time.time()
     best = save_at(tmp_path / "best.pt", payload(epoch=2), now - 300)
     newer = save_at(tmp_path / "epoch_3.pt", payload(epoch=3), now - 200)
     last = save_at(tmp_path / "last.pt", payload(epoch=4), now - 100)
     flip_tensor_byte(last)
-    real = checkpoint.check_digest
+    real = intact.check_digest
 
     def flaky(obj):
         if obj.get("epoch") == 3:
             raise RuntimeError("a bug in a check")
         return real(obj)
 
-    monkeypatch.setattr(checkpoint, "check_digest", flaky)
+    monkeypatch.setattr(intact, "check_digest", flaky)
     assert newest_intact(last) == best != newer

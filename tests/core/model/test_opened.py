@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 import torchvision
 
-from workbench.core.model.architectures import ArchSpec, Candidate
+from workbench.core.model.detection import Candidate
+from workbench.core.model.spec import ArchSpec
 from workbench.core.model.opening import NeedsArchitecture, open_model
 
 

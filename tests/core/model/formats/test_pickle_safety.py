@@ -13,8 +13,10 @@ import torch
 
 from tests.core.model.checkpoint_files import save_malicious, save_safetensors, save_state_dict
 from workbench.core.errors import ArchitectureError, CheckpointError, TrustRequired
-from workbench.core.model.architectures import load_model
-from workbench.core.model.checkpoint import Checkpoint, pickle_globals, read_checkpoint, unsafe_globals
+from workbench.core.model.loading import load_model
+from workbench.core.model.checkpoint import Checkpoint
+from workbench.core.model.formats import read_checkpoint
+from workbench.core.model.formats.pickle_safety import pickle_globals, unsafe_globals
 from workbench.core.model.demo import DigitsCNN
 
 

@@ -13,8 +13,10 @@ import pytest
 import torch
 
 from workbench.core.errors import CheckpointError, TrustRequired
-from workbench.core.model import hf_folder
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model import hf_build
+from workbench.core.model.example_input import hf_example_input
+from workbench.core.model.formats import model_folder
+from workbench.core.model.formats import read_checkpoint
 from workbench.core.model.opening import NeedsArchitecture, open_model
 
 import transformers  # noqa: E402 - in the test extra
@@ -53,7 +55,7 @@ def folders(tmp_path_factory):
         model = make().eval()
         for sharded in (False, True):
             folder = tmp_path_factory.mktemp(name + ("_sharded" if sharded else ""))
-            with hf_folder._quiet(transformers):
+            with hf_build.quiet(transformers):
                 model.save_pretrained(folder, **({"max_shard_size": "50KB"} if sharded else {}))
             out[name + ("_sharded" if sharded else "")] = (model, folder)
     return out
@@ -81,7 +83,7 @@ def test_folder_opens_as_its_model_with_the_same_logits(folders, key):
     assert type(opened.model) is type(original)
     assert opened.report.ok and not opened.weights_only
     assert opened.checkpoint.metadata.format == "hf_folder"
-    assert opened.spec.name == hf_folder.HF_BUILDER
+    assert opened.spec.name == model_folder.HF_BUILDER
     assert opened.spec.to_dict()["kwargs"]["architecture"] == type(original).__name__
     for name, tensor in original.state_dict().items():  # the weights bit for bit
         assert torch.equal(opened.model.state_dict()[name], tensor), name
@@ -121,14 +123,14 @@ def test_weights_are_memory_mapped_copy_on_write(folders, tmp_path):
 
 
 def test_example_input_from_the_config():
-    text = hf_folder.hf_example_input({"vocab_size": 7, "max_position_embeddings": 8})
+    text = hf_example_input({"vocab_size": 7, "max_position_embeddings": 8})
     assert text["input_ids"].dtype == torch.long and tuple(text["input_ids"].shape) == (1, 8)
     assert int(text["input_ids"].max()) < 7 and int(text["input_ids"].min()) >= 0
     assert text["attention_mask"].dtype == torch.long and bool((text["attention_mask"] == 1).all())
-    vision = hf_folder.hf_example_input({"image_size": [24, 32], "num_channels": 1})
+    vision = hf_example_input({"image_size": [24, 32], "num_channels": 1})
     assert set(vision) == {"pixel_values"} and tuple(vision["pixel_values"].shape) == (1, 1, 24, 32)
     state = torch.random.get_rng_state()
-    hf_folder.hf_example_input({"vocab_size": 7})
+    hf_example_input({"vocab_size": 7})
     assert torch.equal(state, torch.random.get_rng_state())
 
 
@@ -142,7 +144,7 @@ def test_shapes_and_flops_show_for_a_folder(folders):
 
 def test_read_checkpoint_reads_a_folder_as_its_weights(folders):
     _, folder = folders["gpt2_sharded"]
-    ckpt = hf_folder.read_folder_checkpoint(hf_folder.read_model_folder(folder / "config.json"))
+    ckpt = model_folder.read_folder_checkpoint(model_folder.read_model_folder(folder / "config.json"))
     assert ckpt.metadata.format == "hf_folder" and ckpt.path == folder
     assert "transformer.wte.weight" in ckpt.state_dict and len(ckpt.metadata.extra["weight_files"]) > 1
 
@@ -151,10 +153,10 @@ def test_saved_folder_round_trips(folders, tmp_path):
     original, folder = folders["vit"]
     model = open_model(folder).model
     out = tmp_path / "saved"
-    written = hf_folder.save_hf_folder(model, out)
+    written = hf_build.save_hf_folder(model, out)
     assert {p.name for p in written} >= {"config.json", "model.safetensors"}
     again = open_model(out).model
-    example = hf_folder.hf_example_input(original.config)
+    example = hf_example_input(original.config)
     torch.testing.assert_close(_logits(again, example), _logits(original, example))
     assert not list(tmp_path.glob(".saved.*"))
 
@@ -246,7 +248,7 @@ def test_timm_hub_folder_opens_as_timm_model(tmp_path):
     assert type(opened.model).__module__.startswith("timm.")
     assert opened.model.fc.out_features == 5
     assert opened.checkpoint.metadata.format == "timm_folder"
-    assert opened.spec.name == hf_folder.TIMM_BUILDER and opened.spec.kwargs["model_name"] == "resnet18"
+    assert opened.spec.name == model_folder.TIMM_BUILDER and opened.spec.kwargs["model_name"] == "resnet18"
     (x,) = opened.example.args
     assert tuple(x.shape) == (1, 3, 64, 64)
     x = torch.randn(2, 3, 64, 64)
@@ -289,7 +291,8 @@ def test_report_times():
 
 def test_recorded_spec_builds_the_model_again(folders):
     """A Workbench checkpoint of an opened folder model rebuilds from its spec (plain data) with the same keys."""
-    from workbench.core.model.architectures import build_module, load_state_dict_into
+    from workbench.core.model.loading import load_state_dict_into
+    from workbench.core.model.meta_build import build_module
 
     opened = open_model(folders["vit"][1])
     spec = opened.spec

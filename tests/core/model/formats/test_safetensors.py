@@ -16,11 +16,8 @@ import torch
 
 from tests.core.model.checkpoint_files import save_safetensors
 from workbench.core.errors import CheckpointError
-from workbench.core.model.checkpoint import (
-    MAX_SAFETENSORS_TENSORS,
-    read_checkpoint,
-    safetensors_header,
-)
+from workbench.core.model.formats import read_checkpoint
+from workbench.core.model.formats.safetensors import MAX_SAFETENSORS_TENSORS, safetensors_header
 
 
 def write_raw(path, header: bytes | str, data: bytes = b"") -> object:
@@ -61,7 +58,7 @@ def test_a_real_file_passes_and_lists_its_tensors(tmp_path):
 MEASURE = """
 import resource, sys, time
 from workbench.core.errors import CheckpointError
-from workbench.core.model.checkpoint import read_checkpoint
+from workbench.core.model.formats import read_checkpoint
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 try:

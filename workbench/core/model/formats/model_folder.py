@@ -1,0 +1,269 @@
+"""Model folders: Hugging Face ``save_pretrained`` folders and timm hub folders, read as a checkpoint.
+
+A model folder holds ``config.json`` beside its weights: ``model.safetensors``,
+the shards a ``model.safetensors.index.json`` lists, or (older folders)
+``pytorch_model.bin`` and its index. The config says which library the folder
+belongs to: **transformers** (``model_type`` / ``architectures``) or **timm**
+(``architecture`` and ``pretrained_cfg``, as the timm hub writes them).
+
+Reading never builds: the checkpoint's ``metadata.arch`` names the builder as
+plain data (:data:`HF_BUILDER` with the config as JSON, or :data:`TIMM_BUILDER`
+with the model name and plain keyword arguments), and
+:mod:`workbench.core.model.opening` builds it like any file's ``arch`` entry.
+Nothing is imported here: neither ``transformers`` nor ``timm``.
+
+Safety (``DESIGN.md``, "Safety contract"): the weights are read by the one
+validated safetensors reader (:mod:`~workbench.core.model.formats.safetensors`,
+memory-mapped copy-on-write); ``pytorch_model.bin`` goes through
+``torch.load(weights_only=True)``. Shard names from an index must be plain file
+names of the folder. A config with ``auto_map`` (custom code shipped in the
+folder) raises :class:`~workbench.core.errors.TrustRequired` naming the
+folder's ``.py`` files; even with trust, Workbench runs none of that code.
+Qt-free.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from workbench.core import contrib
+from workbench.core.errors import CheckpointError, TrustRequired
+from workbench.core.model.checkpoint import Checkpoint, CheckpointMetadata
+from workbench.core.model.formats import safetensors, torch_pickle
+from workbench.core.model.formats.metadata import tensor_stats
+
+__all__ = ["CONFIG_NAME", "HF_BUILDER", "TIMM_BUILDER", "ModelFolder", "find_model_folder", "read_model_folder",
+           "read_folder_checkpoint", "pretrained_cfg", "match", "read"]
+
+CONFIG_NAME = "config.json"
+SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
+PT_WEIGHTS, PT_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
+#: The spec a Hugging Face model opened from a folder is recorded with (built by
+#: :func:`workbench.core.model.hf_build.build_hf_model`).
+HF_BUILDER = "workbench.core.model.hf_build:build_hf_model"
+#: The spec a timm hub folder's model is recorded with (:func:`workbench.core.model.hf_build.build_timm_model`).
+TIMM_BUILDER = "workbench.core.model.hf_build:build_timm_model"
+SHARD = re.compile(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)")
+#: The names of a folder's weight files (what a new save replaces).
+WEIGHT_NAMES = (SAFE_WEIGHTS, SAFE_INDEX, PT_WEIGHTS, PT_INDEX)
+
+
+@dataclass
+class ModelFolder:
+    """A model folder's config and weight files, validated, nothing imported.
+
+    Attributes
+    ----------
+    path : Path
+        The folder.
+    config : dict
+        ``config.json`` as read.
+    library : {"transformers", "timm"}
+        Which library the config belongs to.
+    weights : list of Path
+        The weight files, in index order (one for an unsharded folder).
+    """
+
+    path: Path
+    config: dict
+    library: str
+    weights: list[Path] = field(default_factory=list)
+
+    @property
+    def config_path(self) -> Path:
+        """``<folder>/config.json``."""
+        return self.path / CONFIG_NAME
+
+
+def _library(config: Any) -> str | None:
+    """``"timm"``, ``"transformers"`` or None (a config.json of neither), from the config's keys only."""
+    if not isinstance(config, dict):
+        return None
+    if isinstance(config.get("architecture"), str) and ("pretrained_cfg" in config or "model_type" not in config):
+        return "timm"
+    if isinstance(config.get("model_type"), str) or isinstance(config.get("architectures"), list):
+        return "transformers"
+    return None
+
+
+def _is_folder_file(path: Path) -> bool:
+    name = path.name
+    return name == CONFIG_NAME or name in WEIGHT_NAMES or bool(SHARD.fullmatch(name))
+
+
+def find_model_folder(path: str | Path) -> Path | None:
+    """The model folder ``path`` opens as, or None when it is an ordinary checkpoint file.
+
+    A folder holding ``config.json``; that ``config.json``; or one of the
+    folder's weight files (``model.safetensors``, a ``model-0000k-of-0000n``
+    shard, an index, ``pytorch_model.bin``) beside a ``config.json`` of
+    transformers or timm. Reads at most the small ``config.json``; imports nothing.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    Path or None
+    """
+    path = Path(path)
+    try:
+        if path.is_dir():
+            return path if (path / CONFIG_NAME).is_file() else None
+        if not path.is_file() or not _is_folder_file(path) or not (path.parent / CONFIG_NAME).is_file():
+            return None
+        if path.name == CONFIG_NAME:
+            return path.parent
+        return path.parent if _library(safetensors.read_json(path.parent / CONFIG_NAME)) else None
+    except (OSError, CheckpointError):
+        return None
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    for index_name, single in ((SAFE_INDEX, SAFE_WEIGHTS), (PT_INDEX, PT_WEIGHTS)):
+        index = folder / index_name
+        if index.is_file():
+            return safetensors.index_files(index)
+        if (folder / single).is_file():
+            return [folder / single]
+    raise CheckpointError(f"holds {CONFIG_NAME} but no weights ({SAFE_WEIGHTS}, {SAFE_INDEX}, {PT_WEIGHTS} or "
+                          f"{PT_INDEX}). Copy the weight files into it.", folder)
+
+
+def read_model_folder(path: str | Path) -> ModelFolder:
+    """Read a model folder's ``config.json`` and find its weight files (nothing imported).
+
+    Parameters
+    ----------
+    path : str or Path
+        The folder, or a file inside it (:func:`find_model_folder`).
+
+    Returns
+    -------
+    ModelFolder
+
+    Raises
+    ------
+    CheckpointError
+        No ``config.json``; a config of neither transformers nor timm; no
+        weights; an index naming files outside the folder or missing ones.
+    """
+    folder = find_model_folder(path) or Path(path)
+    config = safetensors.read_json(folder / CONFIG_NAME)
+    library = _library(config)
+    if library is None:
+        raise CheckpointError("is neither a Hugging Face transformers config (model_type, architectures) nor "
+                              "timm's (architecture, pretrained_cfg).", folder / CONFIG_NAME)
+    return ModelFolder(folder, config, library, _weight_files(folder))
+
+
+def pretrained_cfg(config: Mapping) -> Mapping:
+    """timm's ``pretrained_cfg`` (a legacy single-dict config is its own)."""
+    pcfg = config.get("pretrained_cfg")
+    return pcfg if isinstance(pcfg, dict) else config
+
+
+def _hf_arch(config: Mapping) -> dict:
+    """The :data:`HF_BUILDER` entry: the class ``architectures[0]`` names (when it names one) and the config."""
+    data = {k: v for k, v in config.items() if k != "auto_map"}
+    kwargs: dict[str, Any] = {"config_json": json.dumps(data, separators=(",", ":"), sort_keys=True, default=str)}
+    names = config.get("architectures")
+    if isinstance(names, list) and names:
+        kwargs["architecture"] = str(names[0])
+    return {"name": HF_BUILDER, "kwargs": kwargs}
+
+
+def _timm_arch(config: Mapping, origin: Path) -> dict:
+    """The :data:`TIMM_BUILDER` entry: the model name and its plain keyword arguments (no downloads)."""
+    model_args = contrib.plain_kwargs(config.get("model_args") or {}, origin)
+    contrib.no_downloads(model_args, origin)
+    num_classes = config.get("num_classes", pretrained_cfg(config).get("num_classes"))
+    kwargs = {**model_args, **({"num_classes": num_classes} if isinstance(num_classes, int) else {})}
+    return {"name": TIMM_BUILDER, "kwargs": {"model_name": config["architecture"], **kwargs}}
+
+
+def _code_files(folder: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in folder.iterdir() if p.suffix == ".py")
+    except OSError:
+        return []
+
+
+def _auto_map_names(cfg: Mapping) -> list[str]:
+    auto_map = cfg.get("auto_map")
+    values = auto_map.values() if isinstance(auto_map, dict) else [auto_map]
+    return [str(v)[:120] for v in values if isinstance(v, (str, list))]
+
+
+def code_files(folder: ModelFolder) -> list[str]:
+    """What a folder's ``auto_map`` would run: its ``.py`` files, else the ``auto_map`` entries."""
+    return _code_files(folder.path) or _auto_map_names(folder.config)
+
+
+def _read_bin(path: Path) -> dict:
+    return torch_pickle.read(path).state_dict  # weights_only=True
+
+
+def read_folder_checkpoint(folder: ModelFolder) -> Checkpoint:
+    """The folder's weights as one :class:`~workbench.core.model.checkpoint.Checkpoint` (file keys, all shards).
+
+    Parameters
+    ----------
+    folder : ModelFolder
+
+    Returns
+    -------
+    Checkpoint
+        ``path`` is the folder; ``metadata.format`` ``"hf_folder"`` or
+        ``"timm_folder"``, ``container`` ``"safetensors"`` or ``"zip"``;
+        ``metadata.arch`` the builder entry (plain data); ``metadata.extra["config"]``
+        the config; ``file_size`` the sum of the weight files' sizes.
+
+    Raises
+    ------
+    CheckpointError
+        A damaged weight file, a tensor named by two shards, or no tensors;
+        plain-data checks of a timm config's ``model_args``.
+    TrustRequired
+        A ``pytorch_model.bin`` that needs more than weights-only loading.
+    """
+    state, header, container = safetensors.read_shards(folder.weights, _read_bin)
+    if not state:
+        raise CheckpointError("holds no tensors.", folder.path)
+    transformers = folder.library == "transformers"
+    meta = CheckpointMetadata(format="hf_folder" if transformers else "timm_folder", container=container)
+    meta.extra = {"config": folder.config, "weight_files": [f.name for f in folder.weights], "library": folder.library}
+    if header:
+        meta.extra["__metadata__"] = header
+    meta.arch = _hf_arch(folder.config) if transformers else _timm_arch(folder.config, folder.config_path)
+    meta.num_tensors, meta.total_params, meta.dtypes = tensor_stats(state)
+    meta.file_size = sum(f.stat().st_size for f in folder.weights)
+    return Checkpoint(path=folder.path, state_dict=state, metadata=meta)
+
+
+def match(path: Path, head: bytes) -> bool:
+    """A folder holding ``config.json``, that file, or a weight file beside a transformers / timm config."""
+    return find_model_folder(path) is not None
+
+
+def read(path: str | Path, *, trust: bool = False, **_: Any) -> Checkpoint:
+    """Read a model folder's weights and name its builder.
+
+    Raises
+    ------
+    TrustRequired
+        A transformers config with ``auto_map`` (custom code) and ``trust`` False;
+        ``globals`` lists the folder's ``.py`` files (else the ``auto_map``
+        entries). Nothing was imported.
+    CheckpointError
+        See :func:`read_model_folder` and :func:`read_folder_checkpoint`.
+    """
+    folder = read_model_folder(path)
+    if folder.library == "transformers" and "auto_map" in folder.config and not trust:
+        raise TrustRequired(folder.config_path, code_files(folder), kind="code")
+    return read_folder_checkpoint(folder)
