@@ -7,7 +7,7 @@ import csv
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.trainer.loop import Trainer
-from workbench.ui.runs.runs_panel import RunsPanel
+from workbench.ui.runs.runs_panel import COLUMNS, RunsPanel
 
 
 def _run(root, name, lr):
@@ -24,7 +24,7 @@ def test_two_runs_overlay_their_curves_show_their_differences_and_export(qtbot, 
     qtbot.addWidget(panel)
     panel.refresh()
     assert [r.name for r in panel.table_model.runs] == ["lr-1e-3", "lr-1e-2"]
-    assert panel.table_model.index(0, 7).data() == "finished"
+    assert panel.table_model.index(0, COLUMNS.index("state")).data() == "finished"
     panel.select(["lr-1e-3", "lr-1e-2"])
     assert set(panel.curves) == {"lr-1e-3", "lr-1e-2"}
     x, y = panel.curves["lr-1e-2"].getData()

@@ -41,7 +41,7 @@ from workbench.core.model.skeleton import describe_structure
 from workbench.core.probe import activations, cadence, callback, gradients, health, layer_stats, stats
 from workbench.core.train.events import (CommandApplied, EpochEnded, Finished, FitStarted, Metrics, NonFinite,
                                          Paused, ProgressText, RunError, Sink, pack_metrics, plain)
-from workbench.core.train.runs.folder import MetricsCSV, new_run_dir, write_status
+from workbench.core.train.runs.folder import MetricsCSV, StepsCSV, new_run_dir, write_status
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable, apply_command
 from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.nan_trace import trace_nonfinite
@@ -132,7 +132,8 @@ def attach(model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, na
     scheduler : LRScheduler, optional
         Its reference LRs follow an LR change.
     run_dir : str or Path, optional
-        The run folder (``edits.jsonl``, ``status.json``, ``metrics.csv``, saves);
+        The run folder (``edits.jsonl``, ``status.json`` marked ``attached``, ``metrics.csv`` of the epochs,
+        ``steps.csv`` of the steps, saves; no ``run.toml``: the script is its own replay);
         default: a new folder under Workbench's runs folder.
     name : str, optional
         Shown in the window's list (default: the script's file name).
@@ -210,9 +211,11 @@ class Attached:
         self.server: AttachServer | None = None
         self.address = ""
         self._discovery = None
+        self._steps: StepsCSV | None = None  # steps.csv: the step rows (rank 0), as a Workbench run writes them
         if rank != 0:
             return
         self._csv = MetricsCSV(self.run_dir / "metrics.csv")
+        self._steps = StepsCSV(self.run_dir / "steps.csv")
         write_status(self.run_dir, None, self._started,
                      {"model": type(model).__name__, "dataset": self.name, "attached": True})
         self.server = AttachServer(self.token, self._welcome, self._on_command, self._on_lost, host, port)
@@ -427,6 +430,8 @@ class Attached:
             r.setdefault("lr", lr)
             r.setdefault("time", t)
             r.setdefault("epoch", epoch)
+        if self._steps is not None:
+            self._steps.append(rows)
         self._publish(Metrics(pack_metrics(rows)))
         self._probe_hook("on_metrics", tr, rows)
 

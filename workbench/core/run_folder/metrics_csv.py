@@ -1,10 +1,11 @@
-"""``metrics.csv`` of a run folder read whatever is on disk, in bounded memory.
+"""``metrics.csv`` (and ``steps.csv``) of a run folder read whatever is on disk, in bounded memory.
 
-:class:`MetricsBlocks` reads it in blocks of :data:`BLOCK_BYTES`, parsed by
-``numpy.loadtxt``, whatever its length; a damaged line (NUL bytes left by a
+:class:`MetricsBlocks` reads it (or ``steps.csv``, the per-step rows, given ``name``) in
+blocks of :data:`BLOCK_BYTES`, parsed by ``numpy.loadtxt``, whatever its length; a damaged line (NUL bytes left by a
 power loss, a truncated line, a cell too many) is skipped and the lines after it
 are read. :func:`read_csv_rows` reads a file that is rewritten whole (the
-trainer's ``metrics.csv`` on resume) as ``{column: text}`` rows. Qt-free.
+trainer's ``metrics.csv`` on resume) as ``{column: text}`` rows; :func:`read_header` reads a file's columns
+alone. Qt-free.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 
 from workbench.core.run_folder.reading import METRICS_FILE, RunFileError, decode_text, open_run_file, os_reason
 
-__all__ = ["MetricsBlocks", "BLOCK_BYTES", "MAX_COLUMNS", "read_csv_rows", "MAX_LINE_BYTES", "MAX_ROWS_BYTES"]
+__all__ = ["MetricsBlocks", "BLOCK_BYTES", "MAX_COLUMNS", "read_csv_rows", "read_header", "MAX_LINE_BYTES",
+           "MAX_ROWS_BYTES"]
 
 
 #: Bytes of ``metrics.csv`` parsed at a time (~12,000 rows; numpy holds the GIL ~15 ms over each: a
@@ -59,6 +61,9 @@ class MetricsBlocks:
         ``progress(fraction)`` after each block, fraction of the file's bytes read in [0, 1].
     block_bytes : int
         Bytes per block.
+    name : str
+        The file of the run folder read (:data:`~workbench.core.run_folder.reading.METRICS_FILE`, or
+        ``steps.csv``: the same form, one row per step).
 
     Attributes
     ----------
@@ -67,14 +72,14 @@ class MetricsBlocks:
     rows : int
         Rows read so far.
     problem : str
-        ``"metrics.csv: <reason>"`` for the first problem met, else ``""``.
+        ``"<name>: <reason>"`` for the first problem met, else ``""``.
     exists : bool
         Whether the file was there.
     """
 
     def __init__(self, folder: str | Path, columns=None, progress: Callable[[float], None] | None = None,
-                 block_bytes: int = BLOCK_BYTES):
-        self.folder, self.progress = folder, progress
+                 block_bytes: int = BLOCK_BYTES, name: str = METRICS_FILE):
+        self.folder, self.progress, self.name = folder, progress, name
         self.columns = None if columns is None else tuple(columns)
         self.block_bytes = max(1024, int(block_bytes))
         self.header: tuple[str, ...] = ()
@@ -88,11 +93,11 @@ class MetricsBlocks:
 
     def _note(self, reason: str) -> None:
         if not self.problem:
-            self.problem = f"{METRICS_FILE}: {reason}"
+            self.problem = f"{self.name}: {reason}"
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         try:
-            f = open_run_file(self.folder, METRICS_FILE)
+            f = open_run_file(self.folder, self.name)
         except RunFileError as exc:
             self.problem = str(exc)
             return
@@ -157,7 +162,7 @@ class MetricsBlocks:
         end = block.find(b"\n")
         line = block[:end]
         try:
-            text = decode_text(METRICS_FILE, line)
+            text = decode_text(self.name, line)
         except RunFileError as exc:
             self.problem = f"{exc} on its header line"
             return None
@@ -231,7 +236,7 @@ class MetricsBlocks:
         width = len(self.header)
         for number, raw in enumerate(block.split(b"\n")[:-1], start=first):
             try:
-                text = decode_text(METRICS_FILE, raw)
+                text = decode_text(self.name, raw)
             except RunFileError as exc:
                 self._note(f"{exc.reason} on line {number}: skipped")
                 continue
@@ -256,6 +261,31 @@ def _float(text: str) -> float:
 def _blank_nul_lines(block: bytes) -> bytes:
     """``block`` with every line that holds a NUL byte made empty (its newline kept)."""
     return b"\n".join(b"" if b"\0" in line else line for line in block.split(b"\n"))
+
+
+def read_header(folder: str | Path, name: str = METRICS_FILE) -> tuple[str, ...]:
+    """The columns of a CSV file of a run folder (its first line); ``()`` when it is missing or unreadable.
+
+    Reads at most :data:`MAX_LINE_BYTES` (the rest of the file is not read); never raises.
+    """
+    try:
+        f = open_run_file(folder, name)
+    except RunFileError:
+        return ()
+    if f is None:
+        return ()
+    with f:
+        try:
+            line = f.readline(MAX_LINE_BYTES)
+        except OSError:
+            return ()
+    if b"\0" in line:
+        return ()
+    try:
+        text = decode_text(name, line.rstrip(b"\r\n"))
+    except RunFileError:
+        return ()
+    return tuple(n.strip() for n in next(csv.reader([text]), []))
 
 
 #: The most bytes of metrics.csv :func:`read_csv_rows` reads (its rows are all held, as strings).

@@ -19,12 +19,14 @@ from typing import IO
 from workbench.core.run_folder.printable import printable
 
 __all__ = ["RunFileError", "NotATextFile", "MAX_SMALL_BYTES", "STATUS_FILE", "TOML_FILE", "METRICS_FILE",
-           "open_run_file", "read_small", "read_text_file", "decode_text", "os_reason", "json_type"]
+           "STEPS_FILE", "open_run_file", "read_small", "read_text_file", "decode_text", "os_reason", "json_type"]
 
 
 #: The most bytes read of ``status.json`` or ``run.toml`` (a larger one is unreadable).
 MAX_SMALL_BYTES = 4 * 2**20
 STATUS_FILE, TOML_FILE, METRICS_FILE = "status.json", "run.toml", "metrics.csv"
+#: One row per optimizer step (:class:`~workbench.core.train.runs.folder.StepsCSV`), appended from the first step.
+STEPS_FILE = "steps.csv"
 
 
 class RunFileError(Exception):

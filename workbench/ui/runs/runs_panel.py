@@ -2,10 +2,15 @@
 
 :class:`RunsPanel` lists :func:`workbench.core.train.runs.index.list_runs` in a
 ``QTableView`` (:class:`RunsTableModel`, a ``QAbstractTableModel``); selecting
-several rows overlays one metric of each (train loss, val loss, val accuracy,
-LR; from each folder's ``metrics.csv``) on shared axes (step, epoch or wall
+several rows overlays one metric of each on shared axes (step, epoch or wall
 time), one colour per run with a legend by run name, and shows only the
 settings that differ (:func:`~workbench.core.train.runs.index.config_diff`).
+The metric picker offers the union of the selected runs' metrics
+(:func:`~workbench.core.train.runs.index.metric_names`: every ``metrics.csv``
+column, a task's own ``val_r2`` or ``val_f1`` included, and the per-step
+curves of ``steps.csv``, which every run that made a step has); a selected run
+without the chosen metric is said beside the settings. The table is never
+shorter than its first :data:`MIN_ROWS` runs, so every counted run is seen.
 "Export CSV…" writes the selected runs' metrics as one tidy CSV. "Open" and
 "Resume" ask the window (signals) to open the run's checkpoint, and to resume
 it into its own folder; "Rename…" and "Delete" (to the system trash) are
@@ -57,13 +62,15 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.plot_lod import MinMaxPyramid
-from workbench.core.run_files import printable
+from workbench.core.run_folder.printable import printable
 from workbench.core.train.runs.index import (
     METRICS,
+    STEP_PREFIX,
     TABLE_COLUMNS,
     X_AXES,
     RunSummary,
     config_diff,
+    curve_file,
     export_metrics,
     list_runs,
     metrics_bytes,
@@ -83,6 +90,17 @@ _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#17becf"]
 _METRIC_TITLES = {"train_loss": "train loss", "val_loss": "val loss", "val_acc": "val accuracy", "lr": "learning rate"}
 _X_TITLES = {"step": "step", "epoch": "epoch", "time_s": "wall time (s)"}
+#: The metric shown when the one chosen is not among the selected runs' (the first of these they have).
+_PREFERRED = ("val_loss", "train_loss", STEP_PREFIX + "train_loss")
+#: The table is at least this many rows tall (fewer runs: as many as there are), so the runs counted are seen.
+MIN_ROWS = 4
+
+
+def metric_title(metric: str) -> str:
+    """How the picker and the y axis name a metric: ``val loss``, ``val_r2``, ``train loss per step``."""
+    if metric.startswith(STEP_PREFIX):
+        return f"{metric_title(metric[len(STEP_PREFIX):])} per step"
+    return _METRIC_TITLES.get(metric, metric)
 
 
 #: Curves with at most this many points get a marker per point (epoch rows); longer ones are lines only.
@@ -236,9 +254,9 @@ class RunsPanel(QWidget):
         self.table.setWordWrap(False)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.metric_combo = QComboBox(objectName="runsMetricCombo")
-        for m in METRICS:
-            self.metric_combo.addItem(_METRIC_TITLES[m], m)
-        self.metric_combo.setCurrentIndex(METRICS.index("val_loss"))
+        self.metric_combo.setToolTip("Every metric the selected runs have: metrics.csv's columns (a task's own "
+                                     "included) and the per-step curves")
+        self._set_metrics(list(METRICS), "val_loss")
         self.x_combo = QComboBox(objectName="runsXCombo")
         for x in X_AXES:
             self.x_combo.addItem(f"x: {_X_TITLES[x]}", x)
@@ -309,6 +327,7 @@ class RunsPanel(QWidget):
         hv.addWidget(lower, 1)
         split.addWidget(holder)
         split.setSizes([170, 330])
+        split.setCollapsible(0, False)  # the runs counted stay in view (_fit_rows)
         v = QVBoxLayout(self)
         v.addLayout(top)
         v.addWidget(split, 1)
@@ -333,6 +352,7 @@ class RunsPanel(QWidget):
             lambda text: self.undo_button.setText(f"Undo {text}" if text else "Undo"))
         self.table.selectionModel().selectionChanged.connect(self._update_actions)
         self._update_actions()
+        self._fit_rows()
         self.plot.getViewBox().sigXRangeChanged.connect(self._draw_levels)
 
     def refresh(self) -> None:
@@ -358,6 +378,7 @@ class RunsPanel(QWidget):
             return
         self.table_model.set_runs(runs)
         self.table.resizeColumnsToContents()
+        self._fit_rows()
         bad = sum(1 for r in runs if r.problem)
         self.status.setText(f"{len(runs)} run(s)" + (f", {bad} with files that cannot be read" if bad else ""))
         self.select(keep)
@@ -413,12 +434,14 @@ class RunsPanel(QWidget):
             self._again.add("show")
             return
         runs = self.selected_runs()
-        metric, x_key = self.metric_combo.currentData(), self.x_combo.currentData()
+        metric = self._offer_metrics(runs)
+        x_key = self.x_combo.currentData()
         curves = self._curves(runs, x_key, metric)
         self.draw({run.name: curves[run.path] for run in runs if curves.get(run.path) is not None})
         self.plot.setLabel("bottom", _X_TITLES[x_key])
-        self.plot.setLabel("left", _METRIC_TITLES[metric])
+        self.plot.setLabel("left", printable(metric_title(metric)))
         lines = [f"{printable(r.name)}: unreadable: {printable(r.problem)}" for r in runs if r.problem]
+        lines += [_missing(r, metric) for r in runs if curves.get(r.path) is None]
         if len(runs) >= 2:
             rows = config_diff([r.path for r in runs])
             names = [printable(r.name) for r in runs]
@@ -427,11 +450,48 @@ class RunsPanel(QWidget):
             lines += diff or ["The selected runs have the same settings."]
         self.diff.setPlainText("\n".join(lines))
 
+    def _set_metrics(self, metrics: list[str], current: str) -> None:
+        """Fill the picker with ``metrics`` (``current`` chosen), without a signal."""
+        combo = self.metric_combo
+        combo.blockSignals(True)
+        try:
+            combo.clear()
+            for m in metrics:
+                combo.addItem(printable(metric_title(m)), m)
+            combo.setCurrentIndex(max(0, combo.findData(current)))
+        finally:
+            combo.blockSignals(False)
+
+    def _offer_metrics(self, runs: list[RunSummary]) -> str:
+        """The picker set to the union of ``runs``' metrics (left as it is with none); the metric chosen:
+        the one the user chose when a selected run has it, else the first of :data:`_PREFERRED` they have."""
+        union = list(dict.fromkeys(m for r in runs for m in r.metrics))
+        current = self.metric_combo.currentData()
+        if not union:  # nothing selected (or runs without metrics): the picker stays as it is
+            return current
+        if current not in union:
+            current = next((m for m in _PREFERRED if m in union), union[0])
+        if union != [self.metric_combo.itemData(i) for i in range(self.metric_combo.count())]:
+            self._set_metrics(union, current)
+        elif current != self.metric_combo.currentData():
+            self._set_metrics(union, current)
+        return current
+
+    def _fit_rows(self) -> None:
+        """The table at least as tall as its first :data:`MIN_ROWS` rows (header and scroll bar included): in a
+        short dock, the splitter gives the plot what is left rather than hiding runs below a scroll."""
+        rows = max(1, min(MIN_ROWS, self.table_model.rowCount()))
+        table = self.table
+        height = (table.horizontalHeader().sizeHint().height() + rows * table.verticalHeader().defaultSectionSize()
+                  + table.horizontalScrollBar().sizeHint().height() + 2 * table.frameWidth() + 2)
+        table.setMinimumHeight(height)
+
     def _curves(self, runs: list[RunSummary], x_key: str, metric: str) -> dict[str, MinMaxPyramid | None]:
         """``{run path: pyramid of metric vs x_key}`` for ``runs``: kept ones whose file did not change, the
         others read (on a worker thread when long). Only the curves shown are kept."""
         wanted = {run.path: (run.path, x_key, metric) for run in runs}
-        signatures = {path: metrics_signature(path) for path in wanted}
+        file = curve_file(metric)
+        signatures = {path: metrics_signature(path, file) for path in wanted}
         kept = {key: self._curve_cache[key] for path, key in wanted.items()
                 if key in self._curve_cache and self._curve_cache[key][0] == signatures[path]}
         todo = [path for path, key in wanted.items() if key not in kept]
@@ -445,8 +505,8 @@ class RunsPanel(QWidget):
             return out
 
         if todo:
-            label = f"Reading {_METRIC_TITLES[metric]} of {len(todo)} run(s)…"
-            self._curve_cache.update(self._load(work, label, sum(metrics_bytes(p) for p in todo)))
+            label = f"Reading {printable(metric_title(metric))} of {len(todo)} run(s)…"
+            self._curve_cache.update(self._load(work, label, sum(metrics_bytes(p, file) for p in todo)))
         return {path: self._curve_cache[key][1] for path, key in wanted.items()}
 
     def draw(self, series: dict) -> None:
@@ -625,6 +685,15 @@ class RunsPanel(QWidget):
             self.status.setText(f"Export failed: {printable(exc)}")
         else:
             self.status.setText(f"Saved {path}")
+
+
+def _missing(run: RunSummary, metric: str) -> str:
+    """The line saying that a selected run has no curve of ``metric`` (and where its steps are, if it has them)."""
+    text = f"{printable(run.name)}: no {printable(metric)}"
+    step = STEP_PREFIX + "train_loss"
+    if run.epochs_done == 0 and step in run.metrics and metric != step:
+        text += f" (no epoch ended: its steps are under \"{metric_title(step)}\")"
+    return text
 
 
 def _as_curve(data) -> MinMaxPyramid | tuple:

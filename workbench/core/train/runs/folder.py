@@ -1,4 +1,4 @@
-"""Run folders: ``run.toml``, ``metrics.csv``, ``last.pt``, ``best.pt``.
+"""Run folders: ``run.toml``, ``metrics.csv``, ``steps.csv``, ``last.pt``, ``best.pt``.
 
 A run folder holds everything needed to look at or replay a run:
 
@@ -6,8 +6,13 @@ A run folder holds everything needed to look at or replay a run:
     Every setting (:meth:`TrainConfig.to_toml`); ``workbench train run.toml``
     replays it.
 ``metrics.csv``
-    One row per epoch (columns :data:`METRICS_COLUMNS`); step-level curves are
-    streamed to callbacks, not written here. Rewritten atomically each epoch.
+    One row per epoch (columns :data:`METRICS_COLUMNS`, then a task's own
+    metrics). Rewritten atomically each epoch.
+``steps.csv``
+    One row per optimizer step (columns :data:`STEP_COLUMNS`, then an attached
+    script's own step metrics), appended at each emission of the step metrics
+    from the first step on (:class:`StepsCSV`): a run stopped before its first
+    epoch ended still has its curve.
 ``last.pt`` / ``best.pt``
     Checkpoints at the last epoch end and at the epoch of lowest validation loss.
 ``status.json``
@@ -23,15 +28,18 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 import os
 import sys
 import time
 from pathlib import Path
 
-from workbench.core.files import atomic_write_text
-from workbench.core.run_folder.metrics_csv import read_csv_rows
+from workbench.core.files import atomic_write, atomic_write_text
+from workbench.core.run_folder.metrics_csv import MAX_LINE_BYTES, read_csv_rows, read_header
 from workbench.core.run_folder.processes import process_start_time
+
+log = logging.getLogger(__name__)
 
 #: Columns of ``metrics.csv``; times in seconds since the start of the run.
 METRICS_COLUMNS = ("epoch", "step", "train_loss", "val_loss", "val_acc", "lr", "time_s", "samples_per_s",
@@ -201,3 +209,198 @@ class MetricsCSV:
         w.writeheader()
         w.writerows(self.rows)
         atomic_write_text(self.path, buf.getvalue())
+
+
+#: Columns of ``steps.csv``: the step dict's keys (:data:`~workbench.core.train.trainer.hooks.STEP_KEYS`), ``loss``
+#: written as ``train_loss`` and ``time`` as ``time_s`` (the names of ``metrics.csv``).
+STEP_COLUMNS = ("step", "epoch", "epoch_float", "train_loss", "lr", "time_s", "samples", "samples_per_s",
+                "input_wait")
+#: A step dict's keys written under another name.
+_STEP_NAMES = {"loss": "train_loss", "time": "time_s"}
+#: Bytes read from a file's end at a time, looking for the last rows (a rewind drops them).
+_TAIL_BYTES = 1 << 16
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class StepsCSV:
+    """The per-step ``steps.csv`` of a run: rows appended (never rewritten) from the first step.
+
+    Each :meth:`append` adds the step dicts of one emission (4-25 per second)
+    as rows of :data:`STEP_COLUMNS` (blank when a dict lacks one), then a
+    column for every other number a dict holds (an attached script's
+    ``acc=...``); a column first seen later widens the file once (a copy, put
+    in place atomically). Steps redone after a rewind (a resume from an
+    earlier checkpoint, a NaN rollback) replace the rows they redo, so the
+    steps read in order. A line cut short by a crash is dropped before the
+    next rows; a file whose header cannot be read is set aside
+    (``steps.csv.damaged-<time>``). Writing never raises: a failure is kept in
+    :attr:`problem` and logged once, and training goes on.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file (``run_dir / "steps.csv"``).
+
+    Attributes
+    ----------
+    columns : list of str
+        The file's columns (empty until the first row for a new file).
+    last_step : int
+        The last step written (0: none).
+    problem : str
+        Why rows could not be written (``""``: all were).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.columns: list[str] = []
+        self.last_step = 0
+        self.problem = ""
+        try:
+            self._open_existing()
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        if not self.problem:
+            log.warning("%s: step rows not written: %s", self.path, exc.strerror or exc)
+        self.problem = f"{self.path.name}: {exc.strerror or exc}"
+
+    def _open_existing(self) -> None:
+        if not os.path.lexists(self.path):
+            return
+        header = list(read_header(self.path.parent, self.path.name))
+        if not self.path.is_file() or "step" not in header:
+            _set_aside(self.path)
+            return
+        self.columns = header
+        with open(self.path, "rb+") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(0, end - 1))
+            if end and f.read(1) != b"\n":  # a line cut short by a crash: drop it
+                self._truncate(f, self._line_start(f, end))
+        self.last_step = self._tail_step()
+
+    def _line_start(self, f, end: int) -> int:
+        """The offset just after the last newline before ``end`` (0: none)."""
+        pos = end
+        while pos > 0:
+            start = max(0, pos - _TAIL_BYTES)
+            f.seek(start)
+            cut = f.read(pos - start).rfind(b"\n")
+            if cut >= 0:
+                return start + cut + 1
+            pos = start
+        return 0
+
+    @staticmethod
+    def _truncate(f, offset: int) -> None:
+        f.truncate(offset)
+        f.flush()
+
+    def _tail_lines(self, f):
+        """``(offset, step or None)`` of the file's rows from the last back (the header line is not one)."""
+        index = self.columns.index("step")
+        pos, carry = f.seek(0, os.SEEK_END), b""  # carry: the part of a line after ``pos`` whose start is before
+        while pos > 0:
+            start = max(0, pos - _TAIL_BYTES)
+            f.seek(start)
+            data = f.read(pos - start) + carry  # the bytes from ``start`` on
+            lines = data.split(b"\n")
+            carry = lines.pop(0) if start > 0 else b""
+            offset = start + len(carry) + 1 if start > 0 else 0
+            offsets = []
+            for line in lines:
+                offsets.append(offset)
+                offset += len(line) + 1
+            for line, at in zip(reversed(lines), reversed(offsets)):
+                if at > 0 and line.strip():  # not the header, not the empty piece after the last newline
+                    yield at, _step_of(line, index)
+            if len(carry) > MAX_LINE_BYTES:
+                return
+            pos = start
+
+    def _tail_step(self) -> int:
+        with open(self.path, "rb") as f:
+            for _offset, step in self._tail_lines(f):
+                if step is not None:
+                    return step
+        return 0
+
+    def _rewind(self, step: int) -> None:
+        """Drop the rows of steps ``>= step`` at the file's end (steps being redone)."""
+        with open(self.path, "rb+") as f:
+            cut = None
+            for offset, row_step in self._tail_lines(f):
+                if row_step is not None and row_step < step:
+                    break
+                cut = offset
+            if cut is not None:
+                self._truncate(f, cut)
+        self.last_step = self._tail_step()
+
+    def _widen(self, new: list[str]) -> None:
+        """Add columns ``new`` to the file: every row gets blank cells for them (a copy put in place)."""
+        columns = self.columns + new
+        blanks = b"," * len(new)
+
+        def write(out) -> None:
+            text = io.StringIO()
+            csv.writer(text, lineterminator="\n").writerow(columns)
+            out.write(text.getvalue().encode())
+            with open(self.path, "rb") as f:
+                f.readline()
+                for line in f:
+                    out.write(line.rstrip(b"\r\n") + blanks + b"\n")
+
+        atomic_write(self.path, write)
+        self.columns = columns
+
+    def append(self, rows: list[dict]) -> None:
+        """Write the step dicts ``rows`` (keys :data:`~workbench.core.train.trainer.hooks.STEP_KEYS`, and any
+        other numbers); never raises."""
+        rows = [{_STEP_NAMES.get(k, k): v for k, v in r.items() if _is_number(v)} for r in rows]
+        rows = [r for r in rows if "step" in r]
+        if not rows:
+            return
+        try:
+            self._append(rows)
+        except OSError as exc:
+            self._fail(exc)
+
+    def _append(self, rows: list[dict]) -> None:
+        first = int(rows[0]["step"])
+        if self.columns and first <= self.last_step and self.path.exists():
+            self._rewind(first)
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        if not self.columns or not self.path.exists():
+            self.columns = [*STEP_COLUMNS, *(k for k in keys if k not in STEP_COLUMNS)]
+            text = io.StringIO()
+            csv.writer(text, lineterminator="\n").writerow(self.columns)
+            self.path.write_text(text.getvalue(), encoding="utf-8")
+        else:
+            new = [k for k in keys if k not in self.columns]
+            if new:
+                self._widen(new)
+        text = io.StringIO()
+        w = csv.writer(text, lineterminator="\n")
+        for r in rows:
+            w.writerow(["" if (v := r.get(k, "")) == "" or (isinstance(v, float) and math.isnan(v)) else v
+                        for k in self.columns])
+        with open(self.path, "a", encoding="utf-8", newline="") as f:
+            f.write(text.getvalue())
+        self.last_step = int(rows[-1]["step"])
+
+
+def _step_of(line: bytes, index: int) -> int | None:
+    """The step cell of a ``steps.csv`` line (None: not a row that can be read)."""
+    cells = line.rstrip(b"\r").split(b",")
+    if index >= len(cells) or b"\0" in line:
+        return None
+    try:
+        return int(float(cells[index]))
+    except ValueError:
+        return None

@@ -1,6 +1,6 @@
 """The run folders under a runs root, one summary each: what ``workbench runs`` prints.
 
-A summary comes from the folder's own files (``run.toml``, ``metrics.csv``,
+A summary comes from the folder's own files (``run.toml``, ``metrics.csv``, ``steps.csv``,
 ``status.json``: :mod:`workbench.core.train.runs.folder`), read by the total readers of
 :mod:`workbench.core.run_folder`; nothing is loaded with torch, so 1,000 folders
 list in well under a second. A file that cannot be read (wrong types, not UTF-8,
@@ -16,6 +16,14 @@ Workbench process (:func:`~workbench.core.run_folder.processes.is_training_proce
 folder would be clobbered). ``metrics.csv`` is read in blocks, so memory is
 bounded whatever its length: a curve is built into a min/max pyramid as it is
 read (:func:`read_curve`).
+
+Every metric a run has is offered (:func:`metric_names`): each ``metrics.csv``
+column but the axes (``val_r2``, ``val_f1``, ``val_top5``...: a task's own), and
+each ``steps.csv`` column as ``step/<name>`` (``step/train_loss``: the loss of
+every step, there from a run's first step, so a run stopped before its first
+epoch ended draws too). A run of a script attached with ``workbench.attach``
+(``status.json`` says ``attached``) has no ``run.toml`` by design: it is listed
+as an :data:`ATTACHED` run, with its epochs and steps, never as unreadable.
 """
 
 from __future__ import annotations
@@ -28,28 +36,42 @@ import os
 import stat
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from workbench.core.plot_lod import MinMaxPyramid, PyramidBuilder
-from workbench.core.run_folder.metrics_csv import MetricsBlocks
+from workbench.core.run_folder.metrics_csv import MetricsBlocks, read_header
 from workbench.core.run_folder.printable import printable
 from workbench.core.run_folder.processes import RunIsTraining, is_training_process, refuse_if_training
-from workbench.core.run_folder.reading import METRICS_FILE, STATUS_FILE, TOML_FILE, RunFileError
+from workbench.core.run_folder.reading import (
+    METRICS_FILE,
+    STATUS_FILE,
+    STEPS_FILE,
+    TOML_FILE,
+    RunFileError,
+    open_run_file,
+)
 from workbench.core.run_folder.run_toml import RunInfo, read_run_info, read_toml
 from workbench.core.run_folder.status import is_time, read_status
 
-__all__ = ["METRICS", "X_AXES", "CURVE_POINTS", "TABLE_COLUMNS", "RunSummary", "RunIsTraining", "MetricsSummary",
-           "config_diff", "export_metrics", "forget_cached", "format_time", "list_runs", "metrics_bytes",
+__all__ = ["METRICS", "X_AXES", "CURVE_POINTS", "TABLE_COLUMNS", "STEP_PREFIX", "ATTACHED", "WORKBENCH_RUN",
+           "RunSummary", "RunIsTraining", "MetricsSummary", "config_diff", "curve_file", "export_metrics",
+           "forget_cached", "format_time", "list_runs", "metric_last", "metric_names", "metrics_bytes",
            "metrics_signature", "metrics_summary", "read_curve", "read_metrics", "run_cell", "runs_table",
            "rename_run", "run_checkpoint", "summarize", "unread_bytes"]
 
-#: The metrics.csv columns a comparison overlays, and the x axes it offers.
+#: The metrics.csv columns every run of Workbench's own has (offered first), and the x axes a comparison offers.
 METRICS = ("train_loss", "val_loss", "val_acc", "lr")
 X_AXES = ("step", "epoch", "time_s")
+#: How a ``steps.csv`` column is named among a run's metrics: ``step/train_loss``.
+STEP_PREFIX = "step/"
+#: Columns of metrics.csv / steps.csv that are axes or flags, not metrics.
+NOT_METRICS = frozenset({"epoch", "step", "time_s", "best", "epoch_float", "samples"})
+#: :attr:`RunSummary.kind` of a run of Workbench's trainer, and of a script attached with ``workbench.attach``.
+WORKBENCH_RUN, ATTACHED = "workbench run", "attached script"
 #: The most points (or bin min/max points) :func:`read_curve` keeps of one curve (~12 MB with its levels).
 CURVE_POINTS = 2**18
 
@@ -74,7 +96,7 @@ class RunSummary:
     epochs_done : int
         Rows of ``metrics.csv``.
     epochs : int
-        Epochs the run was set to.
+        Epochs the run was set to (0: not said, as for an attached script).
     best_val_loss : float
         NaN when no epoch was validated.
     best_val_acc : float
@@ -85,6 +107,13 @@ class RunSummary:
     problem : str
         ``"<file>: <reason>"`` for each file of the folder that could not be read (``"; "`` between
         them), ``""`` when all could.
+    steps : int
+        Optimizer steps done: the last step of ``steps.csv`` or ``metrics.csv`` (0: none recorded).
+    kind : str
+        :data:`WORKBENCH_RUN`, or :data:`ATTACHED` for a script attached with ``workbench.attach`` (its
+        ``dataset`` is the script's name; it has no ``run.toml``).
+    metrics : list of str
+        Every metric the run has (:func:`metric_names`).
     """
 
     name: str
@@ -98,6 +127,9 @@ class RunSummary:
     best_val_acc: float = math.nan
     state: str = "unknown"
     problem: str = ""
+    steps: int = 0
+    kind: str = WORKBENCH_RUN
+    metrics: list[str] = field(default_factory=list)
 
     def state_text(self) -> str:
         """The state as a table shows it: with ``unreadable: <file>: <reason>`` when a file could not be read."""
@@ -117,12 +149,15 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class MetricsSummary:
-    """What a runs list shows of a ``metrics.csv``: rows, best validation loss and accuracy (NaN: none)."""
+    """What a runs list shows of a ``metrics.csv``: rows, best validation loss and accuracy (NaN: none), the last
+    step and the columns."""
 
     rows: int = 0
     best_val_loss: float = math.nan
     best_val_acc: float = math.nan
     problem: str = ""
+    last_step: int = 0
+    columns: tuple[str, ...] = ()
 
 
 #: metrics.csv summaries and run.toml infos by (path, device, inode, size, mtime): a file is read once per change
@@ -179,9 +214,70 @@ def metrics_summary(folder: str | Path, progress: Progress | None = None) -> Met
         for cols in blocks:
             loss = _reduce(np.fmin, loss, cols.get("val_loss"))
             acc = _reduce(np.fmax, acc, cols.get("val_acc"))
-        return MetricsSummary(blocks.rows, loss, acc, blocks.problem)
+        step = blocks.header.index("step") if "step" in blocks.header else -1
+        last = _last_step(Path(folder), METRICS_FILE, step) if step >= 0 else 0
+        return MetricsSummary(blocks.rows, loss, acc, blocks.problem, last, blocks.header)
 
     return _cached(_SUMMARIES, _file_key(Path(folder) / METRICS_FILE), read)
+
+
+def _steps_summary(folder: Path) -> tuple[tuple[str, ...], int]:
+    """``(columns, last step)`` of a run's ``steps.csv`` (``((), 0)``: none), reading its first line and its last
+    64 KB only; kept until the file changes. Never raises."""
+    def read():
+        columns = read_header(folder, STEPS_FILE)
+        return columns, (_last_step(folder, STEPS_FILE, columns.index("step")) if "step" in columns else 0)
+
+    return _cached(_SUMMARIES, _file_key(folder / STEPS_FILE), read)
+
+
+def _last_step(folder: Path, file: str, index: int) -> int:
+    """The step cell (column ``index``) of the last whole row of ``file`` (0: none), from its last 64 KB (the rows
+    of metrics.csv and steps.csv go in step order)."""
+    try:
+        f = open_run_file(folder, file)
+    except RunFileError:
+        return 0
+    if f is None:
+        return 0
+    with f:
+        try:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - (1 << 16)))
+            tail = f.read(1 << 16)
+        except OSError:
+            return 0
+    for line in reversed(tail.split(b"\n")[1:]):  # the first piece: the header, or a line cut by the seek
+        try:
+            value = float(line.rstrip(b"\r").split(b",")[index])
+        except (IndexError, ValueError):
+            continue
+        if math.isfinite(value) and 0 <= value < 2**62:
+            return int(value)
+    return 0
+
+
+def _names(metrics_columns, steps_columns) -> list[str]:
+    """The metrics of one run: :data:`METRICS` it has first, its other metrics.csv columns, then ``step/...``."""
+    epoch = [c for c in metrics_columns if c and c not in NOT_METRICS]
+    first = [m for m in METRICS if m in epoch]
+    steps = [c for c in steps_columns if c and c not in NOT_METRICS]
+    steps = [c for c in ("train_loss", "lr") if c in steps] + [c for c in steps if c not in ("train_loss", "lr")]
+    return list(dict.fromkeys([*first, *epoch, *(STEP_PREFIX + c for c in steps)]))
+
+
+def metric_names(folder: str | Path) -> list[str]:
+    """Every metric a run has: the metrics.csv columns but the axes (:data:`METRICS` first, then a task's own:
+    ``val_r2``, ``val_f1``...), then each steps.csv column as ``step/<name>`` (``step/train_loss``...).
+
+    Reads the files' first lines only; never raises (a file that cannot be read has no metrics).
+    """
+    folder = Path(folder)
+    return _names(read_header(folder, METRICS_FILE), read_header(folder, STEPS_FILE))
+
+
+def curve_file(metric: str) -> str:
+    """The file of a run folder that holds ``metric``: ``steps.csv`` for a ``step/...`` one, else ``metrics.csv``."""
+    return STEPS_FILE if metric.startswith(STEP_PREFIX) else METRICS_FILE
 
 
 def _run_info(folder: Path) -> RunInfo | None:
@@ -257,9 +353,14 @@ def summarize(folder: Path, progress: Progress | None = None) -> RunSummary | No
     problems: list[str] = []
     status = _read(read_status, folder, problems)
     status_bad = bool(problems)
-    info = _read(_run_info, folder, problems)
-    if info is None and not any(p.startswith(TOML_FILE) for p in problems):
-        problems.append(f"{TOML_FILE}: missing")
+    attached = status is not None and status.get("attached") is True
+    if attached:  # a script attached with workbench.attach: no run.toml by design (the script is its replay)
+        s.kind = ATTACHED
+        info = None
+    else:
+        info = _read(_run_info, folder, problems)
+        if info is None and not any(p.startswith(TOML_FILE) for p in problems):
+            problems.append(f"{TOML_FILE}: missing")
     if status is not None and "model" in status:  # written by the trainer: no run.toml to parse
         s.model, s.dataset, s.epochs = status["model"] or "", status.get("dataset") or "", status.get("epochs") or 0
     elif info is not None:
@@ -268,6 +369,9 @@ def summarize(folder: Path, progress: Progress | None = None) -> RunSummary | No
     s.epochs_done, s.best_val_loss, s.best_val_acc = m.rows, m.best_val_loss, m.best_val_acc
     if m.problem:
         problems.append(m.problem)
+    step_columns, last_step = _steps_summary(folder)
+    s.steps = max(m.last_step, last_step)
+    s.metrics = _names(m.columns, step_columns)
     problems += _set_aside_files(folder)
     if status is not None:
         started = status.get("started")
@@ -294,22 +398,23 @@ def _run_folders(root: Path) -> list[Path]:
     return out
 
 
-def _metrics_bytes(folder: Path) -> int:
+def _metrics_bytes(folder: Path, file: str = METRICS_FILE) -> int:
     try:
-        st = os.stat(folder / METRICS_FILE)
+        st = os.stat(folder / file)
     except (OSError, ValueError):
         return 0
     return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
-def metrics_signature(folder: str | Path) -> tuple | None:
-    """What changes when a run's ``metrics.csv`` changes (path, device, inode, size, mtime); None: not a file."""
-    return _file_key(Path(folder) / METRICS_FILE)
+def metrics_signature(folder: str | Path, file: str = METRICS_FILE) -> tuple | None:
+    """What changes when a run's ``metrics.csv`` (or ``file``: :func:`curve_file`) changes (path, device, inode,
+    size, mtime); None: not a file."""
+    return _file_key(Path(folder) / file)
 
 
-def metrics_bytes(folder: str | Path) -> int:
-    """Bytes of a run's ``metrics.csv`` (0: missing, or not a regular file)."""
-    return _metrics_bytes(Path(folder))
+def metrics_bytes(folder: str | Path, file: str = METRICS_FILE) -> int:
+    """Bytes of a run's ``metrics.csv`` (or ``file``: :func:`curve_file`; 0: missing, or not a regular file)."""
+    return _metrics_bytes(Path(folder), file)
 
 
 def unread_bytes(root: str | Path) -> int:
@@ -369,7 +474,8 @@ def list_runs(root: str | Path, progress: Progress | None = None) -> list[RunSum
 
 
 #: The columns of a runs table (``workbench runs``, the Runs dock).
-TABLE_COLUMNS = ("name", "started", "model", "dataset", "epochs", "best val loss", "best val acc", "state")
+#: ``epochs``: done/set (done alone when the run set none: an attached script); ``steps``: optimizer steps done.
+TABLE_COLUMNS = ("name", "started", "model", "dataset", "epochs", "steps", "best val loss", "best val acc", "state")
 
 
 def format_time(t: object) -> str:
@@ -404,9 +510,13 @@ def run_cell(s: RunSummary, column: str) -> str:
     if column == "model":
         return s.model or "-"
     if column == "dataset":
+        if s.kind == ATTACHED:
+            return f"{ATTACHED} {s.dataset}".rstrip()
         return s.dataset or "-"
     if column == "epochs":
-        return f"{s.epochs_done}/{s.epochs}"
+        return f"{s.epochs_done}/{s.epochs}" if s.epochs > 0 or s.kind != ATTACHED else str(s.epochs_done)
+    if column == "steps":
+        return str(s.steps)
     if column == "best val loss":
         return _number(s.best_val_loss, ".4f")
     if column == "best val acc":
@@ -414,15 +524,21 @@ def run_cell(s: RunSummary, column: str) -> str:
     return s.state_text()
 
 
-def runs_table(runs: list[RunSummary]) -> str:
+def runs_table(runs: list[RunSummary], metrics: tuple[str, ...] | list[str] = ()) -> str:
     """The aligned table ``workbench runs`` prints: a header and one run per line.
 
     Every cell is escaped (:func:`~workbench.core.run_folder.printable.printable`): a folder
-    name holding a terminal escape sequence shows it as ``\\x1b...``, never sends it.
+    name holding a terminal escape sequence shows it as ``\\x1b...``, never sends it. Each of
+    ``metrics`` (any of :func:`metric_names`: ``val_r2``, ``step/train_loss``...) adds a column
+    before the state: its last value in each run (:func:`metric_last`; ``-``: none).
     """
-    rows = [TABLE_COLUMNS]
+    metrics = list(dict.fromkeys(metrics))
+    header = (*TABLE_COLUMNS[:-1], *metrics, TABLE_COLUMNS[-1])
+    rows = [header]
     for s in runs:
-        rows.append(tuple(printable(run_cell(s, c)) for c in TABLE_COLUMNS))
+        values = [_number(metric_last(s.path, m), ".4g") for m in metrics]
+        cells = [run_cell(s, c) for c in TABLE_COLUMNS]
+        rows.append(tuple(printable(c) for c in (*cells[:-1], *values, cells[-1])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
@@ -454,9 +570,11 @@ def read_curve(folder: str | Path, x_key: str, metric: str, progress: Progress |
     ----------
     folder : str or Path
     x_key : str
-        One of :data:`X_AXES`; ``"epoch"`` gives epochs completed (``epoch + 1``), as the Training plots.
+        One of :data:`X_AXES`; ``"epoch"`` gives epochs completed (``epoch + 1``), as the Training plots
+        (for a ``step/...`` metric, the epochs done at that step: ``epoch_float``, else the epoch's index).
     metric : str
-        A ``metrics.csv`` column (:data:`METRICS`).
+        A ``metrics.csv`` column (:data:`METRICS`, a task's ``val_r2``...) or ``step/<column>`` of
+        ``steps.csv`` (:func:`metric_names`).
     progress : callable, optional
         ``progress(fraction of the file read)``.
     max_points : int
@@ -466,19 +584,43 @@ def read_curve(folder: str | Path, x_key: str, metric: str, progress: Progress |
     -------
     MinMaxPyramid or None
         None when the file is missing or unreadable, has no such columns or no rows. Rows whose x is
-        blank are left out.
+        blank are left out (and, of ``steps.csv``, rows whose value is blank).
     """
     builder = PyramidBuilder(max_points)
-    blocks = MetricsBlocks(folder, (x_key, metric), progress)
+    if metric.startswith(STEP_PREFIX):
+        column = metric[len(STEP_PREFIX):]
+        xs = ("epoch_float", "epoch") if x_key == "epoch" else (x_key,)
+        blocks = MetricsBlocks(folder, (*xs, column), progress, name=STEPS_FILE)
+        shift, finite_only = 0, True
+    else:
+        column, xs = metric, (x_key,)
+        blocks = MetricsBlocks(folder, (x_key, metric), progress)
+        shift, finite_only = (1 if x_key == "epoch" else 0), False
     for cols in blocks:
-        x, y = cols.get(x_key), cols.get(metric)
+        x = next((cols[k] for k in xs if k in cols), None)
+        y = cols.get(column)
         if x is None or y is None:
             break
-        keep = ~np.isnan(x)
+        keep = ~np.isnan(x) & (~np.isnan(y) if finite_only else True)
         if not keep.all():
             x, y = x[keep], y[keep]
-        builder.add(x + 1 if x_key == "epoch" else x, y)
+        builder.add(x + shift if shift else x, y)
     return builder.finish() if builder.n else None
+
+
+def metric_last(folder: str | Path, metric: str) -> float:
+    """The last value of ``metric`` (as :func:`read_curve` names it) in a run (NaN: none), read in blocks."""
+    last = math.nan
+    file = curve_file(metric)
+    column = metric[len(STEP_PREFIX):] if file == STEPS_FILE else metric
+    for cols in MetricsBlocks(folder, (column,), name=file):
+        values = cols.get(column)
+        if values is None:
+            break
+        finite = values[~np.isnan(values)]
+        if len(finite):
+            last = float(finite[-1])
+    return last
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
@@ -515,7 +657,8 @@ def config_diff(folders: list[str | Path]) -> list[tuple[str, list]]:
     return [(k, [f.get(k) for f in flat]) for k in keys if not same(k)]
 
 
-#: The metrics export_metrics writes, in this order within each block of rows.
+#: The metrics export_metrics writes first, in this order within each block of rows (then every other column of
+#: metrics.csv: a task's own metrics; then the steps.csv columns as ``step/<name>``).
 EXPORTED = ("train_loss", "val_loss", "val_acc", "lr", "samples_per_s", "input_wait", "time_s")
 
 
@@ -523,24 +666,35 @@ def _int_text(v: float) -> str:
     return "" if math.isnan(v) else str(int(v))
 
 
-def _export_run(w, folder: str | Path) -> None:
-    """The tidy rows of one run, block by block of its metrics.csv (blank step or epoch: empty cell)."""
+def _export_file(w, folder: str | Path, file: str) -> None:
+    """The tidy rows of one file of a run, block by block (blank step or epoch: empty cell)."""
     name = Path(folder).name
-    for cols in MetricsBlocks(folder, ("step", "epoch", *EXPORTED)):
+    steps_file = file == STEPS_FILE
+    for cols in MetricsBlocks(folder, name=file):
         n = len(next(iter(cols.values()))) if cols else 0
         steps, epochs = cols.get("step", np.full(n, math.nan)), cols.get("epoch", np.full(n, math.nan))
-        for metric in EXPORTED:
-            values = cols.get(metric)
-            if values is None:
-                continue
+        if steps_file:
+            order = [(c, STEP_PREFIX + c) for c in cols if c not in NOT_METRICS]
+        else:
+            order = [(m, m) for m in EXPORTED if m in cols]
+            order += [(c, c) for c in cols if c not in EXPORTED and c not in ("step", "epoch", "best")]
+        for column, metric in order:
+            values = cols[column]
             for i in np.flatnonzero(~np.isnan(values)):
                 w.writerow([name, _int_text(steps[i]), _int_text(epochs[i]), metric, repr(float(values[i]))])
+
+
+def _export_run(w, folder: str | Path) -> None:
+    """The tidy rows of one run: its metrics.csv, then its steps.csv."""
+    _export_file(w, folder, METRICS_FILE)
+    _export_file(w, folder, STEPS_FILE)
 
 
 def export_metrics(folders: list[str | Path], path: str | Path) -> Path:
     """Write the runs' metrics as one tidy CSV (``run,step,epoch,metric,value``) atomically; returns the path.
 
-    ``step`` and ``epoch`` are as in each ``metrics.csv`` (``epoch`` counts from 0).
+    Every metric of each ``metrics.csv`` (:data:`EXPORTED` first, then a task's own), then each
+    ``steps.csv`` column as ``step/<name>``; ``step`` and ``epoch`` are as in each file (``epoch`` counts from 0).
     Rows go run by run, and within a run metric by metric over each block of
     about 1 MB of its metrics.csv (one block for any file under ~12,000 rows), so
     memory is bounded whatever the files' lengths. Lines that cannot be read are

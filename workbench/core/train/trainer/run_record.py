@@ -1,4 +1,5 @@
-"""What a run writes of itself when it starts: ``run.toml``, ``init.pt``, ``status.json``, ``metrics.csv``. Qt-free.
+"""What a run writes of itself when it starts: ``run.toml``, ``init.pt``, ``status.json``, ``metrics.csv``,
+``steps.csv``. Qt-free.
 
 :func:`record_start` writes into ``config.model`` (and so ``run.toml``) what the
 run starts from; :func:`open_run_files` writes the run folder's files (rank 0).
@@ -13,7 +14,7 @@ from workbench.core.model.demo import DigitsCNN
 from workbench.core.model.names import frozen_names
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.train.config import TrainConfig
-from workbench.core.train.runs.folder import MetricsCSV, write_status
+from workbench.core.train.runs.folder import MetricsCSV, StepsCSV, write_status
 from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["record_start", "open_run_files", "status_info"]
@@ -57,16 +58,18 @@ def record_start(trainer: TrainerLike) -> None:
         mc.checkpoint = ""
 
 
-def open_run_files(trainer: TrainerLike) -> tuple[float, MetricsCSV]:
-    """Rank 0 at ``fit()``'s start: ``run.toml`` (replayable), ``status.json`` (running) and ``metrics.csv``.
+def open_run_files(trainer: TrainerLike) -> tuple[float, MetricsCSV, StepsCSV]:
+    """Rank 0 at ``fit()``'s start: ``run.toml`` (replayable), ``status.json`` (running), ``metrics.csv`` and
+    ``steps.csv`` (the step rows, appended by ``Trainer.emit`` from the first step on).
 
     A damaged ``metrics.csv`` set aside is said through ``on_progress``; a resumed
     run's new folder starts with the epochs it continues.
 
     Returns
     -------
-    (float, MetricsCSV)
-        ``time.time()`` of the start (``status.json``'s ``started``) and the open ``metrics.csv``.
+    (float, MetricsCSV, StepsCSV)
+        ``time.time()`` of the start (``status.json``'s ``started``), the open ``metrics.csv`` and ``steps.csv``
+        (a resumed run's steps redone replace their rows there).
 
     Raises
     ------
@@ -84,4 +87,4 @@ def open_run_files(trainer: TrainerLike) -> tuple[float, MetricsCSV]:
     if trainer.history and not csv.rows:  # a resumed run's folder starts with the epochs it continues
         for h in trainer.history:
             csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
-    return started, csv
+    return started, csv, StepsCSV(trainer.run_dir / "steps.csv")
