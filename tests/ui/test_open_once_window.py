@@ -42,12 +42,9 @@ from workbench.ui import file_actions
 MAX_OPENS = 2
 MAX_ENTRIES = 3
 RANKING = "workbench.core.model.detection"
-#: Modules allowed more than MAX_ENTRIES stops, and why.
-KNOWN = {
-    # meta_build resolves a builder (contrib.resolve) and calls it (a closure contrib made): 2 stops per build;
-    # a partial-fit answer builds the model again until loading keeps the strict attempt's module.
-    "workbench.core.contrib": 4,
-}
+#: Modules allowed more than MAX_ENTRIES stops, and why (none: a partial-fit answer loads into the module
+#: the strict attempt built, so contrib's builder is resolved and called once).
+KNOWN: dict[str, int] = {}
 
 
 def _module(frame) -> str:

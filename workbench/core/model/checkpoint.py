@@ -2,7 +2,7 @@
 
 A state_dict saved by ``torch.save(model.state_dict())`` carries a ``_metadata``
 attribute (each module's version); every state_dict rebuilt from another keeps
-it (:func:`copy_metadata`).
+it (:func:`workbench.core.model.prefixes.copy_metadata`).
 
 Reading is the formats' job (:mod:`workbench.core.model.formats`: one module per
 file format, :func:`~workbench.core.model.formats.read_checkpoint` asks each in
@@ -13,15 +13,13 @@ Qt-free.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 import torch
 from torch import nn
 
-__all__ = ["Checkpoint", "CheckpointMetadata", "copy_metadata"]
+__all__ = ["Checkpoint", "CheckpointMetadata"]
 
 
 @dataclass
@@ -116,37 +114,3 @@ class Checkpoint:
     metadata: CheckpointMetadata
     raw: dict | None = None
     module: nn.Module | None = None
-
-
-def copy_metadata(new: dict, old: Mapping, rename: Callable[[str], str] | None = None) -> dict:
-    """Give ``new`` the ``_metadata`` attribute of ``old`` (module path -> version info), if it has one.
-
-    Parameters
-    ----------
-    new : dict
-        The rebuilt state_dict (made an ``OrderedDict`` when it has to carry ``_metadata``).
-    old : mapping
-        The state_dict it was made from.
-    rename : callable, optional
-        How a key was renamed (``"module.fc.weight" -> "fc.weight"``); module
-        paths are renamed the same way (``"module.fc" -> "fc"``, ``"module" -> ""``).
-
-    Returns
-    -------
-    dict
-        ``new`` with ``_metadata`` (or ``new`` itself when ``old`` has none).
-    """
-    meta = getattr(old, "_metadata", None)
-    if meta is None:
-        return new
-    if not hasattr(new, "__dict__"):  # a plain dict takes no attribute: an OrderedDict, as state_dict() returns
-        new = OrderedDict(new)
-    if rename is None:
-        new._metadata = meta  # type: ignore[attr-defined]
-        return new
-    renamed = type(meta)() if isinstance(meta, dict) else {}
-    for path, info in meta.items():
-        key = rename(f"{path}.\0" if path else "\0")
-        renamed[key[:-1].rstrip(".")] = info  # a wrapper's root ("module") overrides the wrapper's own ""
-    new._metadata = renamed  # type: ignore[attr-defined]
-    return new

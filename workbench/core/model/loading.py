@@ -7,6 +7,7 @@ allows) become its parameters, without random initialisation or a copy.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -14,7 +15,7 @@ import torch
 from torch import nn
 
 from workbench.core.errors import ArchitectureError
-from workbench.core.model.checkpoint import Checkpoint, copy_metadata
+from workbench.core.model.checkpoint import Checkpoint
 from workbench.core.model.prefixes import strip_prefixes
 from workbench.core.model.meta_build import build_module
 from workbench.core.model.spec import ArchSpec
@@ -74,27 +75,27 @@ def _is_meta(t: torch.Tensor) -> bool:
 def _compare(module: nn.Module, state_dict: Mapping[str, torch.Tensor], stripped: list[str], strict: bool) -> tuple[LoadReport, dict]:
     own = module.state_dict(keep_vars=True)
     report = LoadReport(stripped_prefixes=stripped, strict=strict)
-    usable = {}
+    usable = copy.copy(state_dict) if isinstance(state_dict, dict) else dict(state_dict)  # keeps _metadata
     for key, value in state_dict.items():
         if key not in own:
             report.unexpected.append(key)
+            del usable[key]
         elif tuple(own[key].shape) != tuple(value.shape):
             report.mismatched.append((key, tuple(own[key].shape), tuple(value.shape)))
-        else:
-            usable[key] = value
+            del usable[key]
     # BatchNorm tolerates a missing num_batches_tracked (old checkpoints); so do we.
     report.missing = [k for k in own if k not in state_dict and not k.endswith("num_batches_tracked")]
-    return report, copy_metadata(usable, state_dict)
+    return report, usable
 
 
 def _match_dtypes(module: nn.Module, usable: dict) -> dict:
-    """Cast floating tensors to the module's dtype (assign=True would otherwise keep the file's dtype)."""
+    """Cast floating tensors to the module's dtype in place (assign=True would otherwise keep the file's dtype)."""
     own = module.state_dict(keep_vars=True)
-    out = {}
     for key, value in usable.items():
         target = own[key].dtype
-        out[key] = value.to(target) if value.dtype != target and value.is_floating_point() and target.is_floating_point else value
-    return copy_metadata(out, usable)
+        if value.dtype != target and value.is_floating_point() and target.is_floating_point:
+            usable[key] = value.to(target)
+    return usable
 
 
 def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tensor], *, strict: bool = True) -> LoadReport:
@@ -135,7 +136,7 @@ def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tenso
             report,
         )
     assign = any(_is_meta(t) for t in module.state_dict(keep_vars=True).values())
-    usable = _match_dtypes(module, usable)
+    usable = _match_dtypes(module, usable)  # a copy of renamed: it keeps the module versions (mnasnet reads them)
     module.load_state_dict(usable, strict=False, assign=assign)
     retie(module, ties)  # assign=True gives each alias its own tensor: tie them again
     report.loaded = len(usable)
@@ -224,7 +225,8 @@ def _has_computed_meta_buffers(model: nn.Module) -> bool:
 
 
 def load_model(
-    checkpoint: Checkpoint, spec: ArchSpec | str | Mapping | None = None, *, strict: bool = True
+    checkpoint: Checkpoint, spec: ArchSpec | str | Mapping | None = None, *, strict: bool = True,
+    module: nn.Module | None = None,
 ) -> tuple[nn.Module, LoadReport]:
     """Build an architecture and load a checkpoint into it.
 
@@ -239,6 +241,10 @@ def load_model(
         with ``trust=True`` once the user agreed).
     strict : bool
         See :func:`load_state_dict_into`.
+    module : nn.Module, optional
+        ``spec`` already built, with nothing loaded: the ``module`` of the
+        ArchitectureError a strict attempt raised (a partial answer loads into
+        it instead of building the architecture again).
 
     Returns
     -------
@@ -250,7 +256,8 @@ def load_model(
     Raises
     ------
     ArchitectureError
-        No architecture known, the spec cannot be built, or a strict load failed.
+        No architecture known, the spec cannot be built, or a strict load failed
+        (then its ``module`` attribute holds the built module, nothing loaded).
     """
     if spec is None and checkpoint.module is not None:
         model = checkpoint.module
@@ -262,11 +269,15 @@ def load_model(
             f"{checkpoint.path}: the file does not say which architecture it is for. "
             "Choose one (e.g. --arch resnet18) or use the detected ranking."
         )
-    model = build_module(spec, device="meta")
-    if _has_computed_meta_buffers(model):
+    model = module if module is not None else build_module(spec, device="meta")
+    if module is None and _has_computed_meta_buffers(model):
         model = build_module(spec, device="cpu")
     ties = tied_groups(model)
-    report = load_state_dict_into(model, checkpoint.state_dict, strict=strict)
+    try:
+        report = load_state_dict_into(model, checkpoint.state_dict, strict=strict)
+    except ArchitectureError as err:  # nothing was loaded: a partial answer loads into this module
+        err.module = model
+        raise
     _materialize(model)
     _ensure_parameters(model)
     retie(model, ties)

@@ -140,7 +140,8 @@ class OpenPolicy:
         if state.partial or not self.asker.partial_load(err.report, Path(err.checkpoint.path).name, err.spec):
             return self._decline(err)
         state.partial = True
-        return self.run(lambda: open_spec(err.checkpoint, err.spec, partial=True, edits=err.edits))
+        return self.run(lambda: open_spec(err.checkpoint, err.spec, partial=True, edits=err.edits,
+                                             module=err.module))
 
     def _architecture(self, err: NeedsArchitecture, state: "_State") -> Opened | None:
         self.candidates = list(err.candidates)

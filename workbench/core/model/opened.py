@@ -60,12 +60,15 @@ class PartialFit(ArchitectureError):
         Missing, unexpected and mismatched tensors.
     edits : list of dict
         The structural edits made before loading (answer with
-        ``open_spec(err.checkpoint, err.spec, partial=True, edits=err.edits)``).
+        ``open_spec(err.checkpoint, err.spec, partial=True, edits=err.edits, module=err.module)``).
+    module : nn.Module or None
+        The architecture as the strict attempt built it (edits made, nothing
+        loaded): the partial answer loads into it instead of building again.
     """
 
     def __init__(self, checkpoint: Checkpoint, spec: ArchSpec, report: LoadReport, message: str,
-                 edits: list[dict] = ()):
-        self.checkpoint, self.spec, self.edits = checkpoint, spec, list(edits)
+                 edits: list[dict] = (), module: nn.Module | None = None):
+        self.checkpoint, self.spec, self.edits, self.module = checkpoint, spec, list(edits), module
         super().__init__(message, report)
 
 

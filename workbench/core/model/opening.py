@@ -190,12 +190,14 @@ def open_weights_only(ckpt: Checkpoint) -> Opened:
     return Opened(weights_only_model(ckpt.state_dict), None, ckpt, weights_only=True)
 
 
-def open_spec(ckpt: Checkpoint, spec: ArchSpec, *, partial: bool = False, edits: list[dict] = ()) -> Opened:
+def open_spec(ckpt: Checkpoint, spec: ArchSpec, *, partial: bool = False, edits: list[dict] = (),
+              module: nn.Module | None = None) -> Opened:
     """Build ``spec``, make ``edits``, load ``ckpt`` into it: step 4 of :func:`open_model`.
 
     The answer to :class:`NeedsArchitecture` (``open_spec(err.checkpoint, spec)``)
     and :class:`PartialFit` (``open_spec(err.checkpoint, err.spec, partial=True,
-    edits=err.edits)``). A Hugging Face folder's recorded builder loads the
+    edits=err.edits, module=err.module)``: ``module`` is the architecture the
+    strict attempt built, loaded into instead of built again). A Hugging Face folder's recorded builder loads the
     folder's weights through the library (:func:`~workbench.core.model.hf_build.open_hf_folder`).
 
     Raises
@@ -208,13 +210,13 @@ def open_spec(ckpt: Checkpoint, spec: ArchSpec, *, partial: bool = False, edits:
     if hf_build.folder_library(ckpt, spec) == "transformers":
         return _finish(hf_build.open_hf_folder(ckpt, spec, partial=partial))
     try:
-        model, report = _load(ckpt, spec, not partial, list(edits))
+        model, report = _load(ckpt, spec, not partial, list(edits), module)
     except ArchitectureError as err:
         report = getattr(err, "report", None)
         message = str(err) if str(ckpt.path) in str(err) else f"{ckpt.path}: {err}"  # which file (diff opens two)
         if report is None or report.ok or partial:
             raise ArchitectureError(message, report) from err
-        raise PartialFit(ckpt, spec, report, message, edits) from err
+        raise PartialFit(ckpt, spec, report, message, edits, getattr(err, "module", None)) from err
     notes = [] if report.ok else [f"partial load into {spec}: {len(report.missing)} missing, "
                                   f"{len(report.mismatched)} mismatched, {len(report.unexpected)} unexpected tensors"]
     opened = Opened(model, spec, ckpt, report, notes=notes)
@@ -250,11 +252,18 @@ def _file_spec(ckpt: Checkpoint, *, trust: bool, **extra: Any) -> ArchSpec | Non
     return spec
 
 
-def _load(ckpt: Checkpoint, spec: ArchSpec, strict: bool, edits: list[dict]) -> tuple[nn.Module, LoadReport]:
+def _load(ckpt: Checkpoint, spec: ArchSpec, strict: bool, edits: list[dict],
+          module: nn.Module | None = None) -> tuple[nn.Module, LoadReport]:
     if not edits:
-        return load_model(ckpt, spec, strict=strict)
-    model = build_module(spec)
-    apply_edits(model, edits)
-    report = load_state_dict_into(model, ckpt.state_dict, strict=strict)
+        return load_model(ckpt, spec, strict=strict, module=module)
+    model = module
+    if model is None:
+        model = build_module(spec)
+        apply_edits(model, edits)
+    try:
+        report = load_state_dict_into(model, ckpt.state_dict, strict=strict)
+    except ArchitectureError as err:  # nothing was loaded: a partial answer loads into this module
+        err.module = model
+        raise
     apply_frozen(model, ckpt.metadata.frozen or [], strict=False)
     return model, report

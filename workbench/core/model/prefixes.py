@@ -4,16 +4,16 @@ A state_dict saved by ``torch.save(model.state_dict())`` carries a ``_metadata``
 attribute (each module's version, read by ``_load_from_state_dict``: torchvision's
 ``mnasnet1_0`` refuses a state_dict without it). Every dict rebuilt here keeps it,
 its module paths renamed like the keys
-(:func:`~workbench.core.model.checkpoint.copy_metadata`). Qt-free.
+(:func:`copy_metadata`). Qt-free.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Callable, Iterable, Mapping
 
 import torch
 
-from workbench.core.model.checkpoint import copy_metadata
 
 __all__ = ["ALWAYS_STRIPPED", "WRAPPER_PREFIXES", "strip_prefixes", "common_leading"]
 
@@ -110,3 +110,37 @@ def strip_prefixes(
     if best_prefix is not None:
         stripped += [p + "." for p in best_prefix[:-1].split(".")]
     return best_dict, stripped
+
+
+def copy_metadata(new: dict, old: Mapping, rename: Callable[[str], str] | None = None) -> dict:
+    """Give ``new`` the ``_metadata`` attribute of ``old`` (module path -> version info), if it has one.
+
+    Parameters
+    ----------
+    new : dict
+        The rebuilt state_dict (made an ``OrderedDict`` when it has to carry ``_metadata``).
+    old : mapping
+        The state_dict it was made from.
+    rename : callable, optional
+        How a key was renamed (``"module.fc.weight" -> "fc.weight"``); module
+        paths are renamed the same way (``"module.fc" -> "fc"``, ``"module" -> ""``).
+
+    Returns
+    -------
+    dict
+        ``new`` with ``_metadata`` (or ``new`` itself when ``old`` has none).
+    """
+    meta = getattr(old, "_metadata", None)
+    if meta is None:
+        return new
+    if not hasattr(new, "__dict__"):  # a plain dict takes no attribute: an OrderedDict, as state_dict() returns
+        new = OrderedDict(new)
+    if rename is None:
+        new._metadata = meta  # type: ignore[attr-defined]
+        return new
+    renamed = type(meta)() if isinstance(meta, dict) else {}
+    for path, info in meta.items():
+        key = rename(f"{path}.\0" if path else "\0")
+        renamed[key[:-1].rstrip(".")] = info  # a wrapper's root ("module") overrides the wrapper's own ""
+    new._metadata = renamed  # type: ignore[attr-defined]
+    return new

@@ -9,7 +9,7 @@ from torch import nn
 import torch
 
 from workbench.core.errors import CheckpointError
-from workbench.core.model.checkpoint import copy_metadata
+from workbench.core.model.prefixes import copy_metadata
 
 __all__ = ["STATE_DICT_KEYS", "classify", "is_tensor_dict"]
 
