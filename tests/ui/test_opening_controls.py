@@ -107,6 +107,8 @@ def test_nonfinite_weights_are_badged_in_the_tree_and_named_in_the_status_bar_on
     assert fc_badges[0].value == 1.0 and "512,000 of 512,000" in fc_badges[0].text
     icon = tree.index_for_name("layer1.0.conv1", COL_NAME).data(Qt.ItemDataRole.DecorationRole)
     assert icon is not None and not icon.isNull()
+    window.session.set_badges({})  # a probe measurement that finds nothing (it used to drop the open-time badges)
+    assert [b.kind for b in tree.badges("fc")] == ["nonfinite", "nonfinite"]
     # a clean file clears them
     clean = tmp_path / "clean.pt"
     torch.save(torchvision.models.resnet18().state_dict(), clean)

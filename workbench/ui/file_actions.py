@@ -142,7 +142,7 @@ class FileActions(QObject):
             text = (f"{found.name}: {found.count:,} of {found.numel:,} values are NaN/Inf "
                     f"({found.fraction:.1%}), as opened")
             badges.setdefault(found.module, []).append(Badge("nonfinite", found.fraction, -1, text))
-        self.session.set_badges(badges)  # also clears the badges of the model shown before
+        self.session.set_weight_badges(badges)  # also clears the badges of the model shown before
         lines = [nonfinite_summary(bad)] if bad else []
         if detected is not None:
             lines.append(f"Opened as {detected.spec}: the only architecture that matches every key and shape "

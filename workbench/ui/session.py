@@ -50,7 +50,10 @@ class Session(QObject):
     tree_root : ModuleNode or None
         The module tree shown (``core.model.tree``), with shapes and FLOPs.
     badges : dict
-        ``{module name: [Badge, ...]}`` from the last probe measurement.
+        ``{module name: [Badge, ...]}`` shown in the tree: the opened weights'
+        own (NaN/Inf at open) and then the last probe measurement's.
+    measured_badges : dict
+        The last probe measurement's alone.
     probed : list of str
         Modules followed by the probes.
 
@@ -117,6 +120,8 @@ class Session(QObject):
         self.run_extras: dict = {}
         self.tree_root = None
         self.badges: dict = {}
+        self._weight_badges: dict = {}  # the open-time NaN/Inf scan of the weights: kept across measurements
+        self.measured_badges: dict = {}  # the last measurement's alone (what set_badges was given)
         self.probed: list[str] = []
         self._callback_providers: list[Callable[[], list]] = []
 
@@ -138,6 +143,8 @@ class Session(QObject):
         self.source = source
         self.edits = []
         self.badges = {}
+        self._weight_badges = {}
+        self.measured_badges = {}
         self.run_extras = {}
         if self.comparison is not None:
             self.set_comparison(None)  # a comparison belongs to the model it was made with
@@ -191,9 +198,20 @@ class Session(QObject):
 
     # ------------------------------------------------------------------ probes and selection
     def set_badges(self, badges: dict) -> None:
-        """Health badges of the last measurement, ``{module: [Badge, ...]}``."""
-        self.badges = dict(badges)
+        """Health badges of the last measurement, ``{module: [Badge, ...]}``.
+
+        Shown after the weight badges of :meth:`set_weight_badges` on the same
+        module, which a measurement never drops.
+        """
+        self.measured_badges = dict(badges)
+        names = list(self._weight_badges) + [n for n in badges if n not in self._weight_badges]
+        self.badges = {n: [*self._weight_badges.get(n, ()), *badges.get(n, ())] for n in names}
         self.badgesChanged.emit(self.badges)
+
+    def set_weight_badges(self, badges: dict) -> None:
+        """Badges of the opened weights themselves (NaN/Inf found at open), kept until another model is shown."""
+        self._weight_badges = dict(badges)
+        self.set_badges({})
 
     def set_probed(self, names: list[str]) -> None:
         """The modules the probes follow."""

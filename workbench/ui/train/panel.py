@@ -270,8 +270,9 @@ class TrainingPanel(QWidget):
     def stop(self) -> None:
         """Ask the trainer to stop after the current step.
 
-        A step that has not returned after ``STOP_TIMEOUT_MS`` (a hung forward)
-        makes the controller offer to end the training process (``prompts.end_training_process``).
+        A step that has not returned after 3x the slowest recent step (at least 10 s; a hung
+        forward, :mod:`.stop_timeout`) makes the controller offer to end the training process
+        (``prompts.end_training_process``).
         """
         if self.is_running():
             self.run.stop()
@@ -502,7 +503,7 @@ class TrainingPanel(QWidget):
             text = NonFiniteTrace(**trace).text()
             if trace.get("phase") in ("forward", "backward"):
                 module = trace.get("module", "")
-                badges = dict(self.session.badges)
+                badges = dict(self.session.measured_badges)
                 badges[module] = [b for b in badges.get(module, []) if b.kind != "nonfinite"] + [
                     Badge("nonfinite", 1.0, step, text)]
                 self.session.set_badges(badges)
