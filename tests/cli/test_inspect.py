@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,40 @@ def test_inspect_of_a_unique_match_opens_the_file_twice_at_most(capsys, tmp_path
         doc = _run_json(capsys, str(path))
     assert doc["arch_source"] == "detected (score 1.000)"
     assert opened.count <= 2, opened.count
+
+
+def _inspect_behind_a_trap(folder):
+    """``python -m workbench inspect FOLDER`` with the Hub and every proxy a counting trap: (proc, requests, s)."""
+    from tests.core.model.network_trap import network_trap
+
+    with network_trap() as trap:
+        start = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "workbench", "inspect", str(folder)], env=trap.env(), cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        return proc, list(trap.requests), time.monotonic() - start
+
+
+@pytest.mark.parametrize("name", ["rf_detr_backbone_repo", "rf_detr_backbone_name"])
+def test_inspect_of_a_config_naming_a_hub_model_refuses_without_the_network(tmp_path, name):
+    """A backbone repo id (refused from the config) or a plain name RF-DETR asks the Hub about (refused offline)."""
+    from tests.core.model.network_trap import hub_naming_folder
+
+    folder = hub_naming_folder(tmp_path, name)
+    proc, requests, elapsed = _inspect_behind_a_trap(folder)
+    assert requests == []
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert lines[0].startswith(f"error: {folder / 'config.json'}: backbone = "), lines[0]
+    assert "Workbench never downloads" in lines[0]
+    assert proc.stdout == "" and elapsed < 30
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]  # nothing written
+
+
+def test_inspect_of_a_plain_hugging_face_folder_reaches_no_network(tmp_path):
+    from tests.core.model.network_trap import bert_folder
+
+    proc, requests, elapsed = _inspect_behind_a_trap(bert_folder(tmp_path))
+    assert requests == []
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "BertForSequenceClassification" in proc.stdout and elapsed < 30

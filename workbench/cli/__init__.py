@@ -41,6 +41,7 @@ from workbench.cli import contributions, diff, graph, index, inspect, lr_find, r
 from workbench.cli.guard import run_command
 from workbench.cli.output import fail
 from workbench.cli.window import looks_like_a_command, open_window, window_parser, window_path
+from workbench.core.hub_offline import offline_by_default
 
 __all__ = ["main", "top_level_help", "COMMANDS"]
 
@@ -81,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``workbench COMMAND ...`` runs a command of :data:`COMMANDS`; anything
     else opens the window (:func:`workbench.ui.app.main`), except a bare word
     that is neither a command nor an existing file (``workbench foo``), which
-    is a usage error (exit 2) naming the commands.
+    is a usage error (exit 2) naming the commands. Sets the Hugging Face Hub
+    offline (:func:`~workbench.core.hub_offline.offline_by_default`) unless the
+    user set ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``.
 
     Parameters
     ----------
@@ -93,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         The process exit code.
     """
+    offline_by_default()  # before anything imports huggingface_hub: nothing a file names is fetched
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["--version"], ["-V"]):
         from workbench.core.versions import version_line

@@ -132,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv : sequence of str, optional
         Arguments without the program name; default ``sys.argv[1:]``.
     """
+    from workbench.core.hub_offline import offline_by_default
+
+    offline_by_default()  # before anything imports huggingface_hub; the training process inherits it
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.screenshot and not os.environ.get("WORKBENCH_SETTINGS_DIR"):
         # a screenshot shows the default layout and never writes the user's settings

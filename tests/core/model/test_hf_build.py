@@ -262,8 +262,11 @@ def test_timm_name_that_would_download_is_refused(tmp_path):
     _, folder = _timm_folder(tmp_path)
     (folder / "config.json").write_text(json.dumps({"architecture": "hf-hub:timm/resnet18.a1_in1k",
                                                     "pretrained_cfg": {}}))
-    with pytest.raises(Exception, match="not a model of the installed timm"):
+    with pytest.raises(CheckpointError, match="architecture = 'hf-hub:timm/resnet18.a1_in1k' names a model on the "
+                                              "Hugging Face Hub; Workbench never downloads"):
         open_model(folder)
+    with pytest.raises(Exception, match="names a model on the Hugging Face Hub"):
+        hf_build.build_timm_model("hf-hub:timm/resnet18.a1_in1k")  # a spec recorded in a checkpoint: the same rule
 
 
 def test_without_the_library_the_weights_show(folders, monkeypatch):
@@ -312,3 +315,12 @@ def test_a_saved_checkpoint_of_a_folder_model_reopens_without_a_trust_question(f
     assert type(again.model).__name__ == "BertForSequenceClassification"
     for k, v in opened.model.state_dict().items():
         assert torch.equal(again.model.state_dict()[k], v), k
+
+
+def test_a_recorded_spec_naming_a_hub_backbone_is_refused_before_transformers_sees_it():
+    """A checkpoint's recorded HF_BUILDER spec goes through the same rule as a folder's config.json."""
+    from workbench.core.errors import ArchitectureError
+
+    config = json.dumps({"model_type": "rf_detr", "encoder": {"backbone": "org/repo"}})
+    with pytest.raises(ArchitectureError, match=r"encoder\.backbone = 'org/repo' names a model on the Hugging Face Hub"):
+        hf_build.build_hf_model("RfDetrForObjectDetection", config)

@@ -14,6 +14,11 @@ records as its architecture resolves here:
 * :func:`build_timm_model` (:data:`~workbench.core.model.formats.model_folder.TIMM_BUILDER`):
   ``timm.create_model(name, pretrained=False, ...)`` for a registered timm name.
 
+Every build is offline (:func:`~workbench.core.hub_offline.hub_offline`,
+``local_files_only=True``, timm with ``pretrained=False``): a config that
+names a model elsewhere (:func:`~workbench.core.model.formats.model_folder.remote_name`)
+is refused before the library sees it, and any other Hub request the library
+would make fails at once and is refused the same way (:func:`_built`).
 ``trust_remote_code`` is never passed: with trust, a folder whose config has
 ``auto_map`` still runs none of its code (the library's own class opens it when
 there is one, else the weights-only tree, and says so). ``transformers`` and
@@ -36,10 +41,12 @@ from typing import Any, Iterator, Mapping
 from torch import nn
 
 from workbench.core import contrib, warm_imports
+from workbench.core.hub_offline import hub_offline, offline_refusal
 from workbench.core.errors import ArchitectureError, CheckpointError
 from workbench.core.model.checkpoint import Checkpoint
 from workbench.core.model.example_input import ExampleInput, hf_example_input
-from workbench.core.model.formats.model_folder import CONFIG_NAME, HF_BUILDER, SHARD, TIMM_BUILDER, WEIGHT_NAMES
+from workbench.core.model.formats.model_folder import (CONFIG_NAME, HF_BUILDER, SHARD, TIMM_BUILDER, WEIGHT_NAMES,
+                                                       remote_name)
 from workbench.core.model.loading import LoadReport
 from workbench.core.model.opened import NeedsArchitecture, Opened, PartialFit
 from workbench.core.model.spec import ArchSpec
@@ -84,13 +91,52 @@ def _hf_class(transformers: Any, cfg: Mapping, origin: Path) -> type:
 def _hf_config(transformers: Any, cls: type | None, cfg: Mapping, origin: Path) -> Any:
     data = {k: v for k, v in cfg.items() if k != "auto_map"}
     try:
-        with quiet(transformers):
+        with quiet(transformers), hub_offline():
             if cls is not None:
                 return cls.config_class.from_dict(data)
             return transformers.AutoConfig.for_model(**data)
     except Exception as exc:  # noqa: BLE001 - content of a file: any failure is a bad config
+        _refuse_if_offline(exc, cfg, origin)
         raise ArchitectureError(f"{origin}: transformers cannot read this config ({type(exc).__name__}: "
                                 f"{str(exc)[:300]}).") from exc
+
+
+def _refuse_if_offline(exc: BaseException, cfg: Mapping, origin: Any) -> None:
+    """Raise the one-line refusal when ``exc`` is a Hub request that the offline build stopped; else return.
+
+    Names the config key whose value is in the URL when there is one (a name
+    that no list of remote keys knows: ``backbone = 'resnet50'`` that RF-DETR
+    asks the Hub about).
+    """
+    url = offline_refusal(exc)
+    if url is None:
+        return
+    key = _key_in(cfg, url)
+    what = f"{key[0]} = {key[1][:80]!r} makes transformers" if key else "building this config makes the library"
+    raise ArchitectureError(f"{origin}: {what} fetch {url[:160]} from the Hugging Face Hub; Workbench never "
+                            "downloads: remove the key, or give that model's config and weights in the folder.") from exc
+
+
+def _key_in(cfg: Mapping, url: str) -> tuple[str, str] | None:
+    """The first top-level or sub-config ``(dotted key, value)`` whose text value appears in ``url``."""
+    stack: list[tuple[str, Any, int]] = [("", cfg, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, str) and len(value) > 2 and f"/{value}" in url:
+            return path, value
+        if isinstance(value, dict) and depth < 8:
+            stack.extend((f"{path}.{k}" if path else str(k), v, depth + 1) for k, v in reversed(value.items()))
+    return None
+
+
+def _built(build: Any, cfg: Mapping, origin: Any) -> Any:
+    """``build()`` offline; a Hub request it tried raises the one-line refusal, any other error itself."""
+    try:
+        with hub_offline():
+            return build()
+    except Exception as exc:
+        _refuse_if_offline(exc, cfg, origin)
+        raise
 
 
 @contextlib.contextmanager
@@ -118,6 +164,9 @@ def _config_dict(config_json: Any, architecture: Any, origin: Any, overrides: Ma
         raise ArchitectureError(f"{origin}: config_json is not JSON ({exc}).") from exc
     if not isinstance(cfg, dict):
         raise ArchitectureError(f"{origin}: config_json is not a JSON object.")
+    remote = remote_name(cfg)
+    if remote:
+        raise ArchitectureError(f"{origin}: {remote}")
     if architecture is not None:
         cfg["architectures"] = [architecture]
     extra = dict(overrides)
@@ -151,15 +200,16 @@ def build_hf_model(architecture: str | None = None, config_json: str = "{}", **o
     Raises
     ------
     ArchitectureError
-        transformers missing, an unknown class, or a config it cannot read.
+        transformers missing, an unknown class, a config it cannot read, or a
+        config that names a model elsewhere (nothing is downloaded: the build is offline).
     """
     origin = Path(str(architecture))
-    transformers = _import("transformers", "hf", origin)
     cfg = _config_dict(config_json, architecture, architecture, overrides)
+    transformers = _import("transformers", "hf", origin)
     cls = _hf_class(transformers, cfg, origin)
     config = _hf_config(transformers, cls, cfg, origin)
     with quiet(transformers):
-        return cls._from_config(config)
+        return _built(lambda: cls._from_config(config), cfg, origin)
 
 
 def build_timm_model(model_name: str, **kwargs: Any) -> nn.Module:
@@ -167,13 +217,17 @@ def build_timm_model(model_name: str, **kwargs: Any) -> nn.Module:
 
     The builder of :data:`TIMM_BUILDER` specs. ``model_name`` must be in timm's
     registry (``timm.is_model``): ``hf-hub:`` / ``local-dir:`` names, which
-    download or read other files, are refused; so is ``pretrained``.
+    download or read other files, are refused; so is ``pretrained``. Built offline.
 
     Raises
     ------
     ArchitectureError
-        timm missing, an unknown name, or ``pretrained`` / ``pretrained_cfg_overlay`` given.
+        timm missing, an unknown name, a name or argument naming a model elsewhere,
+        or ``pretrained`` / ``pretrained_cfg_overlay`` given.
     """
+    remote = remote_name({"architecture": model_name, **kwargs})
+    if remote:
+        raise ArchitectureError(f"{str(model_name)[:80]}: {remote}")
     timm = _import("timm", "timm", Path(str(model_name)))
     if not isinstance(model_name, str) or not timm.is_model(model_name):
         raise ArchitectureError(f"{str(model_name)[:80]!r} is not a model of the installed timm {timm.__version__}; "
@@ -181,7 +235,8 @@ def build_timm_model(model_name: str, **kwargs: Any) -> nn.Module:
     if kwargs.get("pretrained") or "pretrained_cfg_overlay" in kwargs:
         raise ArchitectureError(f"{model_name}: Workbench builds timm models with pretrained=False (no downloads).")
     kwargs.pop("pretrained", None)
-    return timm.create_model(model_name, pretrained=False, **kwargs)
+    with hub_offline():
+        return timm.create_model(model_name, pretrained=False, **kwargs)
 
 
 # --------------------------------------------------------------------------- opening a folder's weights
@@ -293,10 +348,12 @@ def open_hf_folder(ckpt: Checkpoint, spec: ArchSpec, *, partial: bool = False) -
                      f"opened with transformers' own {cls.__name__}")
     config = _hf_config(transformers, cls, cfg, origin)
     try:
-        with quiet(transformers):
+        with quiet(transformers), hub_offline():
             model, info = cls.from_pretrained(None, config=config, state_dict=dict(ckpt.state_dict),
-                                              output_loading_info=True, ignore_mismatched_sizes=True)
+                                              output_loading_info=True, ignore_mismatched_sizes=True,
+                                              local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - the library on a file's content: report, never crash
+        _refuse_if_offline(exc, cfg, origin)
         raise ArchitectureError(f"{ckpt.path}: transformers could not load the weights into {cls.__name__} "
                                 f"({type(exc).__name__}: {str(exc)[:300]}).") from exc
     spec = ArchSpec(HF_BUILDER, {"architecture": cls.__name__, "config_json": _config_json(config)})

@@ -19,6 +19,9 @@ memory-mapped copy-on-write); ``pytorch_model.bin`` goes through
 names of the folder. A config with ``auto_map`` (custom code shipped in the
 folder) raises :class:`~workbench.core.errors.TrustRequired` naming the
 folder's ``.py`` files; even with trust, Workbench runs none of that code.
+A config that names a model elsewhere, which transformers or timm would fetch
+when they build it (a ``backbone`` repo id, an ``hf-hub:`` timm name), is
+refused before anything is read (:func:`remote_name`): Workbench never downloads.
 Qt-free.
 """
 
@@ -37,7 +40,7 @@ from workbench.core.model.formats import safetensors, torch_pickle
 from workbench.core.model.formats.metadata import tensor_stats
 
 __all__ = ["CONFIG_NAME", "HF_BUILDER", "TIMM_BUILDER", "ModelFolder", "find_model_folder", "read_model_folder",
-           "read_folder_checkpoint", "pretrained_cfg", "match", "read"]
+           "read_folder_checkpoint", "pretrained_cfg", "remote_name", "match", "read"]
 
 CONFIG_NAME = "config.json"
 SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
@@ -50,6 +53,14 @@ TIMM_BUILDER = "workbench.core.model.hf_build:build_timm_model"
 SHARD = re.compile(r"(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)")
 #: The names of a folder's weight files (what a new save replaces).
 WEIGHT_NAMES = (SAFE_WEIGHTS, SAFE_INDEX, PT_WEIGHTS, PT_INDEX)
+#: Keys whose value transformers or timm resolves as a model name when they build: ``backbone`` (transformers
+#: asks the Hub whether it is a repo and fetches its config), ``architecture`` (the name timm creates).
+_NAME_KEYS = ("backbone", "architecture")
+#: timm's name prefixes that fetch a Hub repo or read another folder (``hf-hub:org/repo``, ``local-dir:/path``).
+_SOURCE_PREFIXES = ("hf-hub:", "hf_hub:", "local-dir:")
+#: How deep sub-configs are searched: real configs nest 2 to 4 levels (encoder-decoder, backbone_config); the
+#: build itself is offline (:func:`workbench.core.hub_offline.hub_offline`) for anything deeper.
+_MAX_CONFIG_DEPTH = 8
 
 
 @dataclass
@@ -162,6 +173,53 @@ def read_model_folder(path: str | Path) -> ModelFolder:
     return ModelFolder(folder, config, library, _weight_files(folder))
 
 
+def _remote_reason(key: str, value: str) -> str | None:
+    """Why ``key = value`` names something outside the folder, or None."""
+    name = key.rsplit(".", 1)[-1]
+    lowered = value.lower()
+    if lowered.startswith("local-dir:"):
+        return "names a folder outside this one; Workbench reads only the folder's own files: remove the key."
+    if lowered.startswith(_SOURCE_PREFIXES) or (name in _NAME_KEYS and "/" in value):
+        todo = ("give the backbone's own config as backbone_config (its weights in the folder's weight files)"
+                if name == "backbone" else "name a model of the installed library, its weights in this folder")
+        return f"names a model on the Hugging Face Hub; Workbench never downloads: remove the key, or {todo}."
+    return None
+
+
+def remote_name(config: Any) -> str | None:
+    """What in a model config makes transformers or timm fetch a model from elsewhere at build, as a message; or None.
+
+    Searches the config and its sub-configs (dicts and lists, at most
+    :data:`_MAX_CONFIG_DEPTH` deep) for a ``backbone`` or ``architecture`` that
+    is a Hub repo id (``org/repo``) and any value with a timm source prefix
+    (``hf-hub:``, ``local-dir:``). Imports nothing.
+
+    Parameters
+    ----------
+    config : Any
+        The config as read from ``config.json`` (or a spec's ``config_json``).
+
+    Returns
+    -------
+    str or None
+        ``"backbone = 'org/repo' names a model on the Hugging Face Hub; Workbench never downloads: ..."``
+        (the key dotted from the top: ``encoder.backbone``), without the file
+        name, which the caller puts in front.
+    """
+    stack: list[tuple[str, Any, int]] = [("", config, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, str):
+            reason = _remote_reason(path, value)
+            if reason:
+                return f"{path or 'value'} = {value[:80]!r} {reason}"
+        elif depth < _MAX_CONFIG_DEPTH and isinstance(value, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v, depth + 1) for k, v in reversed(value.items()))
+        elif depth < _MAX_CONFIG_DEPTH and isinstance(value, list):
+            stack.extend((f"{path}[{i}]", v, depth + 1) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
 def pretrained_cfg(config: Mapping) -> Mapping:
     """timm's ``pretrained_cfg`` (a legacy single-dict config is its own)."""
     pcfg = config.get("pretrained_cfg")
@@ -261,9 +319,13 @@ def read(path: str | Path, *, trust: bool = False, **_: Any) -> Checkpoint:
         ``globals`` lists the folder's ``.py`` files (else the ``auto_map``
         entries). Nothing was imported.
     CheckpointError
-        See :func:`read_model_folder` and :func:`read_folder_checkpoint`.
+        The config names a model elsewhere (:func:`remote_name`), with or without
+        trust; see also :func:`read_model_folder` and :func:`read_folder_checkpoint`.
     """
     folder = read_model_folder(path)
+    remote = remote_name(folder.config)
+    if remote:
+        raise CheckpointError(remote, folder.config_path)
     if folder.library == "transformers" and "auto_map" in folder.config and not trust:
         raise TrustRequired(folder.config_path, code_files(folder), kind="code")
     return read_folder_checkpoint(folder)

@@ -50,6 +50,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from workbench.core.hub_offline import offline_by_default
 from workbench.core.train.launch.parent_watch import ParentWatch, exit_later
 
 __all__ = ["serve", "run_job", "warm_model", "import_file", "JobState", "stop_and_save", "mark_unfinished",
@@ -170,6 +171,7 @@ def serve(conn, log_path: str | None = None, parent_pid: int | None = None) -> N
     parent_pid : int, optional
         The window's pid: when it ends, so does this process (:func:`end_orphaned`).
     """
+    offline_by_default()  # as the window's own process (inherited), also when a process is started otherwise
     _redirect_output(log_path)
     faulthandler.enable(all_threads=False)  # the thread that crashed
     state = JobState(log_path)
