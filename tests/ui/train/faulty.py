@@ -49,3 +49,22 @@ class FaultyDigitsCNN(DigitsCNN):
             ctypes.string_at(0)
         if self.fault == "hang":
             threading.Event().wait()  # never returns; only ending the process ends it
+
+
+class SlowDigitsCNN(DigitsCNN):
+    """The demo CNN whose training forwards from the ``after``-th on (1-based) each sleep ``delay`` seconds."""
+
+    def __init__(self, delay: float, after: int = 3):
+        super().__init__()
+        self.delay = float(delay)
+        self.after = after
+        self.calls = 0
+
+    def forward(self, x):
+        if self.training and torch.is_grad_enabled():
+            self.calls += 1
+            if self.calls >= self.after:
+                import time
+
+                time.sleep(self.delay)
+        return super().forward(x)

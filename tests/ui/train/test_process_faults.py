@@ -21,6 +21,7 @@ from tests.ui.helpers import panel_host
 from tests.ui.train.faulty import FaultyDigitsCNN
 from workbench.core.model.demo import DigitsCNN
 from workbench.core.train.config import DataConfig, TrainConfig
+from workbench.ui.train import stop_timeout
 
 RUN_TIMEOUT_MS = 90_000
 
@@ -92,11 +93,11 @@ def test_a_training_process_killed_from_outside_is_reported(qtbot, tmp_path):
     assert multiprocessing.active_children() == []
 
 
-def test_a_step_that_never_returns_is_ended_after_stop(qtbot, tmp_path):
+def test_a_step_that_never_returns_is_ended_after_stop(qtbot, tmp_path, monkeypatch):
     """Stop asks at the next step boundary; after the timeout the panel offers to end the process."""
+    monkeypatch.setattr(stop_timeout, "STOP_FLOOR_MS", 1000)  # the default waits at least 10 s
     host = _host(qtbot, tmp_path, FaultyDigitsCNN("hang", after=30))
     panel = host.panel
-    panel.run.stop_timer.setInterval(1000)  # the default waits 10 s
     panel.settings.epochs_spin.setValue(50)
     with qtbot.waitSignal(panel.runningChanged, timeout=5000):
         panel.start()

@@ -13,6 +13,10 @@ The loss is smoothed with a bias-corrected exponential moving average (as
 fastai and Lightning do); the sweep stops when the smoothed loss exceeds
 ``diverge`` times its minimum, or at the first NaN/Inf loss (that point is not
 kept, so it cannot spoil the curve).
+
+:func:`sweep_copy` takes the copy a window sweeps (its own model is never
+touched) and :func:`find_lr` runs the range test on it with a run's settings,
+writing nothing into the runs.
 """
 
 from __future__ import annotations
@@ -22,19 +26,91 @@ import csv
 import io
 import math
 import random
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write_text
 from workbench.core.train.data.batch import move
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.core.train.trainer.loop import Trainer
 
-__all__ = ["LRFindResult", "lr_find", "steepest", "valley"]
+__all__ = ["LRFindResult", "ModelNotCopyable", "find_lr", "lr_find", "steepest", "sweep_copy", "valley"]
+
+
+class ModelNotCopyable(WorkbenchError):
+    """The model holds tensors without values (fake or ``meta``): there is nothing to sweep a copy of.
+
+    A ``torch.export`` trace (the Graph tab's capture) puts fake tensors in the
+    model's place while it runs; a model opened on the ``meta`` device has no
+    weights at all.
+    """
+
+
+def _placeholders(model: torch.nn.Module) -> list[str]:
+    """Names of the parameters and buffers of ``model`` that hold no values (fake or ``meta`` tensors)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    tensors = [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
+    return [name for name, t in tensors if t.device.type == "meta" or is_fake(t)]
+
+
+def sweep_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of ``model`` to sweep (call on the thread that owns ``model``; it is left unchanged).
+
+    Raises
+    ------
+    ModelNotCopyable
+        A parameter or buffer holds no values (a ``torch.export`` trace is running on
+        ``model``, or it was built on the ``meta`` device); the message names it.
+    """
+    empty = _placeholders(model)
+    if not empty:
+        try:
+            return copy.deepcopy(model)
+        except RuntimeError as exc:  # a tensor swapped for a fake one while copying (a trace started meanwhile)
+            if not _placeholders(model):
+                raise
+            empty = _placeholders(model) or [str(exc)]
+    raise ModelNotCopyable(
+        f"the model holds no weights in {empty[0]}" + (f" and {len(empty) - 1} more" if len(empty) > 1 else "")
+        + " (a graph capture is tracing it, or it was built without weights); try again when it has them")
+
+
+def find_lr(model: torch.nn.Module, config, arch=None, min_lr: float = 1e-7, max_lr: float = 10.0,
+            steps: int = 100, progress=None) -> LRFindResult:
+    """The range test of :func:`lr_find` on ``model`` with ``config``'s data and optimizer; nothing goes to the runs.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The model to sweep (a :func:`sweep_copy`; the sweep restores it afterwards anyway).
+    config : TrainConfig
+        The run's settings; a copy is used, its ``run_dir`` a new temporary folder and TensorBoard off.
+    arch : ArchSpec, optional
+    min_lr, max_lr, steps, progress
+        As :func:`lr_find`.
+
+    Returns
+    -------
+    LRFindResult
+    """
+    from workbench.core.train.trainer.loop import Trainer
+
+    config = copy.deepcopy(config)
+    config.run_dir = tempfile.mkdtemp(prefix="workbench-lr-find-")
+    config.tensorboard = False
+    try:
+        trainer = Trainer(model, config, [], arch)
+        return lr_find(trainer, min_lr, max_lr, steps, progress=progress)
+    finally:
+        shutil.rmtree(config.run_dir, ignore_errors=True)
 
 
 @dataclass

@@ -1,42 +1,50 @@
 """The LR finder in the window: the range test on a copy of the model, its curve, "Use this LR".
 
-:class:`LRFindWorker` runs :func:`workbench.core.train.lr_finder.lr_find` on a
-QThread (the window's model is never touched: the worker sweeps a deep copy,
-and the core restores even that one). :class:`LRFindDialog` draws the raw and
-smoothed loss against the LR on a log axis as the steps arrive, marks the
-steepest descent and the valley point, and "Use this LR" hands the suggestion
-to the training form.
+:class:`LRFindWorker` runs :func:`workbench.core.train.lr_finder.find_lr` on a
+QThread on a copy of the window's model (:func:`~workbench.core.train.lr_finder.sweep_copy`,
+taken on the GUI thread; the window's model is never touched, and the core
+restores even the copy). :class:`LRFindDialog` draws the raw and smoothed loss
+against the LR on a log axis as the steps arrive, marks the steepest descent
+and the valley point, and "Use this LR" hands the suggestion to the training form.
+
+While a background call holds the model (the Graph tab's capture traces it
+with ``torch.export``, which puts fake tensors in its place until it returns),
+:class:`LRFinder` waits for it before copying.
 
 objectNames: ``lrFindDialog``, ``lrFindPlot``, ``lrFindLabel``, ``useLrButton``.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-import tempfile
 import traceback
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from workbench.core.train.entry import make_trainer
-from workbench.core.train.lr_finder import LRFindResult, lr_find
+from workbench.core.errors import WorkbenchError
+from workbench.core.train.lr_finder import LRFindResult, find_lr, sweep_copy
 from workbench.ui.plot_legend import legend_above
-from workbench.ui.threading import start_in_thread, wait_for
+from workbench.ui.threading import live_threads, start_in_thread, wait_for
+
+#: The objectName of :func:`workbench.ui.threading.run_in_background`'s thread: while one lives, the GUI thread
+#: waits in its local event loop and the call may hold the model (a graph capture traces it with fake tensors).
+BACKGROUND_CALL = "backgroundCall"
+#: How often a deferred start checks whether the background call has returned, ms.
+DEFER_POLL_MS = 50
 
 
 class LRFindWorker(QObject):
-    """Run the range test on a deep copy of ``model`` (call :meth:`run` on a QThread).
+    """Run the range test on ``model`` (a copy; call :meth:`run` on a QThread).
 
     Parameters
     ----------
     model : nn.Module
-        The window's model (copied here, on the GUI thread, before the thread starts).
+        The copy to sweep (:func:`~workbench.core.train.lr_finder.sweep_copy` of the window's model).
     config : TrainConfig
-        The form's settings (its ``run_dir`` is replaced by a temporary folder: nothing is written to the runs).
+        The form's settings (:func:`~workbench.core.train.lr_finder.find_lr` writes nothing to the runs).
     arch : ArchSpec, optional
     min_lr, max_lr : float
     steps : int
@@ -60,30 +68,26 @@ class LRFindWorker(QObject):
 
     def __init__(self, model, config, arch=None, min_lr: float = 1e-7, max_lr: float = 10.0, steps: int = 100):
         super().__init__()
-        self.model = copy.deepcopy(model)
-        self.config = copy.deepcopy(config)
-        self.config.run_dir = tempfile.mkdtemp(prefix="workbench-lr-find-")
-        self.config.tensorboard = False
-        self.arch = arch
+        self.model, self.config, self.arch = model, config, arch
         self.min_lr, self.max_lr, self.steps = float(min_lr), float(max_lr), int(steps)
         #: set from the GUI thread to end the sweep at the next step
         self.aborted = False
 
     @Slot()
     def run(self) -> None:
-        """Build the trainer and sweep; emits ``done`` or ``failed``, then ``finished``."""
+        """Sweep (in core); emits ``done`` or ``failed``, then ``finished``."""
         try:
-            trainer = make_trainer(self.model, self.config, [], self.arch)
-
             def progress(i: int, lr: float, loss: float) -> bool:
                 self.stepped.emit(i, lr, loss)
                 return self.aborted
 
-            result = lr_find(trainer, self.min_lr, self.max_lr, self.steps, progress=progress)
+            result = find_lr(self.model, self.config, self.arch, self.min_lr, self.max_lr, self.steps,
+                             progress=progress)
             self.done.emit(result)
         except Exception:  # noqa: BLE001 - shown in the dialog, never raised into Qt
             self.failed.emit(traceback.format_exc())
         finally:
+            self.model = None
             self.finished.emit()
 
 
@@ -204,18 +208,26 @@ class LRFinder(QObject):
         self.dialog: LRFindDialog | None = None
         self.worker: LRFindWorker | None = None
         self.thread = None
+        self._pending: tuple | None = None  # (config, min_lr, max_lr, steps) of a start waiting for the model
+        self._defer = QTimer(self)
+        self._defer.setSingleShot(True)
+        self._defer.setInterval(DEFER_POLL_MS)
+        self._defer.timeout.connect(self._start_pending)
 
     def is_running(self) -> bool:
-        """True while a sweep runs."""
-        return self.thread is not None
+        """True while a sweep runs, or waits for the model to start."""
+        return self.thread is not None or self._pending is not None
 
     def start(self, min_lr: float = 1e-7, max_lr: float = 10.0, steps: int = 100) -> bool:
-        """Open the dialog and start the sweep; False (with a message) when it cannot start."""
+        """Open the dialog and start the sweep; False (with a message) when it cannot start.
+
+        While a background call may hold the model (:data:`BACKGROUND_CALL`), the dialog
+        says so and the copy is taken as soon as it has returned.
+        """
         if self.is_running():
             return False
-        model = self.session.model
         try:
-            if model is None:
+            if self.session.model is None:
                 raise ValueError("There is no model: open a checkpoint or the demo first.")
             config = self._make_config()
         except Exception as exc:  # noqa: BLE001 - a setting the user can fix
@@ -224,17 +236,43 @@ class LRFinder(QObject):
         self.dialog = LRFindDialog(self._parent)
         self.dialog.lrChosen.connect(self._set_lr)
         self.dialog.rejected.connect(self.abort)
-        self.worker = LRFindWorker(model, config, self.session.arch_spec, min_lr, max_lr, steps)
-        self.worker.stepped.connect(self.dialog.add_step)
-        self.worker.done.connect(self.dialog.show_result)
-        self.worker.failed.connect(self.dialog.show_error)
-        self.thread = start_in_thread(self.worker, "lrFindThread")
-        self.thread.finished.connect(self._on_thread_finished)
         self.dialog.show()
+        self._pending = (config, float(min_lr), float(max_lr), int(steps))
+        if _model_borrowed():
+            self.dialog.label.setText("Waiting for the model: a background task (the graph capture) holds it…")
+            self._defer.start()
+        else:
+            self._start_pending()
         return True
 
+    def _start_pending(self) -> None:
+        """Copy the model now that nothing else holds it, and start the sweep's thread."""
+        if self._pending is None:
+            return
+        if _model_borrowed():
+            self._defer.start()
+            return
+        (config, min_lr, max_lr, steps), self._pending = self._pending, None
+        dialog = self.dialog
+        if dialog is None or not dialog.isVisible() or self.session.model is None:
+            return  # closed while waiting, or the model went away
+        try:
+            model = sweep_copy(self.session.model)
+        except WorkbenchError as exc:
+            dialog.show_error(str(exc))
+            return
+        dialog.label.setText("Sweeping the learning rate on a copy of the model…")
+        self.worker = LRFindWorker(model, config, self.session.arch_spec, min_lr, max_lr, steps)
+        self.worker.stepped.connect(dialog.add_step)
+        self.worker.done.connect(dialog.show_result)
+        self.worker.failed.connect(dialog.show_error)
+        self.thread = start_in_thread(self.worker, "lrFindThread")
+        self.thread.finished.connect(self._on_thread_finished)
+
     def abort(self) -> None:
-        """End a running sweep at its next step (the dialog was closed)."""
+        """End a running sweep at its next step, or forget a start still waiting (the dialog was closed)."""
+        self._pending = None
+        self._defer.stop()
         if self.worker is not None:
             self.worker.aborted = True
 
@@ -249,4 +287,9 @@ class LRFinder(QObject):
         self.worker = None
 
 
-__all__ = ["LRFindDialog", "LRFindWorker", "LRFinder"]
+def _model_borrowed() -> bool:
+    """True while a :func:`~workbench.ui.threading.run_in_background` call runs (it may hold the model)."""
+    return any(t.objectName() == BACKGROUND_CALL for t in live_threads())
+
+
+__all__ = ["BACKGROUND_CALL", "LRFindDialog", "LRFindWorker", "LRFinder"]

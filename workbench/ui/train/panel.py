@@ -29,6 +29,7 @@ from workbench.core.train.trainer.nan_trace import NonFiniteTrace
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
 from workbench.ui.train.code_confirm import confirm_file_code
+from workbench.ui.train.head_note import HeadNote
 from workbench.ui.train.inspector import InspectorSplit, TrainingInspector
 from workbench.ui.train.loss_plot import TrainingPlots
 from workbench.ui.train.lr_find_dialog import LRFinder
@@ -118,6 +119,7 @@ class TrainingPanel(QWidget):
         self._qsettings = make_settings()
         self._build()
         session.modelChanged.connect(self.on_model_changed)
+        self.runningChanged.connect(self.head_note.follow)
         session.commandRequested.connect(self._on_command_requested)
         session.probeReports.connect(self._on_probe_reports, Qt.ConnectionType.QueuedConnection)
         session.set_data_config_source(lambda: self.settings.config().data)
@@ -159,7 +161,9 @@ class TrainingPanel(QWidget):
         self._split = InspectorSplit(self.inspector, self.plots)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        self.head_note = HeadNote(self.session, self.settings, self.prompts, self)
         layout.addWidget(self.run_bar)
+        layout.addWidget(self.head_note)
         layout.addWidget(self._split, 1)
         layout.addWidget(self.run_progress)
 

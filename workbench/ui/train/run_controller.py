@@ -11,30 +11,34 @@ delivered on the GUI thread in order, and passes steering (pause, resume, stop,
 stop and save, commands, the NaN answer, end by force) straight to the handle,
 whose methods are thread-safe. A script's run (attached) is driven the same
 way. It also watches what belongs to the run rather than to the widgets: a Stop
-whose step never returns (``prompts.end_training_process``), the CUDA memory
+whose step never returns (``prompts.end_training_process``, after a wait that
+follows the measured step time: :mod:`.stop_timeout`), the CUDA memory
 line, the TensorBoard command and the window's close. The GUI thread never
 touches a model being trained.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from workbench.core.train.devices import cuda_memory
-from workbench.core.train.events import CudaMemory, Finished
+from workbench.core.train.events import CudaMemory, Finished, FitStarted, Metrics, ProgressText
 from workbench.core.train.handle import RunHandle
 from workbench.core.train.launch import ModelNotPortable, RunLauncher, RunRequest
 from workbench.core.train.trainer.commands import EmptyCudaCache, SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.control import NONFINITE_ACTIONS
 from workbench.ui.threading import start_in_thread, wait_for
+from workbench.ui.train.stop_timeout import StepClock
 
-__all__ = ["RunController", "STOP_TIMEOUT_MS", "SHUTDOWN_TIMEOUT_MS", "tensorboard_command"]
+__all__ = ["RunController", "SHUTDOWN_TIMEOUT_MS", "STOP_QUESTION_TITLE", "tensorboard_command"]
 
-#: After Stop, how long a step may take to return before the controller offers to end the training process, ms.
-STOP_TIMEOUT_MS = 10000
+#: The title of ``prompts.end_training_process``'s box: the run's end closes a box of that title left open.
+STOP_QUESTION_TITLE = "Training does not stop"
 #: How long :meth:`RunController.shutdown` waits for the run to stop, ms.
 SHUTDOWN_TIMEOUT_MS = 15000
 #: How often the CUDA memory line is refreshed during a CUDA run, ms.
@@ -100,7 +104,10 @@ class RunController(QObject):
         ``() -> (model, config, input_shape)`` to warm the process started ahead on, or None when
         there is nothing to warm it on yet.
     stop_timer : QTimer
-        Single shot, ``STOP_TIMEOUT_MS`` after Stop.
+        Single shot after Stop: :data:`~.stop_timeout.STOP_STEPS` times the slowest recent step, at least
+        :data:`~.stop_timeout.STOP_FLOOR_MS` (:attr:`clock`).
+    clock : StepClock
+        The durations of the run's recent steps.
     """
 
     event = Signal(object)
@@ -119,8 +126,11 @@ class RunController(QObject):
         self._cuda_mem: tuple[float, float] | None = None
         self.stop_timer = QTimer(self)
         self.stop_timer.setSingleShot(True)
-        self.stop_timer.setInterval(STOP_TIMEOUT_MS)
         self.stop_timer.timeout.connect(self._on_stop_timeout)
+        self.clock = StepClock()
+        self._stop_asked: tuple[float, int] | None = None  # (monotonic s, steps seen) when Stop was pressed
+        self._asking = False  # prompts.end_training_process is open
+        self._alive_at = 0.0  # monotonic s of the run's last sign of progress (a step, a pre-flight line)
         self._memory_timer = QTimer(self)
         self._memory_timer.setInterval(MEMORY_MS)
         self._memory_timer.timeout.connect(self.show_memory)
@@ -187,6 +197,8 @@ class RunController(QObject):
         if self.is_running():
             raise RuntimeError("a run is still going")
         self.handle = handle
+        self.clock.reset()
+        self._stop_asked = None
         runner = _Runner(handle)
         queued = Qt.ConnectionType.QueuedConnection  # always delivered on the GUI thread
         runner.event.connect(self.event, queued)  # signal to signal: emitted again on the GUI thread
@@ -240,13 +252,15 @@ class RunController(QObject):
     def stop(self) -> None:
         """Stop at the next step boundary.
 
-        A step that has not returned after ``STOP_TIMEOUT_MS`` (a hung forward) makes the
+        A step that has not returned after :data:`~.stop_timeout.STOP_STEPS` times the slowest
+        recent step (at least :data:`~.stop_timeout.STOP_FLOOR_MS`; a hung forward) makes the
         controller offer to end the training process (``prompts.end_training_process``).
         """
         if self.handle is not None:
             self.handle.stop()
-            if self.kind != "attached":  # a script's step is the script's: nothing here can end it
-                self.stop_timer.start()
+            if self.kind != "attached" and not self.stop_timer.isActive():  # a script's step is the script's
+                self._stop_asked = (time.monotonic(), self.clock.steps)
+                self.stop_timer.start(self.clock.timeout_ms())
 
     def stop_and_save(self) -> None:
         """Stop at the next step boundary and write ``last.pt`` (the window closes)."""
@@ -332,7 +346,7 @@ class RunController(QObject):
         (closing then would destroy a running QThread).
         """
         self._memory_timer.stop()
-        self.stop_timer.stop()
+        self._cancel_stop_question()
         if not self.is_running():
             self.launcher.end_spare()
             return True
@@ -354,23 +368,59 @@ class RunController(QObject):
 
     @Slot(object)
     def _on_event(self, event) -> None:
-        if isinstance(event, CudaMemory):
+        if isinstance(event, (Metrics, ProgressText)):
+            self._alive_at = time.monotonic()
+        if isinstance(event, Metrics):
+            self.clock.add(event.values)
+        elif isinstance(event, FitStarted):
+            self.clock.reset()
+        elif isinstance(event, CudaMemory):
             self._cuda_mem = (event.allocated, event.reserved)
         elif isinstance(event, Finished):
-            self.stop_timer.stop()
+            self._cancel_stop_question()
+
+    def _cancel_stop_question(self) -> None:
+        """The run ended (or the window closes): no "does not stop" question now, nor one left open."""
+        self.stop_timer.stop()
+        self._stop_asked = None
+        if self._asking:  # the box waits in its own event loop: close it, its answer is ignored
+            box = QApplication.activeModalWidget()
+            if isinstance(box, QMessageBox) and box.windowTitle() == STOP_QUESTION_TITLE:
+                box.reject()
 
     def _on_stop_timeout(self) -> None:
-        """Stop was asked ``STOP_TIMEOUT_MS`` ago and the step has not returned."""
-        if self.handle is None or not self.is_running():
+        """Stop was asked a while ago (:attr:`clock`'s timeout): offer to end a step that has not returned."""
+        if self.handle is None or not self.is_running() or self._stop_asked is None:
             return
-        seconds = STOP_TIMEOUT_MS // 1000
+        asked_at, steps_then = self._stop_asked
+        # from the last sign of progress: the pre-flight's image scan ("checking images …") is no hung step
+        waited_ms = (time.monotonic() - max(asked_at, self._alive_at)) * 1000.0
+        wait_ms = self.clock.timeout_ms()
+        if self.clock.steps > steps_then:  # the step returned: the run is ending (a save, the last events)
+            self.stop_timer.start(wait_ms)
+            return
+        if waited_ms < wait_ms:  # progress, or a slower step measured, meanwhile: wait for it too
+            self.stop_timer.start(int(wait_ms - waited_ms) + 1)
+            return
+        seconds = max(1, round(waited_ms / 1000.0))
         if not self.handle.can_end:
             self.status.emit(f"The step has not returned in {seconds} s; a run in this window's process cannot be "
                              "ended by force.", 15000)
-        elif self.prompts is not None and self.prompts.end_training_process(seconds):
+            return
+        if self.prompts is None:
+            return
+        self._asking = True
+        try:
+            end = self.prompts.end_training_process(seconds)
+        finally:
+            self._asking = False
+        if self._stop_asked is None or not self.is_running():
+            return  # the run ended while the question was open: nothing to end, nothing to ask again
+        if end:
             self.end_training_process()
         else:
-            self.stop_timer.start()  # ask again later
+            self._stop_asked = (time.monotonic(), self.clock.steps)
+            self.stop_timer.start(wait_ms)  # ask again later
 
     @Slot()
     def _on_thread_finished(self) -> None:

@@ -81,3 +81,39 @@ def test_the_image_scan_reports_its_progress(tmp_path):
     assert heard.texts == ["checking images 200 / 240"]
     for loader in (trainer.train_loader, trainer.val_loader):
         loader.close()  # prepare() without fit(): the pre-flight batch started the persistent workers
+
+
+# ------------------------------------------------------------------ before Start: the head against the data
+def test_a_1000_output_head_against_a_10_class_image_folder_is_told_before_start(tmp_path):
+    """The issue: a 1,000-output fc trained against 10 classes with no warning (Find LR ran at loss ln 1000)."""
+    from workbench.core.train.data.preflight import HeadMismatch, data_class_count, head_mismatch
+
+    root = jpeg_folder(tmp_path / "photos", per_class=1, size=(8, 8), classes=tuple(f"c{i}" for i in range(10)))
+    cfg = DataConfig(dataset="imagefolder", root=str(root))
+    assert data_class_count(cfg) == 10
+    model = torchvision.models.resnet18()  # 1,000 outputs
+    found = head_mismatch(model, cfg)
+    assert found == HeadMismatch("fc", 1000, 10)
+    assert "fc has 1,000 outputs but the data has 10 classes" in found.message
+    assert head_mismatch(torchvision.models.resnet18(num_classes=10), cfg) is None
+    flat = tmp_path / "flat"  # one folder per class at the root (split by val_fraction)
+    for i in range(3):
+        (flat / f"k{i}").mkdir(parents=True)
+    assert data_class_count(DataConfig(dataset="imagefolder", root=str(flat))) == 3
+    assert data_class_count(DataConfig(dataset="imagefolder", root=str(tmp_path / "missing"))) is None
+
+
+def test_class_counts_of_the_other_sources(tmp_path):
+    from workbench.core.train.data.preflight import data_class_count, head_mismatch
+
+    assert data_class_count(DataConfig(dataset="cifar10")) == 10
+    assert data_class_count(DataConfig(dataset="fake", num_classes=3)) == 3
+    assert data_class_count(DataConfig(dataset="digits"), task="regression") is None
+    assert data_class_count(DataConfig(dataset="pkg.mod:make")) is None
+    table = tmp_path / "t.csv"
+    table.write_text("x,y,label\n" + "".join(f"{i},{i * 2},{'abc'[i % 3]}\n" for i in range(30)))
+    assert data_class_count(DataConfig(dataset="csv", root=str(table), target="label")) == 3
+    assert data_class_count(DataConfig(dataset="csv", root=str(table), target=["label"])) == 3
+    assert data_class_count(DataConfig(dataset="csv", root=str(table), target="x")) is None  # a regression
+    assert head_mismatch(DigitsCNN(), DataConfig(dataset="digits")) is None
+    assert head_mismatch(nn.Sequential(nn.Linear(4, 2), nn.ReLU()), DataConfig(dataset="digits")) is not None

@@ -5,10 +5,16 @@ head with fewer outputs than the data has classes as "IndexError: Target 9 is
 out of bounds" at the first step. :func:`preflight` finds both, and any batch
 the model cannot take, in about the time of two forward passes (plus a header
 read per image file of an ImageFolder). Qt-free.
+
+Before Start, :func:`head_mismatch` compares the model's head with the
+chosen data's class count (:func:`data_class_count`: what can be told without
+loading the data: a built-in dataset's count, an ImageFolder's class folders, a
+table's target column), so the window can say so before a run at loss ln 1000.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -16,10 +22,21 @@ import torch
 from torch import nn
 
 from workbench.core.errors import DataError, StepError
+from workbench.core.model.edits import is_head_candidate, last_layer
+from workbench.core.train.config import DataConfig
 from workbench.core.train.data.batch import describe, move
 from workbench.core.train.data.image_checks import ImageCheckCache
 
-__all__ = ["ClassCountMismatch", "preflight", "image_files", "unreadable_images"]
+__all__ = ["ClassCountMismatch", "HeadMismatch", "data_class_count", "head_mismatch", "head_outputs", "preflight",
+           "image_files", "unreadable_images"]
+
+#: Classes of the built-in datasets (their torchvision tables; nothing is read to know them).
+BUILTIN_CLASSES = {"digits": 10, "mnist": 10, "fashionmnist": 10, "cifar10": 10}
+#: A table file larger than this is not read before Start to count its target's classes (it is read on the GUI
+#: thread, as the settings change: a 16 MB CSV column takes well under a second), bytes.
+TABLE_COUNT_MAX_BYTES = 16 * 2**20
+#: Task kinds whose targets are class indices (``"auto"``: what the data implies).
+_CLASS_TASKS = ("auto", "classification")
 
 
 class ClassCountMismatch(DataError):
@@ -37,6 +54,125 @@ class ClassCountMismatch(DataError):
             f"the data has {data_classes} classes but the model has {model_outputs} outputs: replace the head "
             f"with {data_classes} outputs (right-click the last layer in the tree, Replace head), or choose "
             f"data with at most {model_outputs} classes")
+
+
+@dataclass(frozen=True)
+class HeadMismatch:
+    """The model's head and the data's classes differ (said before Start).
+
+    Attributes
+    ----------
+    head : str
+        Qualified name of the head (the last layer with parameters: an ``nn.Linear`` or a 1x1 ``nn.Conv2d``).
+    model_outputs : int
+    data_classes : int
+    """
+
+    head: str
+    model_outputs: int
+    data_classes: int
+
+    @property
+    def message(self) -> str:
+        """One line for the user: the counts and what training would do."""
+        what = ("training fails at the first step" if self.model_outputs < self.data_classes
+                else f"{self.model_outputs - self.data_classes} outputs would never be a right answer")
+        return (f"{self.head} has {self.model_outputs:,} outputs but the data has {self.data_classes:,} classes "
+                f"({what}): replace the head with {self.data_classes:,} outputs")
+
+
+def _folder_classes(root: Path) -> int | None:
+    """Class folders of an ImageFolder root (``train/`` when it has ``train/`` and ``val/``), or None."""
+    from torchvision.datasets.folder import find_classes
+
+    if (root / "train").is_dir() and (root / "val").is_dir():
+        root = root / "train"
+    try:
+        return len(find_classes(str(root))[0]) or None
+    except (FileNotFoundError, OSError):
+        return None
+
+
+def _table_classes(cfg: DataConfig, task: str) -> int | None:
+    """Classes of a table's single target column (read alone) when it is a class label, else None."""
+    from workbench.core.train.data import tabular
+
+    targets = [cfg.target] if isinstance(cfg.target, str) else list(cfg.target or [])
+    path = Path(cfg.root).expanduser() if cfg.root else None
+    if len(targets) != 1 or path is None or not path.is_file() or path.stat().st_size > TABLE_COUNT_MAX_BYTES:
+        return None
+    try:
+        import pandas as pd
+
+        name = path.name.lower()
+        if name.endswith((".parquet", ".pq")):
+            df = pd.read_parquet(path, columns=targets)
+        else:
+            df = pd.read_csv(path, usecols=targets, low_memory=False)
+        if task != "classification" and tabular.infer_task(df, targets) != "classification":
+            return None
+        col = df[targets[0]]
+        if not tabular._is_numeric(col):  # as the table's encoding sorts it: text, NaN included
+            col = col.astype(str)
+        return len(pd.factorize(col, sort=True)[1]) or None
+    except Exception:  # noqa: BLE001 - no count before Start; the run's own reading says what is wrong
+        return None
+
+
+def data_class_count(cfg: DataConfig, task: str = "auto") -> int | None:
+    """The number of classes ``cfg``'s data has, when it can be told cheaply; None otherwise.
+
+    Built-in datasets from their tables; ``"fake"`` from ``num_classes``; an
+    ImageFolder from its class folders (a directory listing, no image read); a
+    ``"csv"`` table of at most :data:`TABLE_COUNT_MAX_BYTES` from its single
+    target column when that is a class label. A user's dataset, a regression or
+    multilabel task, or anything that cannot be read gives None.
+
+    Parameters
+    ----------
+    cfg : DataConfig
+    task : str
+        The run's task kind (``TaskConfig.kind``); only ``"auto"`` and ``"classification"`` have classes.
+    """
+    if task not in _CLASS_TASKS:
+        return None
+    dataset = cfg.dataset
+    if dataset in BUILTIN_CLASSES:
+        return BUILTIN_CLASSES[dataset]
+    if dataset == "fake":
+        return int(cfg.num_classes) if cfg.num_classes else None
+    if dataset == "imagefolder":
+        return _folder_classes(Path(cfg.root).expanduser()) if cfg.root else None
+    if dataset == "csv":
+        return _table_classes(cfg, task)
+    return None
+
+
+def head_outputs(model: nn.Module) -> tuple[str, int] | None:
+    """``(name, outputs)`` of the model's head (its last layer with parameters) when it is a Linear / 1x1 Conv2d."""
+    path = last_layer(model)
+    if path is None:
+        return None
+    module = model.get_submodule(path)
+    if not is_head_candidate(module):
+        return None
+    return path, int(module.out_features if isinstance(module, nn.Linear) else module.out_channels)
+
+
+def head_mismatch(model: nn.Module | None, cfg: DataConfig, task: str = "auto") -> HeadMismatch | None:
+    """The model's head and the data's classes when both are known and differ, else None.
+
+    Cheap (no data loaded, no forward): :func:`head_outputs` and :func:`data_class_count`.
+    """
+    if model is None:
+        return None
+    head = head_outputs(model)
+    if head is None:
+        return None
+    classes = data_class_count(cfg, task)
+    if classes is None or classes == head[1]:
+        return None
+    return HeadMismatch(head[0], head[1], classes)
 
 
 def image_files(dataset: Any) -> list[str]:
