@@ -17,3 +17,17 @@ def _garbage_collected_on_the_gui_thread(qapp):
 
     collect_garbage_on_gui_thread()
     yield
+
+
+@pytest.fixture
+def shown(qtbot):
+    """The real window at 1280x800 on the demo model, shown and exposed (Probes in front of Details, Runs, Graph)."""
+    from tests.ui.helpers import RecordingPrompts
+    from workbench.ui.main_window import MainWindow
+
+    win = MainWindow(prompts=RecordingPrompts())
+    qtbot.addWidget(win)
+    win.resize(1280, 800)
+    win.show()
+    qtbot.waitExposed(win)
+    return win

@@ -3,23 +3,8 @@
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTabBar
-
-from tests.ui.helpers import RecordingPrompts
-from workbench.ui.main_window import MainWindow
-
-
-@pytest.fixture
-def shown(qtbot):
-    """The real window at 1280x800 on the demo, shown and exposed (Probes in front of Details, Runs, Graph)."""
-    win = MainWindow(prompts=RecordingPrompts())
-    qtbot.addWidget(win)
-    win.resize(1280, 800)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
 
 
 def _tabs(win) -> QTabBar:

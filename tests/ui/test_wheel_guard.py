@@ -21,22 +21,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from tests.ui.helpers import RecordingPrompts
-from workbench.ui.main_window import MainWindow
 from workbench.ui.wheel_guard import WheelGuard
 
 GUARDED = (QAbstractSpinBox, QComboBox, QAbstractSlider)
-
-
-@pytest.fixture
-def shown(qtbot):
-    """The real window at 1280x800, shown and exposed."""
-    win = MainWindow(prompts=RecordingPrompts())
-    qtbot.addWidget(win)
-    win.resize(1280, 800)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
 
 
 def _fields(root) -> list:

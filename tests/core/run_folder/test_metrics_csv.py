@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 import csv
-import threading
 import time
 
 import numpy as np
 import pytest
 
+from tests.core.run_folder.threads import in_thread
 from workbench.core.run_folder.metrics_csv import MAX_COLUMNS, MetricsBlocks, read_csv_rows
 
 
 HEADER = "epoch,step,train_loss,val_loss,val_acc,lr,time_s,samples_per_s,input_wait,best"
-
-
-def _in_thread(fn, timeout=5.0):
-    """``fn()`` on a thread; its result or exception, failing the test if it does not return within ``timeout``."""
-    box = {}
-
-    def run():
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            box["error"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"{fn} blocked for {timeout} s"
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def _write_metrics(path, rows, newline="\r\n"):
@@ -114,7 +95,7 @@ def test_all_columns_of_a_very_wide_header_read_in_linear_time_the_first_thousan
                                           + ",".join(str(i) for i in range(n)) + "\n")
     blocks = MetricsBlocks(tmp_path)
     start = time.monotonic()
-    (cols,) = _in_thread(lambda: list(blocks), timeout=20)
+    (cols,) = in_thread(lambda: list(blocks), timeout=20)
     assert time.monotonic() - start < 5
     assert len(cols) == MAX_COLUMNS == 1000 and list(cols)[-1] == "c999" and cols["c999"].tolist() == [999.0]
     assert blocks.problem == "metrics.csv: has 60,000 columns: only the first 1,000 are read" and blocks.rows == 1

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import threading
 
 import pytest
 
+from tests.core.run_folder.threads import in_thread
 from workbench.core.run_folder.metrics_csv import MetricsBlocks
 from workbench.core.run_folder.reading import MAX_SMALL_BYTES, NotATextFile, read_small, read_text_file, RunFileError
 from workbench.core.run_folder.run_toml import read_run_info
@@ -14,25 +14,6 @@ from workbench.core.run_folder.status import read_status
 
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-
-
-def _in_thread(fn, timeout=5.0):
-    """``fn()`` on a thread; its result or exception, failing the test if it does not return within ``timeout``."""
-    box = {}
-
-    def run():
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            box["error"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"{fn} blocked for {timeout} s"
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def test_a_missing_file_is_none_not_an_error(tmp_path):
@@ -46,15 +27,15 @@ def test_a_fifo_is_refused_at_once_never_read(tmp_path):
     os.mkfifo(tmp_path / "status.json")
     os.mkfifo(tmp_path / "metrics.csv")
     with pytest.raises(RunFileError, match="status.json: a FIFO, not a regular file"):
-        _in_thread(lambda: read_status(tmp_path))
+        in_thread(lambda: read_status(tmp_path))
     blocks = MetricsBlocks(tmp_path, ["val_loss"])
-    assert _in_thread(lambda: list(blocks)) == [] and blocks.problem == "metrics.csv: a FIFO, not a regular file"
+    assert in_thread(lambda: list(blocks)) == [] and blocks.problem == "metrics.csv: a FIFO, not a regular file"
 
 
 def test_a_link_out_of_the_run_folder_is_refused_a_link_within_it_is_read(tmp_path):
     (tmp_path / "status.json").symlink_to("/dev/zero")
     with pytest.raises(RunFileError, match="status.json: a link out of the run folder \\(to /dev/zero\\)"):
-        _in_thread(lambda: read_status(tmp_path))
+        in_thread(lambda: read_status(tmp_path))
     outside = tmp_path.parent / f"{tmp_path.name}-outside.toml"
     outside.write_text('[model]\narch = "mlp"\n')
     (tmp_path / "run.toml").symlink_to(outside)
@@ -97,7 +78,7 @@ def test_read_text_file_refuses_a_fifo_a_device_and_a_folder_promptly_and_names_
     (tmp_path / "dir.toml").mkdir()
     for name, kind in (("fifo.toml", "a FIFO"), ("zero.toml", "a character device"), ("dir.toml", "a folder")):
         with pytest.raises(NotATextFile, match=f"^{tmp_path / name}: {kind}, not a regular file$"):
-            _in_thread(lambda name=name: read_text_file(tmp_path / name))
+            in_thread(lambda name=name: read_text_file(tmp_path / name))
     (tmp_path / "bad.toml").write_bytes(b"epochs = 1\n# caf\xff\n")
     with pytest.raises(ValueError, match=f"^{tmp_path / 'bad.toml'}: not UTF-8 \\(byte 0xff at offset 16\\)$"):
         read_text_file(tmp_path / "bad.toml")
