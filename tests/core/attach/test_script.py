@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 
 import pytest
 import torch
@@ -89,11 +88,7 @@ def test_a_window_command_with_a_bad_value_is_refused(tmp_path):
     att, _, opt = _attached(tmp_path)
     run = workbench.connect(att.address, att.token)
     try:
-        run.set_lr(-1.0)
-        deadline = time.monotonic() + 10
-        while not run.acks and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert run.acks[-1]["error"] == "lr must be a positive number"
+        assert run.wait_ack(run.set_lr(-1.0), timeout=10)["error"] == "lr must be a positive number"
         att.step(1.0)
         assert opt.param_groups[0]["lr"] == 0.1
     finally:

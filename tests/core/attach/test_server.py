@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-import time
+import threading
 
 import numpy as np
 import pytest
@@ -23,6 +23,7 @@ class _Script:
     def __init__(self):
         self.commands: list[tuple[dict, bool]] = []
         self.lost: list[bool] = []
+        self.changed = threading.Condition()  # notified when the server reports a lost window
 
     def welcome(self) -> dict:
         return {"name": "test", "step": 0}
@@ -32,7 +33,9 @@ class _Script:
         return None if msg["op"] == "pause" else f"unknown command {msg['op']!r}"
 
     def on_lost(self, clean: bool) -> None:
-        self.lost.append(clean)
+        with self.changed:
+            self.lost.append(clean)
+            self.changed.notify_all()
 
 
 @pytest.fixture
@@ -120,19 +123,17 @@ def test_the_steering_window_that_detaches_is_lost_cleanly_one_that_vanishes_is_
     s, _ = _hello(server, "the-token")
     send_message(s, {"type": "command", "op": "detach"})
     s.close()
-    _wait_for(lambda: len(script.lost) == 1)
+    _wait_for(script, lambda: len(script.lost) == 1)
     s, welcome = _hello(server, "the-token")
     assert welcome["steering"]  # the steering was freed
     s.close()
-    _wait_for(lambda: len(script.lost) == 2)
+    _wait_for(script, lambda: len(script.lost) == 2)
     assert script.lost == [True, False]
 
 
-def _wait_for(done) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not done():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+def _wait_for(script: _Script, done) -> None:
+    with script.changed:
+        assert script.changed.wait_for(done, WAIT_S), "timed out"
 
 
 def test_the_history_keeps_every_other_row_once_full_and_replays_in_chunks():

@@ -149,33 +149,34 @@ class AttachedRun:
             self._install_callbacks()
 
     # ------------------------------------------------------------------ steering
-    def freeze(self, path: str | list[str]) -> None:
+    # each command returns its id: wait_ack(cid) waits for the script's reply to it
+    def freeze(self, path: str | list[str]) -> int:
         """Freeze a module or parameter (qualified name; ``""`` = the whole model) at the script's next step."""
-        self._command("freeze", path=path)
+        return self._command("freeze", path=path)
 
-    def unfreeze(self, path: str | list[str]) -> None:
+    def unfreeze(self, path: str | list[str]) -> int:
         """Unfreeze a module or parameter at the script's next step."""
-        self._command("unfreeze", path=path)
+        return self._command("unfreeze", path=path)
 
-    def set_lr(self, lr: float, group: int | None = None) -> None:
+    def set_lr(self, lr: float, group: int | None = None) -> int:
         """Set one param group's LR, or (``group`` None) every group's in proportion to the first's."""
-        self._command("set_lr", lr=float(lr), group=group)
+        return self._command("set_lr", lr=float(lr), group=group)
 
-    def pause(self) -> None:
+    def pause(self) -> int:
         """Pause the script at its next step (its ``wb.step`` blocks until :meth:`resume` or :meth:`stop`)."""
-        self._command("pause")
+        return self._command("pause")
 
-    def resume(self) -> None:
+    def resume(self) -> int:
         """Resume a paused script."""
-        self._command("resume")
+        return self._command("resume")
 
-    def save_now(self) -> None:
+    def save_now(self) -> int:
         """Have the script write ``last.pt`` into its run folder at its next step."""
-        self._command("save_now")
+        return self._command("save_now")
 
-    def stop(self) -> None:
+    def stop(self) -> int:
         """Ask the script to stop: its ``wb.should_stop`` turns True (a pause ends)."""
-        self._command("stop")
+        return self._command("stop")
 
     def probe(self, paths: list[str]) -> None:
         """Probe exactly these modules (the first probe callback; one with default settings when none was sent)."""
