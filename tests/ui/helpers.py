@@ -84,6 +84,9 @@ class RecordingPrompts:
     def end_training_process(self, seconds):
         return self._answer("end_training_process", seconds)
 
+    def cancel_end_training_process(self):
+        self.cancelled_stop_questions = getattr(self, "cancelled_stop_questions", 0) + 1
+
     def replace_head(self, data_classes, outputs, message):
         self.errors.append(message)
         return self._answer("replace_head", data_classes, outputs)

@@ -64,6 +64,7 @@ class Prompts:
 
     def __init__(self, parent: QWidget | None = None):
         self.parent = parent
+        self._stop_box: QMessageBox | None = None  # end_training_process's box while it is open
 
     # ------------------------------------------------------------------ files
     def open_path(self, start_dir: str = "") -> str | None:
@@ -192,16 +193,26 @@ class Prompts:
         return answer == QMessageBox.StandardButton.Yes
 
     def end_training_process(self, seconds: int) -> bool:
-        """Stop was asked ``seconds`` ago and the step has not returned: True = end the training process."""
-        answer = QMessageBox.question(
-            self.parent, "Training does not stop",
-            f"The current training step has not returned in {seconds} s (a forward that hangs?).\n\n"
-            "End the training process? The window keeps the weights of the last pause or save, and the "
-            "run folder keeps its last checkpoint.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
-        )
-        return answer == QMessageBox.StandardButton.Yes
+        """Stop was asked ``seconds`` ago and the step has not returned: True = end the training process.
+
+        :meth:`cancel_end_training_process` closes the box (answer No) when the run ends meanwhile.
+        """
+        box = QMessageBox(QMessageBox.Icon.Question, "Training does not stop",
+                          f"The current training step has not returned in {seconds} s (a forward that hangs?).\n\n"
+                          "End the training process? The window keeps the weights of the last pause or save, and "
+                          "the run folder keeps its last checkpoint.",
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self.parent)
+        box.setDefaultButton(QMessageBox.StandardButton.No)
+        self._stop_box = box
+        try:
+            return box.exec() == QMessageBox.StandardButton.Yes
+        finally:
+            self._stop_box = None
+
+    def cancel_end_training_process(self) -> None:
+        """Close the box of :meth:`end_training_process` if it is open (the run ended): its answer is No."""
+        if self._stop_box is not None:
+            self._stop_box.reject()
 
     def replace_head(self, data_classes: int, outputs: int, message: str) -> bool:
         """The data has more classes than the model has outputs: True = replace the head with ``data_classes``."""

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QTimer, Signal, Slot
-from PySide6.QtWidgets import QApplication, QMessageBox
 
 from workbench.core.train.devices import cuda_memory
 from workbench.core.train.events import CudaMemory, Finished, FitStarted, Metrics, ProgressText
@@ -35,10 +34,8 @@ from workbench.core.train.trainer.control import NONFINITE_ACTIONS
 from workbench.ui.threading import start_in_thread, wait_for
 from workbench.ui.train.stop_timeout import StepClock
 
-__all__ = ["RunController", "SHUTDOWN_TIMEOUT_MS", "STOP_QUESTION_TITLE", "tensorboard_command"]
+__all__ = ["RunController", "SHUTDOWN_TIMEOUT_MS", "tensorboard_command"]
 
-#: The title of ``prompts.end_training_process``'s box: the run's end closes a box of that title left open.
-STOP_QUESTION_TITLE = "Training does not stop"
 #: How long :meth:`RunController.shutdown` waits for the run to stop, ms.
 SHUTDOWN_TIMEOUT_MS = 15000
 #: How often the CUDA memory line is refreshed during a CUDA run, ms.
@@ -384,9 +381,7 @@ class RunController(QObject):
         self.stop_timer.stop()
         self._stop_asked = None
         if self._asking:  # the box waits in its own event loop: close it, its answer is ignored
-            box = QApplication.activeModalWidget()
-            if isinstance(box, QMessageBox) and box.windowTitle() == STOP_QUESTION_TITLE:
-                box.reject()
+            self.prompts.cancel_end_training_process()
 
     def _on_stop_timeout(self) -> None:
         """Stop was asked a while ago (:attr:`clock`'s timeout): offer to end a step that has not returned."""
