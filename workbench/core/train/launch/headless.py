@@ -174,7 +174,10 @@ def model_from_config(mc: ModelConfig, base: Path | None = None, *, trust: bool 
             raise TrainingError(f"{e}; set [model] arch in the run file") from e
         model, spec = opened.model, opened.spec or spec
     try:
-        apply_frozen(model, list(mc.frozen))  # exactly the run's frozen set
+        # A listed frozen set is exact (the window writes every frozen name, LoRA's base weights too);
+        # an empty one adds nothing: what the edits froze (add_lora freezes the layer it wraps) stays frozen.
+        if mc.frozen:
+            apply_frozen(model, list(mc.frozen))
     except UnknownPathError as e:
         raise TrainingError(f"[model] frozen: {e}") from e
     return model, spec
