@@ -147,14 +147,15 @@ class TrainingPanel(QWidget):
                                   self.prompts.training_error)
         # lambdas, not bound methods: a script (or a test) that replaces panel.start is obeyed
         self.run_bar = RunBar(self, lambda: self.start(), lambda: self._on_pause_clicked(), lambda: self.stop(),
-                              lambda: self.queue_save(None), lambda: self.lr_finder.start())
+                              lambda: self.queue_save(None), lambda: self.lr_finder.start(),
+                              lambda: self.run.empty_cuda_cache())
         for name in ("start_action", "pause_action", "stop_action", "find_lr_action", "start_button", "pause_button",
-                     "stop_button", "save_button", "lr_find_button"):
+                     "stop_button", "save_button", "lr_find_button", "cache_button"):
             setattr(self, name, getattr(self.run_bar, name))
         self.addActions(self.run_actions())  # the keys work in the panel alone too (one action: never ambiguous)
         self.run_options = RunOptions(self._qsettings, lambda: self.reset_settings(),
-                                      lambda: self.copy_tensorboard_command(), lambda: self.run.empty_cuda_cache())
-        for name in ("resume_check", "in_process_check", "reset_button", "tensorboard_button", "cache_button"):
+                                      lambda: self.copy_tensorboard_command())
+        for name in ("resume_check", "in_process_check", "reset_button", "tensorboard_button"):
             setattr(self, name, getattr(self.run_options, name))
         self.inspector = TrainingInspector([self.settings, self.run_options])
         self.live_note = self.inspector.live_note
@@ -397,7 +398,7 @@ class TrainingPanel(QWidget):
         if not running:
             self._paused = False
         self.run_bar.show_state(running, self._paused, self.untrainable_reason())
-        self.cache_button.setVisible(_cuda_available())
+        self.run_bar.show_cuda(_cuda_available())
         self.resume_check.setEnabled(not running and self.resume_check.isEnabled())
 
     def _refresh_resume_check(self) -> None:

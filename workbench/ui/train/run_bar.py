@@ -1,4 +1,5 @@
-"""The run bar: Start (F5), Pause / Resume (F6), Stop (Shift+F5), Save now and Find LR (Ctrl+L) in one row.
+"""The run bar: Start (F5), Pause / Resume (F6), Stop (Shift+F5), Save now, Find LR (Ctrl+L) and, where CUDA is,
+Empty CUDA cache in one row.
 
 Each run action is one QAction (:class:`RunBar` builds them on the panel, so their
 keys work in the panel alone too); the bar's buttons show and trigger those
@@ -64,18 +65,20 @@ class RunBar(QWidget):
     ----------
     owner : QWidget
         Parent of the actions (their keys work wherever it has focus).
-    start, pause_or_resume, stop, save, find_lr : callable
+    start, pause_or_resume, stop, save, find_lr, empty_cache : callable
         What each action / button does (called with no argument).
 
     Attributes
     ----------
     start_action, pause_action, stop_action, find_lr_action : QAction
         objectNames ``startAction``, ``pauseAction``, ``stopAction``, ``findLrAction``.
-    start_button, pause_button, stop_button, save_button, lr_find_button : QPushButton
-        objectNames ``startButton``, ``pauseButton``, ``stopButton``, ``saveNowButton``, ``findLrButton``.
+    start_button, pause_button, stop_button, save_button, lr_find_button, cache_button : QPushButton
+        objectNames ``startButton``, ``pauseButton``, ``stopButton``, ``saveNowButton``, ``findLrButton``,
+        ``emptyCacheButton`` (in the bar, not in a collapsed section: it is for a CUDA run that is going on;
+        hidden where CUDA is not, :meth:`show_cuda`).
     """
 
-    def __init__(self, owner: QWidget, start, pause_or_resume, stop, save, find_lr):
+    def __init__(self, owner: QWidget, start, pause_or_resume, stop, save, find_lr, empty_cache):
         super().__init__(owner, objectName="runBar")
         self.start_action = _action(owner, "&Start", "Start (F5)", "startAction", START_TIP, start)
         self.pause_action = _action(owner, "&Pause", "Pause", "pauseAction", PAUSE_TIP, pause_or_resume)
@@ -88,12 +91,21 @@ class RunBar(QWidget):
         self.save_button.setToolTip("Write a checkpoint into the run folder at the next step boundary")
         self.save_button.clicked.connect(save)
         self.lr_find_button = action_button(self.find_lr_action, "findLrButton")
+        self.cache_button = QPushButton("Empty CUDA cache", objectName="emptyCacheButton")
+        self.cache_button.setToolTip("torch.cuda.empty_cache(): give cached, unused GPU memory back")
+        self.cache_button.clicked.connect(lambda: empty_cache())
+        self.cache_button.setVisible(False)
         bar = QHBoxLayout(self)
         bar.setContentsMargins(0, 0, 0, 2)
         for button in (self.start_button, self.pause_button, self.stop_button, self.save_button,
                        self.lr_find_button):
             bar.addWidget(button)
         bar.addStretch(1)
+        bar.addWidget(self.cache_button)
+
+    def show_cuda(self, available: bool) -> None:
+        """Show Empty CUDA cache where a CUDA device is (it means nothing elsewhere)."""
+        self.cache_button.setVisible(bool(available))
 
     def run_actions(self) -> list[QAction]:
         """Start, Pause / Resume, Stop and Find LR, in menu order (the Training menu lists them)."""

@@ -1,4 +1,4 @@
-"""The inspector's last section, "Run options": resume, where the run trains, Reset, TensorBoard, the CUDA cache."""
+"""The inspector's last section, "Run options": resume, where the run trains, Reset and TensorBoard."""
 
 from __future__ import annotations
 
@@ -19,18 +19,18 @@ class RunOptions(CollapsibleSection):
     ----------
     qsettings : QSettings
         Remembers "Train in this window's process" (``IN_PROCESS_KEY``).
-    on_reset, on_tensorboard, on_empty_cache : callable
-        What Reset settings, TensorBoard… and Empty CUDA cache do.
+    on_reset, on_tensorboard : callable
+        What Reset settings and TensorBoard… do.
 
     Attributes
     ----------
     resume_check, in_process_check : QCheckBox
         objectNames ``resumeCheck``, ``inProcessCheck``.
-    reset_button, tensorboard_button, cache_button : QPushButton
-        objectNames ``resetSettingsButton``, ``tensorboardButton``, ``emptyCacheButton``.
+    reset_button, tensorboard_button : QPushButton
+        objectNames ``resetSettingsButton``, ``tensorboardButton`` (Empty CUDA cache is in the run bar).
     """
 
-    def __init__(self, qsettings, on_reset, on_tensorboard, on_empty_cache):
+    def __init__(self, qsettings, on_reset, on_tensorboard):
         super().__init__("Run options", "runOptions", compact_form(), expanded=False)
         self._qsettings = qsettings
         self.resume_check = QCheckBox("Resume from opened checkpoint", objectName="resumeCheck")
@@ -45,15 +45,12 @@ class RunOptions(CollapsibleSection):
         self.tensorboard_button = _button("TensorBoard…", "tensorboardButton", on_tensorboard,
                                           "Copy the command that opens the last run in TensorBoard "
                                           "(no server is started)")
-        self.cache_button = _button("Empty CUDA cache", "emptyCacheButton", on_empty_cache,
-                                    "torch.cuda.empty_cache(): give cached, unused GPU memory back")
         form = self.content.layout()
         form.addRow(self.resume_check)
         form.addRow(self.in_process_check)
         buttons = QGridLayout()
         buttons.addWidget(self.reset_button, 0, 0)
         buttons.addWidget(self.tensorboard_button, 0, 1)
-        buttons.addWidget(self.cache_button, 1, 0, 1, 2)
         form.addRow(buttons)
 
     def remember_in_process(self, flag: bool) -> None:
