@@ -218,3 +218,36 @@ def test_many_views_of_one_storage_are_refused_but_tied_weights_count_once():
         tied_b.register_buffer(f"t{i}", other)
     changes = module_diff(tied_a, tied_b)
     assert len(changes) == 1 and changes[0].buffers == pytest.approx(1.0)
+
+
+def test_subtree_changes_give_each_parent_the_largest_change_below():
+    from workbench.core.model.diff import ModuleChange, subtree_changes
+
+    rows = subtree_changes([ModuleChange("encoder.layer.0.query", params=0.01),
+                            ModuleChange("encoder.layer.1.output", params=0.3, buffers=0.9),
+                            ModuleChange("encoder.norm", buffers=0.05),
+                            ModuleChange("head", note="head.weight shape (10, 4) vs (3, 4)")])
+    assert rows["encoder"].value == 0.3 and rows["encoder"].source == "encoder.layer.1.output"  # params first
+    assert rows["encoder.layer"].value == 0.3 and rows["encoder.layer.0"].value == 0.01
+    assert rows["encoder.norm"].value == 0.05  # buffers only: its buffers' change
+    assert rows[""].value == 0.3 and rows[""].notes == 1
+    assert math.isnan(rows["head"].value) and rows["head"].notes == 1
+    assert "decoder" not in rows
+
+
+def test_a_bert_classifier_aligns_with_its_base_model_in_process():
+    transformers = pytest.importorskip("transformers")
+    from workbench.core.model.diff import compare_models
+
+    cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                                  vocab_size=100)
+    base = transformers.BertModel(cfg)
+    tuned = transformers.BertForSequenceClassification(cfg)
+    tuned.bert.load_state_dict(base.state_dict())
+    with torch.no_grad():
+        tuned.bert.embeddings.LayerNorm.weight.mul_(2)
+    comparison = compare_models(base, tuned)
+    assert comparison.stripped == {"a": [], "b": ["bert."]}
+    head, norm = comparison.changes  # nothing else: every other tensor matched across the prefix
+    assert head.module == "classifier" and head.note == "classifier.bias only in b; classifier.weight only in b"
+    assert norm.module == "embeddings.LayerNorm" and norm.params == pytest.approx(1.0)  # ones -> twos, bias 0

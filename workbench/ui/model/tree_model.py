@@ -21,12 +21,16 @@ from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPixmap
 from workbench.core.formatting import format_count, format_flops, format_int, format_shape
 from workbench.core.model.flops import FLOPS_CONVENTION, macs
 from workbench.core.model import tree as core_summary
+from workbench.core.model.diff import subtree_changes
 
 #: The Train checkbox sits next to the name, where the eye is (it was the last column, off-screen
 #: in a 676 px wide tree at the first-launch 1500x900 window).
 COLUMNS = ("Name", "Train", "Type", "Output shape", "Params", "Trainable", "FLOPs", "Change")
 COL_NAME, COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_CHANGE = range(len(COLUMNS))
 NUMERIC_COLUMNS = (COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_CHANGE)
+#: What the Change column shows ("Compare with…"), as its header's tooltip.
+CHANGE_TIP = ("Relative change ||a - b|| / ||a|| against the compared checkpoint: on each module the largest "
+              "change at or below it (its own parameters, else its buffers); the tooltip names where it is")
 
 DISPLAY = Qt.ItemDataRole.DisplayRole.value
 TOOLTIP = Qt.ItemDataRole.ToolTipRole.value
@@ -134,6 +138,7 @@ class ModelTreeModel(QAbstractItemModel):
         self._touched: dict[int, object] = {}   # modules whose children the view has asked for
         self._badges: dict[str, list] = {}
         self._changes: dict = {}  # module -> ModuleChange ("Compare with…")
+        self._subtree: dict = {}  # module -> SubtreeChange: the largest change at or below it
         #: frozen BatchNorm layers keep their statistics (the window follows its setting)
         self.bn_stats_fixed = True
         self._probed: frozenset[str] = frozenset()
@@ -257,6 +262,8 @@ class ModelTreeModel(QAbstractItemModel):
                 return _RIGHT
             if role == TOOLTIP and section == COL_FLOPS:
                 return f"{FLOPS_CONVENTION} of one forward on the example input; multiply-adds are half"
+            if role == TOOLTIP and section == COL_CHANGE:
+                return CHANGE_TIP
         return None
 
     def flags(self, index: QModelIndex):  # noqa: D102
@@ -346,24 +353,37 @@ class ModelTreeModel(QAbstractItemModel):
         return obj.total_params > 0 and obj.trainable_params == 0
 
     def set_comparison(self, changes: dict | None) -> None:
-        """Show ``{module: ModuleChange}`` (``||a - b|| / ||a||`` per module) in the Change column; None clears."""
+        """Show ``{module: ModuleChange}`` (``||a - b|| / ||a||`` per module) in the Change column; None clears.
+
+        Every module row shows the largest change at or below it
+        (:func:`workbench.core.model.diff.subtree_changes`), so a collapsed parent shows its children's.
+        """
         self._changes = dict(changes or {})
+        self._subtree = subtree_changes(self._changes.values())
         self.refresh_trainable()
 
     def _change_data(self, obj, role: int):
-        """The Change column: own parameters' relative change (text), buffers' in the tooltip, a colour."""
+        """The Change column: the largest relative change at or below the module (text), details in the tooltip, a colour."""
         if isinstance(obj, ParamRow):
             return None
-        change = self._changes.get(obj.name)
-        if change is None:
+        below = self._subtree.get(obj.name)
+        if below is None:
             return None
-        value = change.params if change.params == change.params else change.buffers  # NaN: buffers only
+        own = self._changes.get(obj.name)
+        value = below.value
         if role == DISPLAY:
-            return "shape differs" if change.note else ("" if value != value else f"{value:.2e}")
+            if value != value:
+                return "shape differs" if below.notes else ""
+            return f"{value:.2e}"
         if role == ALIGN:
             return _RIGHT
         if role == TOOLTIP:
-            return change.text()
+            lines = [own.text()] if own is not None else []
+            if below.source != obj.name and value == value:
+                lines.append(f"largest below: {below.source} {value:.3e}")
+            if below.notes and (own is None or not own.note):
+                lines.append(f"{below.notes} module(s) below differ in shape or keys")
+            return "\n".join(lines) or None
         if role == BACKGROUND and value == value and value > 0:
             # white at 1e-6 and below to red at 1e0 and above (log scale)
             t = min(1.0, max(0.0, (math.log10(value) + 6.0) / 6.0))
