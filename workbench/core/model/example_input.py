@@ -49,6 +49,8 @@ __all__ = [
     "IMAGE_INPUT_SHAPE",
     "hf_example_input",
     "timm_example",
+    "MAX_EXAMPLE_IMAGE_SIDE",
+    "MAX_EXAMPLE_CHANNELS",
 ]
 
 #: Shape ``(N, L)`` of the token ids made for an embedding model without a typed shape.
@@ -343,6 +345,12 @@ def spec_input_shape(spec: Any) -> tuple[int, ...] | None:
 
 #: Shape ``(N, L)`` of a Hugging Face model's example token ids.
 HF_EXAMPLE_TOKENS = (1, 16)
+#: Largest side (pixels) of an example image built from a file's config (``image_size``, timm's ``input_size``):
+#: published models take at most 1,024-1,536 pixels (SAM, detection backbones); a float32 RGB image of 4,096 x
+#: 4,096 is 200 MB, while a config's ``image_size = 30000`` would make a 10 GB input before the model ran.
+MAX_EXAMPLE_IMAGE_SIDE = 4096
+#: Most channels of an example image built from a config (``num_channels``): RGB is 3, multispectral tens.
+MAX_EXAMPLE_CHANNELS = 64
 
 
 def hf_example_input(config: Mapping | Any, *, seq_len: int = HF_EXAMPLE_TOKENS[1], batch: int = 1,
@@ -369,6 +377,11 @@ def hf_example_input(config: Mapping | Any, *, seq_len: int = HF_EXAMPLE_TOKENS[
     -------
     dict of str to Tensor
         Keyword arguments, ``model(**example)``; empty when the config has neither key.
+
+    Raises
+    ------
+    ValueError
+        An image past :data:`MAX_EXAMPLE_IMAGE_SIDE` or :data:`MAX_EXAMPLE_CHANNELS`.
     """
     cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     gen = torch.Generator().manual_seed(seed)
@@ -383,13 +396,38 @@ def hf_example_input(config: Mapping | Any, *, seq_len: int = HF_EXAMPLE_TOKENS[
     if isinstance(size, int) or (isinstance(size, (list, tuple)) and len(size) == 2):
         h, w = (size, size) if isinstance(size, int) else size
         channels = cfg.get("num_channels") if isinstance(cfg.get("num_channels"), int) else 3
+        _check_image("image_size", (channels, h, w))
         out["pixel_values"] = torch.randn(batch, channels, h, w, generator=gen)
     return out
 
 
+def _check_image(key: str, chw: Sequence[Any]) -> None:
+    """Refuse an example image past :data:`MAX_EXAMPLE_IMAGE_SIDE` / :data:`MAX_EXAMPLE_CHANNELS` before it is made.
+
+    Raises
+    ------
+    ValueError
+        ``"image_size = 30000 is past the largest example image side (4,096 pixels)..."``.
+    """
+    channels, *sides = chw
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in chw):
+        raise ValueError(f"{key} = {list(chw)[:3]} is not positive integers")
+    if max(sides) > MAX_EXAMPLE_IMAGE_SIDE or channels > MAX_EXAMPLE_CHANNELS:
+        raise ValueError(f"{key} = {list(chw)} is past the largest example image Workbench builds "
+                         f"({MAX_EXAMPLE_CHANNELS} channels, {MAX_EXAMPLE_IMAGE_SIDE:,} pixels a side): set the "
+                         "size the model was trained at.")
+
+
 def timm_example(pretrained_cfg: Mapping) -> ExampleInput | None:
-    """Zeros ``(1, C, H, W)`` of a timm ``pretrained_cfg["input_size"]``, or None without one."""
+    """Zeros ``(1, C, H, W)`` of a timm ``pretrained_cfg["input_size"]``, or None without one.
+
+    Raises
+    ------
+    ValueError
+        An image past :data:`MAX_EXAMPLE_IMAGE_SIDE` or :data:`MAX_EXAMPLE_CHANNELS`.
+    """
     size = pretrained_cfg.get("input_size")
     if isinstance(size, list) and len(size) == 3 and all(isinstance(d, int) and d > 0 for d in size):
+        _check_image("input_size", size)
         return ExampleInput(args=(torch.zeros(1, *size),))
     return None

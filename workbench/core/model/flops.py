@@ -19,6 +19,13 @@ run, and two kinds of fused kernels escape it:
 
 Multiply-adds (torchvision's and many papers' "GFLOPS") are FLOPs / 2
 (:data:`FLOPS_PER_MAC`).
+
+A model whose weights are on ``meta`` (a lazily opened folder,
+:mod:`workbench.core.model.lazy`) is counted by a forward on ``meta`` inputs:
+shapes only, no weight read, the same FLOPs. Reading a ``meta`` scalar
+(``Tensor.item()``, ``bool(mask.all())``: a data-dependent branch such as
+transformers' "is the attention mask all ones" check) gives the value the
+example input has -- ``True`` / ``1`` -- instead of failing (:class:`MetaScalars`).
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-__all__ = ["FLOPS_PER_MAC", "FLOPS_CONVENTION", "flop_counter", "sdpa_flops", "macs"]
+__all__ = ["FLOPS_PER_MAC", "FLOPS_CONVENTION", "flop_counter", "sdpa_flops", "macs", "MetaScalars"]
 
 #: FLOPs per multiply-add in every count Workbench shows (``torch.utils.flop_counter``'s convention).
 FLOPS_PER_MAC = 2
@@ -75,12 +83,29 @@ def _custom_mapping() -> dict:
     return {getattr(aten, name): sdpa_flops for name in ops if hasattr(aten, name)}
 
 
+class MetaScalars(TorchDispatchMode):
+    """Reading a scalar of a ``meta`` tensor gives ``True`` / ``1`` / ``1.0`` instead of raising.
+
+    The example inputs Workbench builds are ones where a branch asks
+    (an attention mask of ones, ids in range), so the forward on ``meta`` takes
+    the branch the same forward on real tensors takes. Every other op runs as is.
+    """
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default and args and args[0].is_meta:
+            t = args[0]
+            return True if t.dtype == torch.bool else (1.0 if t.is_floating_point() else 1)
+        return func(*args, **(kwargs or {}))
+
+
 @contextmanager
 def flop_counter() -> Iterator[FlopCounterMode]:
     """A ``FlopCounterMode`` (entered) that also counts attention's fused kernels.
 
     Inside it the ``nn.MultiheadAttention`` fast path is off (restored on exit,
-    also on an exception) and CPU flash attention has a formula.
+    also on an exception), CPU flash attention has a formula, and a ``meta``
+    scalar reads as ``True`` / ``1`` (:class:`MetaScalars`), so a model on
+    ``meta`` is counted from shapes alone.
 
     Yields
     ------
@@ -92,7 +117,7 @@ def flop_counter() -> Iterator[FlopCounterMode]:
     counter = FlopCounterMode(display=False, custom_mapping=_custom_mapping())
     mha.set_fastpath_enabled(False)
     try:
-        with counter:
+        with counter, MetaScalars():
             yield counter
     finally:
         mha.set_fastpath_enabled(was)

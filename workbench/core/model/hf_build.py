@@ -38,6 +38,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+import torch
 from torch import nn
 
 from workbench.core import contrib, warm_imports
@@ -47,6 +48,7 @@ from workbench.core.model.checkpoint import Checkpoint
 from workbench.core.model.example_input import ExampleInput, hf_example_input
 from workbench.core.model.formats.model_folder import (CONFIG_NAME, HF_BUILDER, SHARD, TIMM_BUILDER, WEIGHT_NAMES,
                                                        remote_name)
+from workbench.core.model.formats.safetensors import LazyStateDict
 from workbench.core.model.loading import LoadReport
 from workbench.core.model.opened import NeedsArchitecture, Opened, PartialFit
 from workbench.core.model.spec import ArchSpec
@@ -322,7 +324,11 @@ def open_hf_folder(ckpt: Checkpoint, spec: ArchSpec, *, partial: bool = False) -
         ``spec`` the builder with the config's non-default values; ``example``
         from the config (:func:`~workbench.core.model.example_input.hf_example_input`).
         A trusted folder with custom code (``auto_map``) and no class of the
-        library opens as the weights-only tree, with a note.
+        library opens as the weights-only tree, with a note. A lazily read
+        folder (a :class:`~workbench.core.model.formats.safetensors.LazyStateDict`)
+        whose keys and shapes are exactly the class's opens on ``meta``, reading
+        its weights when needed (:mod:`workbench.core.model.lazy`); otherwise its
+        weights are read now and loaded through the library.
 
     Raises
     ------
@@ -347,9 +353,18 @@ def open_hf_folder(ckpt: Checkpoint, spec: ArchSpec, *, partial: bool = False) -
         notes.append(f"the folder's custom code ({_code_note(ckpt)}) was not run; "
                      f"opened with transformers' own {cls.__name__}")
     config = _hf_config(transformers, cls, cfg, origin)
+    example = _example(config, origin)
+    state = ckpt.state_dict
+    if isinstance(state, LazyStateDict):
+        model = _lazy_model(transformers, cls, config, state, cfg, origin)
+        if model is not None:
+            spec = ArchSpec(HF_BUILDER, {"architecture": cls.__name__, "config_json": _config_json(config)})
+            report = LoadReport(strict=not partial, loaded=len(state))
+            return Opened(model, spec, ckpt, report, notes=notes, example=example)
+        state = state.read()  # keys the library converts, or buffers it computes: the library loads them
     try:
         with quiet(transformers), hub_offline():
-            model, info = cls.from_pretrained(None, config=config, state_dict=dict(ckpt.state_dict),
+            model, info = cls.from_pretrained(None, config=config, state_dict=dict(state),
                                               output_loading_info=True, ignore_mismatched_sizes=True,
                                               local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - the library on a file's content: report, never crash
@@ -365,7 +380,47 @@ def open_hf_folder(ckpt: Checkpoint, spec: ArchSpec, *, partial: bool = False) -
             raise PartialFit(ckpt, spec, report, message)
         notes.append(f"partial load into {cls.__name__}: {len(report.missing)} missing, {len(report.mismatched)} "
                      f"mismatched, {len(report.unexpected)} unexpected tensors")
-    return Opened(model, spec, ckpt, report, notes=notes, example=ExampleInput(kwargs=hf_example_input(config)))
+    return Opened(model, spec, ckpt, report, notes=notes, example=example)
+
+
+def _example(config: Any, origin: Path) -> ExampleInput:
+    """The config's example input (:func:`~workbench.core.model.example_input.hf_example_input`), or the refusal."""
+    try:
+        return ExampleInput(kwargs=hf_example_input(config))
+    except ValueError as exc:  # an image past the stated bound: refused before it is made
+        raise ArchitectureError(f"{origin}: {exc}") from exc
+
+
+def _lazy_model(transformers: Any, cls: type, config: Any, state: LazyStateDict, cfg: Mapping,
+                origin: Path) -> nn.Module | None:
+    """``cls`` built on ``meta`` with the file's shapes and dtypes, reading its weights when needed; or None.
+
+    None (the caller loads the weights through the library instead) when the
+    model's keys and shapes are not exactly the file's, tied weights aside (the
+    library would convert or initialize some), or when a buffer the library
+    computes is left on ``meta``.
+    """
+    from workbench.core.model import lazy
+    from workbench.core.model.meta_build import _MetaStorage
+
+    with quiet(transformers), _MetaStorage():
+        model = _built(lambda: cls._from_config(config), cfg, origin)
+    holders = lazy._holders(model)
+    present = {id(t) for k, (_, _, t) in holders.items() if k in state}
+    if any(k not in holders for k in state) or any(id(t) not in present for _, _, t in holders.values()):
+        return None
+    if any(tuple(holders[k][2].shape) != tuple(v.shape) for k, v in state.items()):
+        return None
+    if any(b.is_meta for sub in model.modules() for n, b in sub._buffers.items()
+           if b is not None and n in sub._non_persistent_buffers_set):
+        return None
+    with torch.no_grad():
+        for key, value in state.items():  # the file's dtype, as the library's load keeps it
+            held = holders[key][2]
+            if held.dtype != value.dtype:
+                held.data = torch.empty(held.shape, dtype=value.dtype, device="meta")
+    lazy.attach(model, state)
+    return model.eval()
 
 
 # --------------------------------------------------------------------------- saving

@@ -16,6 +16,7 @@ from torch import nn
 
 from workbench.core.errors import ArchitectureError
 from workbench.core.model.checkpoint import Checkpoint
+from workbench.core.model.formats.safetensors import LazyStateDict
 from workbench.core.model.prefixes import strip_prefixes
 from workbench.core.model.meta_build import build_module
 from workbench.core.model.spec import ArchSpec
@@ -104,6 +105,8 @@ def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tenso
     Prefixes are stripped against the module's own keys (:func:`strip_prefixes`).
     A module with tensors on ``meta`` is loaded with ``assign=True`` (the
     checkpoint's tensors become its parameters: no copy); others are copied into.
+    A :class:`~workbench.core.model.formats.safetensors.LazyStateDict` (a large
+    folder's headers) is read first, its files checked unchanged.
 
     Parameters
     ----------
@@ -123,7 +126,11 @@ def load_state_dict_into(module: nn.Module, state_dict: Mapping[str, torch.Tenso
     ------
     ArchitectureError
         ``strict`` and the keys or shapes differ (``.report`` holds the LoadReport).
+    CheckpointError
+        A lazily read file changed since it was opened.
     """
+    if isinstance(state_dict, LazyStateDict):  # weights not read yet: read them now (files checked first)
+        state_dict = state_dict.read()
     ties = tied_groups(module)
     own_keys = list(module.state_dict(keep_vars=True))
     renamed, stripped = strip_prefixes(state_dict, own_keys)

@@ -35,7 +35,7 @@ from workbench.core import contrib
 from workbench.core.errors import ArchitectureError, TrustRequired
 from workbench.core.model import hf_build
 from workbench.core.model.checkpoint import Checkpoint
-from workbench.core.model.detection import detect_architecture
+from workbench.core.model.detection import detect_architecture, infer_num_classes
 from workbench.core.model.edits import apply_edits
 from workbench.core.model.example_input import default_input_shape, spec_input_shape, timm_example
 from workbench.core.model.formats import read_checkpoint
@@ -247,6 +247,7 @@ def _file_spec(ckpt: Checkpoint, *, trust: bool, **extra: Any) -> ArchSpec | Non
     except TrustRequired as err:
         err.checkpoint = ckpt  # the answer resumes from what was read
         raise
+    spec = spec if ckpt.metadata.edits else infer_num_classes(spec, ckpt.state_dict)  # timm: the head's size
     if extra:
         spec = spec.with_kwargs(**extra)
     return spec

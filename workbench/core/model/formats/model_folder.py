@@ -13,8 +13,13 @@ with the model name and plain keyword arguments), and
 Nothing is imported here: neither ``transformers`` nor ``timm``.
 
 Safety (``DESIGN.md``, "Safety contract"): the weights are read by the one
-validated safetensors reader (:mod:`~workbench.core.model.formats.safetensors`,
-memory-mapped copy-on-write); ``pytorch_model.bin`` goes through
+validated safetensors reader (:mod:`~workbench.core.model.formats.safetensors`),
+copied into memory the model owns (never a memory map the file can pull away);
+a transformers folder larger than :data:`LAZY_FOLDER_BYTES` reads its headers
+only (a :class:`~workbench.core.model.formats.safetensors.LazyStateDict`), its
+weights when first needed, after checking the files did not change. Every size
+the config states is checked against the weights present before anything is
+built from it (:func:`check_config_sizes`). ``pytorch_model.bin`` goes through
 ``torch.load(weights_only=True)``. Shard names from an index must be plain file
 names of the folder. A config with ``auto_map`` (custom code shipped in the
 folder) raises :class:`~workbench.core.errors.TrustRequired` naming the
@@ -37,10 +42,12 @@ from workbench.core import contrib
 from workbench.core.errors import CheckpointError, TrustRequired
 from workbench.core.model.checkpoint import Checkpoint, CheckpointMetadata
 from workbench.core.model.formats import safetensors, torch_pickle
+from workbench.core.model.example_input import MAX_EXAMPLE_IMAGE_SIDE
 from workbench.core.model.formats.metadata import tensor_stats
 
 __all__ = ["CONFIG_NAME", "HF_BUILDER", "TIMM_BUILDER", "ModelFolder", "find_model_folder", "read_model_folder",
-           "read_folder_checkpoint", "pretrained_cfg", "remote_name", "match", "read"]
+           "read_folder_checkpoint", "pretrained_cfg", "remote_name", "match", "read", "LAZY_FOLDER_BYTES",
+           "check_config_sizes"]
 
 CONFIG_NAME = "config.json"
 SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
@@ -61,6 +68,25 @@ _SOURCE_PREFIXES = ("hf-hub:", "hf_hub:", "local-dir:")
 #: How deep sub-configs are searched: real configs nest 2 to 4 levels (encoder-decoder, backbone_config); the
 #: build itself is offline (:func:`workbench.core.hub_offline.hub_offline`) for anything deeper.
 _MAX_CONFIG_DEPTH = 8
+#: A transformers folder whose safetensors weights are larger than this (bytes) opens lazily: only the headers are
+#: read at open (the tree from ``meta``, FLOPs on ``meta``), the weights when first needed (training, probes,
+#: save), each file's identity checked first. Below it the weights are copied into memory at open: about 0.5 s and
+#: its size in memory per GiB on the 2-core reference machine, the cost a user waits for a small model.
+LAZY_FOLDER_BYTES = 1 << 30
+#: Config keys counting layers or blocks (an int, or a list summed: ``depths``). Each layer holds at least one
+#: tensor, so a count is bounded by the tensors of the weight files: ``num_hidden_layers = 10**6`` beside two layers
+#: of weights would build a million modules (minutes, gigabytes) before anything failed.
+_LAYER_KEYS = frozenset({"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+                         "num_encoder_layers", "num_decoder_layers", "depths", "depth", "num_blocks"})
+#: Config keys sizing a weight dimension (an int, or a list of them): each is bounded by the elements the weight
+#: files hold (a dimension of d is at least d weights).
+_DIM_KEYS = frozenset({"hidden_size", "intermediate_size", "vocab_size", "d_model", "n_embd", "n_inner", "d_ff",
+                       "ffn_dim", "embed_dim", "embed_dims", "hidden_sizes", "num_attention_heads",
+                       "num_key_value_heads", "n_head", "num_channels", "n_positions", "num_labels", "num_classes",
+                       "patch_size", "encoder_ffn_dim", "decoder_ffn_dim", "projection_dim"})
+#: Config keys sizing the example input image (``image_size``, timm's ``input_size``): no weight bounds them (a
+#: convolutional network takes any size), so :data:`~workbench.core.model.example_input.MAX_EXAMPLE_IMAGE_SIDE` does.
+_IMAGE_KEYS = frozenset({"image_size", "input_size", "img_size"})
 
 
 @dataclass
@@ -267,6 +293,80 @@ def _read_bin(path: Path) -> dict:
     return torch_pickle.read(path).state_dict  # weights_only=True
 
 
+def _ints(value: Any) -> list[int] | None:
+    """An int or a list of ints as a list (bools and anything else: None)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
+def _size_problem(key: str, values: list[int], tensors: int, elements: int) -> str | None:
+    """Why ``key`` = ``values`` is more than the weights present (or the stated bound) allow, or None."""
+    if key in _LAYER_KEYS and sum(values) > tensors:
+        return (f"but the weight files hold only {tensors:,} tensors (a layer holds at least one); the config is "
+                "damaged or made to exhaust memory: set it to the layers the weights hold.")
+    if key in _DIM_KEYS and max(values) > elements:
+        return (f"but the weight files hold only {elements:,} values (a dimension of d is at least d of them); the "
+                "config is damaged or made to exhaust memory: set it to the weights' size.")
+    if key in _IMAGE_KEYS and max(values) > MAX_EXAMPLE_IMAGE_SIDE:
+        return (f"past the example image side Workbench builds ({MAX_EXAMPLE_IMAGE_SIDE:,} pixels; an image of it "
+                "would take gigabytes): set the size the model was trained at.")
+    return None
+
+
+def check_config_sizes(config: Any, tensors: int, elements: int, origin: Path) -> None:
+    """Refuse a config that states sizes larger than its weights (or a stated bound) allow, before anything is built.
+
+    Searched: the config and its sub-configs (dicts and lists, at most
+    :data:`_MAX_CONFIG_DEPTH` deep, timm's ``model_args`` and ``pretrained_cfg``
+    included). Layer counts (:data:`_LAYER_KEYS`) are at most ``tensors``;
+    dimensions (:data:`_DIM_KEYS`) at most ``elements``; image sides
+    (:data:`_IMAGE_KEYS`) at most :data:`~workbench.core.model.example_input.MAX_EXAMPLE_IMAGE_SIDE`.
+    Linear in the config's size; allocates nothing.
+
+    Parameters
+    ----------
+    config : Any
+        ``config.json`` as read.
+    tensors : int
+        Tensors in the weight files.
+    elements : int
+        Values (elements) in the weight files.
+    origin : Path
+        ``config.json``, named in the error.
+
+    Raises
+    ------
+    CheckpointError
+        ``"<folder>/config.json: num_hidden_layers = 1000000 but the weight files hold only 21 tensors ..."``.
+    """
+    stack: list[tuple[str, Any, int]] = [("", config, 0)]
+    while stack:
+        path, value, depth = stack.pop()
+        name = path.rsplit(".", 1)[-1]
+        values = _ints(value) if name in _LAYER_KEYS | _DIM_KEYS | _IMAGE_KEYS else None
+        problem = _size_problem(name, values, tensors, elements) if values else None
+        if problem:
+            shown = value if len(str(value)) <= 60 else f"{str(value)[:60]}..."
+            raise CheckpointError(f"{path} = {shown} {problem}", origin)
+        if depth < _MAX_CONFIG_DEPTH and isinstance(value, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v, depth + 1) for k, v in reversed(value.items()))
+        elif depth < _MAX_CONFIG_DEPTH and isinstance(value, list) and not values:
+            stack.extend((f"{path}[{i}]", v, depth + 1) for i, v in reversed(list(enumerate(value))))
+
+
+def _lazy(folder: ModelFolder) -> bool:
+    """Open ``folder`` lazily: a transformers folder of safetensors files larger than :data:`LAZY_FOLDER_BYTES`."""
+    if folder.library != "transformers" or any(f.suffix != ".safetensors" for f in folder.weights):
+        return False
+    try:
+        return sum(f.stat().st_size for f in folder.weights) > LAZY_FOLDER_BYTES
+    except OSError:
+        return False
+
+
 def read_folder_checkpoint(folder: ModelFolder) -> Checkpoint:
     """The folder's weights as one :class:`~workbench.core.model.checkpoint.Checkpoint` (file keys, all shards).
 
@@ -280,19 +380,24 @@ def read_folder_checkpoint(folder: ModelFolder) -> Checkpoint:
         ``path`` is the folder; ``metadata.format`` ``"hf_folder"`` or
         ``"timm_folder"``, ``container`` ``"safetensors"`` or ``"zip"``;
         ``metadata.arch`` the builder entry (plain data); ``metadata.extra["config"]``
-        the config; ``file_size`` the sum of the weight files' sizes.
+        the config; ``file_size`` the sum of the weight files' sizes. A folder
+        past :data:`LAZY_FOLDER_BYTES` has a
+        :class:`~workbench.core.model.formats.safetensors.LazyStateDict` (``meta``
+        tensors; the data is read when needed); others own their tensors.
 
     Raises
     ------
     CheckpointError
         A damaged weight file, a tensor named by two shards, or no tensors;
+        a config size the weights do not bear out (:func:`check_config_sizes`);
         plain-data checks of a timm config's ``model_args``.
     TrustRequired
         A ``pytorch_model.bin`` that needs more than weights-only loading.
     """
-    state, header, container = safetensors.read_shards(folder.weights, _read_bin)
+    state, header, container = safetensors.read_shards(folder.weights, _read_bin, lazy=_lazy(folder))
     if not state:
         raise CheckpointError("holds no tensors.", folder.path)
+    check_config_sizes(folder.config, len(state), sum(t.numel() for t in state.values()), folder.config_path)
     transformers = folder.library == "transformers"
     meta = CheckpointMetadata(format="hf_folder" if transformers else "timm_folder", container=container)
     meta.extra = {"config": folder.config, "weight_files": [f.name for f in folder.weights], "library": folder.library}

@@ -3,11 +3,17 @@
 Format: https://github.com/huggingface/safetensors#format -- an 8-byte
 little-endian header length N, N bytes of UTF-8 JSON (space-padded), then the
 data section. The header is validated in time linear in its length before any
-tensor is made (:func:`safetensors_header`); the file is then mapped once,
-copy-on-write (``MAP_PRIVATE``: writing to a tensor never changes the file,
-training never writes into a model folder), and opening reads no tensor data.
-A sharded checkpoint's ``*.safetensors.index.json`` (``weight_map``: tensor
-name -> shard file of the same folder) reads as all its shards. Qt-free.
+tensor is made (:func:`safetensors_header`). An opened model owns its weights:
+:func:`read_safetensors` copies the data section into memory with plain reads
+(never a memory map, which dies of ``SIGBUS`` when the file is truncated under
+it and follows the file when it is rewritten in place). A model folder too large
+to copy at open reads only its headers (:func:`read_shards` with ``lazy=True``):
+a :class:`LazyStateDict` of ``meta`` tensors that says where each tensor's bytes
+are, read when needed after the file's identity (:class:`FileIdentity`: size,
+modification time, inode) is checked: a changed file is refused, never followed.
+:func:`read_safetensors_mmap` (copy-on-write views) remains for callers that
+want a view. A sharded checkpoint's ``*.safetensors.index.json`` (``weight_map``:
+tensor name -> shard file of the same folder) reads as all its shards. Qt-free.
 """
 
 from __future__ import annotations
@@ -26,15 +32,20 @@ from workbench.core.errors import CheckpointError
 from workbench.core.model.checkpoint import Checkpoint, CheckpointMetadata
 from workbench.core.model.formats.metadata import safetensors_metadata, tensor_stats
 from workbench.core.model.formats.sniff import MAX_SAFETENSORS_HEADER, Sniff, short
+from workbench.core.model.formats.workbench_meta import apply_workbench_metadata
 
 __all__ = ["SAFETENSORS_DTYPES", "SAFETENSORS_DTYPE_BITS", "MAX_SAFETENSORS_HEADER", "MAX_SAFETENSORS_TENSORS",
-           "MAX_JSON_BYTES", "SafetensorsEntry", "safetensors_header", "read_safetensors_mmap", "read_json",
-           "index_files", "read_shards", "match", "read", "INDEX_SUFFIX"]
+           "MAX_JSON_BYTES", "SafetensorsEntry", "safetensors_header", "read_safetensors", "read_safetensors_mmap",
+           "read_json", "index_files", "read_shards", "match", "read", "INDEX_SUFFIX", "FileIdentity",
+           "TensorSource", "LazyStateDict", "READ_CHUNK_BYTES", "read_safetensors_lazy", "read_sources"]
 
 #: Most tensors a safetensors header may describe (the largest published models hold a few thousand).
 MAX_SAFETENSORS_TENSORS = 200_000
 #: Largest JSON file (an index, a config) read (bytes); real ones are a few hundred kB.
 MAX_JSON_BYTES = 16 * 1024 * 1024
+#: Bytes read per system call when tensor data is copied into memory: a file truncated while it is read fails
+#: at the next call with a one-line error, and no read holds more than this in flight.
+READ_CHUNK_BYTES = 64 * 2**20
 #: How a sharded checkpoint's index file is named (``model.safetensors.index.json``).
 INDEX_SUFFIX = ".safetensors.index.json"
 
@@ -295,6 +306,237 @@ def read_safetensors_mmap(path: str | Path) -> tuple[dict[str, torch.Tensor], di
     return tensors, metadata
 
 
+@dataclass(frozen=True)
+class FileIdentity:
+    """What a weight file was when it was opened: compared before any later read of it.
+
+    Attributes
+    ----------
+    path : str
+    size : int
+        Bytes.
+    mtime_ns : int
+        Modification time, ns.
+    inode, device : int
+        ``st_ino`` and ``st_dev`` (a file replaced by ``os.replace`` has another inode).
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+    device: int
+
+    @classmethod
+    def of(cls, path: str | Path, st: os.stat_result | None = None) -> FileIdentity:
+        """The identity of ``path`` now (``st``: a stat already taken of it)."""
+        st = st if st is not None else os.stat(path)
+        return cls(str(path), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+    def change(self, st: os.stat_result | None = None) -> str | None:
+        """How the file differs from this identity (``"it was deleted"``...), or None when it is the same.
+
+        ``st``: a stat of the open file (``os.fstat``), else the path is stat'ed.
+        """
+        try:
+            st = st if st is not None else os.stat(self.path)
+        except OSError:
+            return "it was deleted or moved"
+        if st.st_size != self.size:
+            return f"its size changed from {self.size:,} to {st.st_size:,} bytes"
+        if (st.st_ino, st.st_dev) != (self.inode, self.device):
+            return "it was replaced by another file"
+        if st.st_mtime_ns != self.mtime_ns:
+            return "it was rewritten"
+        return None
+
+    def check(self, st: os.stat_result | None = None) -> None:
+        """Raise the one-line refusal when the file changed since it was opened.
+
+        Raises
+        ------
+        CheckpointError
+            ``"<file>: changed on disk since it was opened (it was rewritten); ..."``.
+        """
+        change = self.change(st)
+        if change:
+            raise CheckpointError(f"changed on disk since it was opened ({change}); Workbench does not read a "
+                                  "changed file into an open model: open it again to use the new weights.",
+                                  Path(self.path))
+
+
+def _read_into(f, out: torch.Tensor, offset: int, path: Path) -> None:
+    """Fill the uint8 tensor ``out`` with the file's bytes from ``offset``, in :data:`READ_CHUNK_BYTES` reads."""
+    view = memoryview(out.numpy()) if out.numel() else memoryview(b"")
+    done = 0
+    while done < len(view):
+        n = os.preadv(f.fileno(), [view[done:done + READ_CHUNK_BYTES]], offset + done)
+        if n <= 0:
+            raise CheckpointError(f"ended at byte {offset + done:,} while it was read: it was truncated or "
+                                  "changed on disk. Open it again once it is complete.", path)
+        done += n
+
+
+def _as_tensor(raw: torch.Tensor, entry: SafetensorsEntry, dtype: torch.dtype, begin: int) -> torch.Tensor:
+    """Entry ``entry`` of the uint8 buffer ``raw`` (whose byte 0 is the data section's byte ``begin``)."""
+    part = raw[entry.begin - begin:entry.end - begin]
+    if (entry.begin - begin) % dtype.itemsize:  # unaligned: copy into aligned memory
+        part = part.clone()
+    return part.view(dtype).reshape(entry.shape)
+
+
+def read_safetensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, str], FileIdentity]:
+    """A safetensors file's tensors, copied into memory the model owns (no memory map).
+
+    The header is validated first (:func:`safetensors_header`); the data section
+    is then read with plain reads into one buffer the tensors view. A file
+    truncated, rewritten or deleted afterwards changes nothing in them; one
+    truncated while it is read raises.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    (dict of str to Tensor, dict of str to str, FileIdentity)
+        The tensors (CPU, header order), the header's ``__metadata__``, and the
+        file as it was read.
+
+    Raises
+    ------
+    CheckpointError
+        A header that fails validation, a dtype torch has no type for (F4, F6),
+        a file that changed while it was read, or one that cannot be read.
+    """
+    path = Path(path)
+    metadata, entries, header_len, size = _header(path)
+    dtypes = [_torch_dtype(e.name, e.dtype, path) for e in entries]
+    start = 8 + header_len
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_size != size:
+                raise CheckpointError("changed size while it was read. Open it again once it is complete.", path)
+            raw = torch.empty(size - start, dtype=torch.uint8)
+            _read_into(f, raw, start, path)
+    except OSError as exc:
+        raise CheckpointError(f"cannot be read ({exc.strerror}). Check its permissions.", path) from exc
+    tensors = {e.name: _as_tensor(raw, e, dtype, 0) for e, dtype in zip(entries, dtypes)}
+    return tensors, metadata, FileIdentity.of(path, st)
+
+
+@dataclass(frozen=True)
+class TensorSource:
+    """Where the bytes of one tensor of a lazily read file are.
+
+    Attributes
+    ----------
+    file : FileIdentity
+        The file as it was when its header was read.
+    data_start : int
+        Byte offset of the data section in the file (8 + header length).
+    entry : SafetensorsEntry
+    """
+
+    file: FileIdentity
+    data_start: int
+    entry: SafetensorsEntry
+
+
+class LazyStateDict(dict):
+    """A state_dict of ``meta`` tensors (shapes and dtypes from the headers) whose data is read when needed.
+
+    ``sources[name]`` says where each tensor's bytes are (:class:`TensorSource`).
+    Every read first checks that the file is the one whose header was read
+    (:meth:`FileIdentity.check`): a changed file is refused, never followed.
+    """
+
+    def __init__(self, tensors: dict[str, torch.Tensor] | None = None,
+                 sources: dict[str, TensorSource] | None = None):
+        super().__init__(tensors or {})
+        self.sources: dict[str, TensorSource] = dict(sources or {})
+
+    def files(self) -> list[FileIdentity]:
+        """The files the tensors are in, each once."""
+        return list(dict.fromkeys(s.file for s in self.sources.values()))
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`~workbench.core.errors.CheckpointError` when a file changed since its header was read."""
+        for file in self.files():
+            file.check()
+
+    def read(self, names: list[str] | None = None) -> dict[str, torch.Tensor]:
+        """The tensors ``names`` (default all) read from their files into owned CPU memory, file by file.
+
+        Raises
+        ------
+        CheckpointError
+            A file changed since its header was read (checked on the open file
+            before its first byte is read), or is truncated while it is read.
+        """
+        names = list(self) if names is None else list(names)
+        by_file: dict[FileIdentity, list[str]] = {}
+        for name in names:
+            by_file.setdefault(self.sources[name].file, []).append(name)
+        out: dict[str, torch.Tensor] = {}
+        for file, keys in by_file.items():
+            out.update(read_sources(file, [self.sources[k] for k in keys], keys))
+        return out
+
+
+def read_sources(file: FileIdentity, sources: list[TensorSource], names: list[str]) -> dict[str, torch.Tensor]:
+    """The tensors ``sources`` of one file (named ``names``), read after the file's identity is checked.
+
+    Raises
+    ------
+    CheckpointError
+        The file changed since ``file`` was taken, or cannot be read.
+    """
+    path = Path(file.path)
+    out: dict[str, torch.Tensor] = {}
+    try:
+        with open(path, "rb") as f:
+            file.check(os.fstat(f.fileno()))
+            for name, src in zip(names, sources):
+                e = src.entry
+                dtype = _torch_dtype(e.name, e.dtype, path)
+                raw = torch.empty(e.end - e.begin, dtype=torch.uint8)
+                _read_into(f, raw, src.data_start + e.begin, path)
+                out[name] = raw.view(dtype).reshape(e.shape) if e.end > e.begin else torch.empty(e.shape, dtype=dtype)
+    except FileNotFoundError:
+        file.check()
+        raise
+    except OSError as exc:
+        raise CheckpointError(f"cannot be read ({exc.strerror}). Check its permissions.", path) from exc
+    return out
+
+
+def read_safetensors_lazy(path: str | Path) -> tuple[LazyStateDict, dict[str, str]]:
+    """A safetensors file's tensors as ``meta`` tensors with their sources: the header only is read.
+
+    Returns
+    -------
+    (LazyStateDict, dict of str to str)
+
+    Raises
+    ------
+    CheckpointError
+        A header that fails validation, or a dtype torch has no type for.
+    """
+    path = Path(path)
+    metadata, entries, header_len, size = _header(path)
+    identity = FileIdentity.of(path)
+    if identity.size != size:
+        raise CheckpointError("changed size while it was read. Open it again once it is complete.", path)
+    tensors, sources = LazyStateDict(), {}
+    for e in entries:
+        tensors[e.name] = torch.empty(e.shape, dtype=_torch_dtype(e.name, e.dtype, path), device="meta")
+        sources[e.name] = TensorSource(identity, 8 + header_len, e)
+    tensors.sources = sources
+    return tensors, metadata
+
+
 # --------------------------------------------------------------------------- sharded index
 
 
@@ -346,10 +588,16 @@ def index_files(index: Path) -> list[Path]:
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError("has no weight_map (tensor name -> shard file). Save the folder again.", index)
+    for key, name in weight_map.items():  # a list or a number as a shard name: refused before it is hashed
+        if not isinstance(name, str):
+            raise CheckpointError(f"maps tensor {str(key)[:80]!r} to a {type(name).__name__}, not a shard file "
+                                  "name; weight_map must map tensor names to file names. Save the folder again.",
+                                  index)
     return [_folder_file(index.parent, n, index) for n in dict.fromkeys(weight_map.values())]
 
 
-def read_shards(files: list[Path], read_other=None) -> tuple[dict[str, torch.Tensor], dict[str, str], str]:
+def read_shards(files: list[Path], read_other=None, *,
+                lazy: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, str], str]:
     """The tensors of several weight files as one state_dict.
 
     Parameters
@@ -358,6 +606,10 @@ def read_shards(files: list[Path], read_other=None) -> tuple[dict[str, torch.Ten
         Safetensors shards (others, e.g. ``pytorch_model-*.bin``, through ``read_other``).
     read_other : callable, optional
         ``read_other(path) -> state_dict`` for a file that is not safetensors.
+    lazy : bool
+        Read the safetensors headers only: a :class:`LazyStateDict` of ``meta``
+        tensors (every file must be safetensors). Default: copy every tensor
+        into memory (:func:`read_safetensors`).
 
     Returns
     -------
@@ -369,12 +621,16 @@ def read_shards(files: list[Path], read_other=None) -> tuple[dict[str, torch.Ten
     CheckpointError
         A damaged shard, or a tensor two shards hold.
     """
-    state: dict[str, torch.Tensor] = {}
+    state: dict[str, torch.Tensor] = LazyStateDict() if lazy else {}
     header: dict[str, str] = {}
     container = "safetensors"
     for file in files:
-        if file.suffix == ".safetensors" or read_other is None:
-            tensors, meta = read_safetensors_mmap(file)
+        if lazy:
+            tensors, meta = read_safetensors_lazy(file)
+            state.sources.update(tensors.sources)
+            header.update(meta)
+        elif file.suffix == ".safetensors" or read_other is None:
+            tensors, meta, _ = read_safetensors(file)
             header.update(meta)
         else:
             container = "zip"
@@ -404,7 +660,7 @@ def match(path: Path, head: bytes) -> bool:
 
 
 def read(path: str | Path, *, trust: bool = False, head: bytes | None = None, **_: Any) -> Checkpoint:
-    """Read a safetensors file, or all the shards an index lists, to CPU (memory-mapped, copy-on-write).
+    """Read a safetensors file, or all the shards an index lists, into CPU memory the model owns (no memory map).
 
     ``trust`` is unused: safetensors holds no code.
 
@@ -419,10 +675,11 @@ def read(path: str | Path, *, trust: bool = False, head: bytes | None = None, **
         state, header, _ = read_shards(files)
         size = sum(f.stat().st_size for f in files)
     else:
-        state, header = read_safetensors_mmap(path)
-        size = head.size if isinstance(head, Sniff) else path.stat().st_size
+        state, header, identity = read_safetensors(path)
+        size = identity.size
     meta = CheckpointMetadata(format="safetensors", container="safetensors")
     safetensors_metadata(meta, header)
+    apply_workbench_metadata(state, meta, header)  # edits and tied names a Workbench save wrote
     if not state:
         raise CheckpointError("holds no tensors. Save a model's state_dict into it.", path)
     meta.num_tensors, meta.total_params, meta.dtypes = tensor_stats(state)
