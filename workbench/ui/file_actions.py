@@ -341,7 +341,7 @@ class FileActions(QObject):
             for key in ("optimizer_state_dict", "scheduler_state_dict"):
                 if extras.get(key) is not None:
                     payload[key] = extras[key]
-            saving.save_checkpoint(path, payload)
+            path, notes = saving.save_model_file(path, payload)  # the format the suffix names
         except (WorkbenchError, ValueError, OSError) as exc:
             self.prompts.error(f"Could not save {path}: {exc}")
             return False
@@ -349,7 +349,7 @@ class FileActions(QObject):
         if bad:  # written as asked, never silently
             self.prompts.error(f"Saved {path}, but it holds NaN/Inf values in {', '.join(bad[:5])}"
                                f"{' and more' if len(bad) > 5 else ''}: the model diverged")
-        session.show_status(f"Saved {path}", 5000)
+        session.show_status(f"Saved {path}" + "".join(f"; {n}" for n in notes), 10000 if notes else 5000)
         self._add_recent(Path(path))
         return True
 

@@ -56,3 +56,26 @@ def test_detect_custom_vit_config_is_not_claimed_as_a_perfect_match():
     ranking = detect_architecture(make_model("small_vit").state_dict())
     assert ranking and ranking[0].spec.name.startswith("vit_")  # the family is recognised
     assert all(c.score < 0.5 for c in ranking)  # but not as a fit
+
+
+def test_a_timm_training_dict_opens_with_the_num_classes_of_its_head(tmp_path):
+    """timm's train.py saves ``"arch": "efficientnet_lite0"`` and a 10-class head: the head gives num_classes."""
+    import argparse
+
+    import torch
+
+    timm = pytest.importorskip("timm")
+    from timm.utils import CheckpointSaver
+
+    from workbench.core.model.opening import open_model
+
+    torch.manual_seed(0)
+    model = timm.create_model("efficientnet_lite0", num_classes=10, pretrained=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    args = argparse.Namespace(model="efficientnet_lite0", num_classes=10, lr=0.1)  # as train.py passes its args
+    saver = CheckpointSaver(model, opt, args=args, checkpoint_dir=str(tmp_path), recovery_dir=str(tmp_path))
+    saver.save_checkpoint(epoch=0, metric=0.5)
+    opened = open_model(tmp_path / "last.pth.tar", trust=True)  # its args are an argparse.Namespace
+    assert opened.spec == ArchSpec("timm/efficientnet_lite0", {"num_classes": 10})
+    assert opened.report.ok
+    assert torch.equal(opened.model.classifier.weight, model.classifier.weight)

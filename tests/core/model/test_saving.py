@@ -117,3 +117,79 @@ def test_failed_save_keeps_the_previous_file(tmp_path, monkeypatch):
         save_checkpoint(path, {"epoch": 2})
     assert path.read_bytes() == original
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+
+
+# --------------------------------------------------------------------------- the format follows the suffix
+
+
+class TiedLM(torch.nn.Module):
+    """An embedding whose weight the output layer shares (tied weights)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(20, 8)
+        self.out = torch.nn.Linear(8, 20, bias=False)
+        self.out.weight = self.embed.weight
+
+
+def test_a_safetensors_save_is_a_real_safetensors_file_that_reopens_as_itself(tmp_path):
+    from safetensors.torch import load_file
+
+    from workbench.core.model.opening import open_model
+    from workbench.core.model.saving import save_model_file
+
+    model = make_model("resnet18", num_classes=3)
+    frozen = {n for n, _ in model.layer1.named_parameters(prefix="layer1")}
+    for p in model.layer1.parameters():
+        p.requires_grad_(False)
+    payload = checkpoint_payload(model, arch=ArchSpec("resnet18", {"num_classes": 3}), epoch=2, step=40, loss=0.5)
+    payload["optimizer_state_dict"] = torch.optim.SGD(model.parameters(), lr=0.1).state_dict()
+    path, notes = save_model_file(tmp_path / "model.safetensors", payload)
+    assert path == tmp_path / "model.safetensors"
+    assert notes and "optimizer" in notes[0]  # left out, and said
+    head = path.read_bytes()[:9]
+    assert head[:2] != b"PK" and head[8:9] == b"{"  # a safetensors header, not a torch zip
+    tensors = load_file(path)  # the library's own reader takes it
+    assert set(tensors) == set(model.state_dict())
+    assert torch.equal(tensors["fc.weight"], model.fc.weight)
+    opened = open_model(path)
+    assert opened.spec == ArchSpec("resnet18", {"num_classes": 3})
+    assert {n for n, p in opened.model.named_parameters() if not p.requires_grad} == frozen
+    assert opened.checkpoint.metadata.epoch == 2 and opened.checkpoint.metadata.global_step == 40
+    for key, value in model.state_dict().items():
+        assert torch.equal(opened.model.state_dict()[key], value), key
+
+
+def test_tied_weights_are_stored_once_and_read_back_under_both_names(tmp_path):
+    from safetensors import safe_open
+
+    from workbench.core.model.formats import read_checkpoint as read
+    from workbench.core.model.loading import load_state_dict_into
+
+    model = TiedLM()
+    payload = checkpoint_payload(model)
+    assert payload["model_state_dict"]["out.weight"] is payload["model_state_dict"]["embed.weight"]
+    path = save_checkpoint(tmp_path / "tied.safetensors", payload)
+    with safe_open(str(path), "pt") as f:
+        assert list(f.keys()) == ["embed.weight"]
+        assert "out.weight" in f.metadata()["workbench_tied"]
+    ckpt = read(path)
+    assert set(ckpt.state_dict) == {"embed.weight", "out.weight"}
+    fresh = TiedLM()
+    assert load_state_dict_into(fresh, ckpt.state_dict).ok  # strict: every key is there
+    assert torch.equal(fresh.out.weight, model.embed.weight) and fresh.out.weight is fresh.embed.weight
+    # the torch file stores the tied storage once too
+    pt = save_checkpoint(tmp_path / "tied.pt", checkpoint_payload(model))
+    loaded = torch.load(pt, weights_only=True)["model_state_dict"]
+    assert loaded["out.weight"].untyped_storage().data_ptr() == loaded["embed.weight"].untyped_storage().data_ptr()
+
+
+def test_a_suffix_that_names_no_format_is_refused_and_none_gets_pt(tmp_path):
+    from workbench.core.model.saving import save_model_file
+
+    with pytest.raises(CheckpointError, match=r"\.safetensors"):
+        save_model_file(tmp_path / "model.onnx", checkpoint_payload(DigitsCNN()))
+    assert not (tmp_path / "model.onnx").exists()
+    path, notes = save_model_file(tmp_path / "model", checkpoint_payload(DigitsCNN()))
+    assert path.name == "model.pt" and "suffix" in notes[0]
+    assert "model_state_dict" in torch.load(path, weights_only=True)

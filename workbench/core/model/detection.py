@@ -195,3 +195,53 @@ def _verify_head(variants: list[Signature], spec: ArchSpec, score: float) -> flo
 def _exact_score(ckpt: Signature, cand: Signature) -> float:
     union = len(ckpt.keys() | cand.keys())
     return sum(1 for k in ckpt.keys() & cand.keys() if ckpt[k] == cand[k]) / union if union else 0.0
+
+
+def infer_num_classes(spec: ArchSpec, state_dict: Mapping[str, torch.Tensor]) -> ArchSpec:
+    """``spec`` with the ``num_classes`` its checkpoint's head has, when the file named the model but not its head.
+
+    A timm training dict (timm's ``train.py``) records ``"arch": "efficientnet_lite0"``
+    and nothing of its head: a model trained with ``--num-classes 10`` has a
+    ``(10, 1280)`` classifier that timm's default build (1000 classes) does not
+    take. Like the detected ranking does for torchvision
+    (:func:`detect_architecture`), the head's size in the state_dict gives
+    ``num_classes``: the spec is built on the ``meta`` device (no memory, no
+    weights) and compared key by key; when only tensors sized by the class count
+    differ (:func:`_infer_head`), and the spec rebuilt with that count takes
+    every tensor, that spec is returned.
+
+    Only timm specs (``timm/<name>``, from a plain-string ``arch`` entry)
+    without ``num_classes`` are considered; any other spec, or a head that does
+    not explain every difference, is returned as it is (the strict load then
+    says what does not fit).
+
+    Parameters
+    ----------
+    spec : ArchSpec
+    state_dict : mapping of str to Tensor
+
+    Returns
+    -------
+    ArchSpec
+    """
+    from workbench.core.contrib import TIMM_PREFIX
+
+    if not spec.name.startswith(TIMM_PREFIX) or "num_classes" in spec.kwargs:
+        return spec
+    own = _signature(spec.name, **spec.kwargs)
+    if own is None:
+        return spec
+    best: int | None = None
+    for variant in _variants(state_dict):
+        if variant.keys() != own.keys():
+            continue
+        bad = [(own[k], variant[k]) for k in own if own[k] != variant[k]]
+        best = _infer_head(bad) if bad and len(bad) <= 6 else None
+        if best is not None:
+            break
+    if best is None:
+        return spec
+    inferred = spec.with_kwargs(num_classes=best)
+    sig = _signature(inferred.name, **inferred.kwargs)
+    ok = sig is not None and any(v == sig for v in _variants(state_dict))
+    return inferred if ok else spec

@@ -31,10 +31,21 @@ edits dropped), or adapters only in peft's format
 
 Only tensors, dicts, lists, tuples, str, int, float, bool and None are stored, so
 the weights-only unpickler accepts the file and opening it never runs code.
+Tied weights (one parameter under several names) stay one tensor in the
+payload, so the file stores them once.
+
+The format follows the file's suffix (:func:`save_model_file`): ``.pt``,
+``.pth``, ``.ckpt``, ``.bin``, ``.tar`` are the torch checkpoint above;
+``.safetensors`` is a real safetensors file (the weights only, each tied tensor
+once, Workbench's entries as JSON strings in its header's ``__metadata__``:
+see :func:`safetensors_metadata_entries`), which Workbench reopens with its
+architecture, frozen set and edits. A name without a suffix gets ``.pt``; any
+other suffix is refused.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -43,7 +54,8 @@ from torch import nn
 
 from workbench.core.digest import DIGEST_KEY
 from workbench.core.errors import CheckpointError
-from workbench.core.files import atomic_save
+from workbench.core.files import atomic_save, atomic_write
+from workbench.core.model.formats.workbench_meta import TIED_KEY
 from workbench.core.model.lora import lora_paths, merged_copy
 from workbench.core.model.names import frozen_names
 from workbench.core.rng import rng_state
@@ -52,6 +64,13 @@ _RESERVED = frozenset(
     {"model_state_dict", "optimizer_state_dict", "scheduler_state_dict", "arch", "frozen", "workbench_version",
      "edits", DIGEST_KEY}
 )
+
+#: Suffixes written as a torch checkpoint (``torch.save``; a training checkpoint only takes these).
+TORCH_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".tar")
+#: The suffix written as a safetensors file (weights and Workbench's metadata, no optimizer state).
+SAFETENSORS_SUFFIX = ".safetensors"
+#: Payload entries that make a training checkpoint: a safetensors file leaves them out (and says so).
+_TRAINING_ENTRIES = ("optimizer_state_dict", "scheduler_state_dict")
 
 
 def to_plain(value: Any, *, copy: bool = True) -> Any:
@@ -99,6 +118,49 @@ def _numpy_to_plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return None
+
+
+def plain_state_dict(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A state_dict's tensors cloned to CPU, tied tensors (the same data under several names) cloned once.
+
+    ``model.state_dict()`` detaches each name separately, so a weight tied under
+    two names comes as two tensor objects over one storage; here they stay one
+    tensor, which ``torch.save`` and :func:`save_model_file` store once.
+
+    Parameters
+    ----------
+    state_dict : mapping of str to Tensor
+
+    Returns
+    -------
+    dict of str to Tensor
+        Same keys; non-tensor values converted by :func:`to_plain`.
+    """
+    out: dict[str, Any] = {}
+    seen: dict[tuple, torch.Tensor] = {}
+    for key, value in state_dict.items():
+        if not isinstance(value, torch.Tensor):
+            out[key] = to_plain(value)
+            continue
+        ident = _tensor_identity(value)
+        if ident is None or ident not in seen:
+            plain = to_plain(value)
+            if ident is not None:
+                seen[ident] = plain
+            out[key] = plain
+        else:
+            out[key] = seen[ident]
+    return out
+
+
+def _tensor_identity(t: torch.Tensor) -> tuple | None:
+    """What makes two tensor objects the same data (storage, offset, shape, stride, dtype); None for meta / empty."""
+    if t.device.type == "meta" or t.numel() == 0:
+        return None
+    try:
+        return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t.device)
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def _arch_dict(arch: Any) -> dict | None:
@@ -171,7 +233,7 @@ def checkpoint_payload(
     if lora == "merge" and lora_paths(model):
         model = merged_copy(model)
         edits = [e for e in edits or [] if e.get("op") != "add_lora"]
-    payload: dict[str, Any] = {"model_state_dict": to_plain(model.state_dict())}
+    payload: dict[str, Any] = {"model_state_dict": plain_state_dict(model.state_dict())}
     if optimizer is not None:
         payload["optimizer_state_dict"] = to_plain(optimizer.state_dict())
         payload["optimizer_class"] = type(optimizer).__name__
@@ -196,7 +258,7 @@ def checkpoint_payload(
 
 
 def save_checkpoint(path: str | Path, payload: Mapping, *, digest: bool = True) -> Path:
-    """Write a payload atomically with ``torch.save`` (temporary file + ``os.replace``), with its digest.
+    """Write a payload atomically in the format its suffix names (:func:`save_model_file`); the path written.
 
     Parameters
     ----------
@@ -205,8 +267,9 @@ def save_checkpoint(path: str | Path, payload: Mapping, *, digest: bool = True) 
     payload : mapping
         Usually from :func:`checkpoint_payload`.
     digest : bool
-        Store the digest of its tensors (:func:`workbench.core.digest.add_digest`),
-        default True; False only to measure what the digest costs.
+        Store the digest of its tensors in a torch checkpoint
+        (:func:`workbench.core.digest.add_digest`), default True; False only to
+        measure what the digest costs.
 
     Returns
     -------
@@ -215,14 +278,139 @@ def save_checkpoint(path: str | Path, payload: Mapping, *, digest: bool = True) 
     Raises
     ------
     CheckpointError
-        The file could not be written (permissions, disk full, ...).
+        The file could not be written (permissions, disk full, ...), or its suffix names no format Workbench writes.
+    """
+    return save_model_file(path, payload, digest=digest)[0]
+
+
+def save_model_file(path: str | Path, payload: Mapping, *, digest: bool = True) -> tuple[Path, list[str]]:
+    """Write a payload atomically (temporary file + ``os.replace``) in the format the file's suffix names.
+
+    * :data:`TORCH_SUFFIXES` (``.pt``, ``.pth``, ``.ckpt``...): ``torch.save`` of
+      the payload with its digest (loads with ``torch.load(weights_only=True)``).
+    * ``.safetensors``: the payload's ``model_state_dict`` as a safetensors file
+      (``safetensors.torch.load_file`` reads it), each tied tensor once, with
+      :func:`safetensors_metadata_entries` in its ``__metadata__``. Optimizer,
+      scheduler and RNG state are left out (a training checkpoint is a torch
+      file), and the notes say so.
+    * No suffix: ``.pt`` is added (said in the notes).
+
+    Parameters
+    ----------
+    path : str or Path
+    payload : mapping
+        Usually from :func:`checkpoint_payload`.
+    digest : bool
+        As :func:`save_checkpoint`.
+
+    Returns
+    -------
+    (Path, list of str)
+        The file written and one line per thing the user should know (a suffix
+        added, training state left out); ``[]`` when it was written as asked.
+
+    Raises
+    ------
+    CheckpointError
+        Another suffix (the message names those Workbench writes); a
+        ``.safetensors`` payload without ``model_state_dict``; the file could
+        not be written (the previous file, if any, is unchanged).
     """
     path = Path(path)
+    notes: list[str] = []
+    suffix = path.suffix.lower()
+    if not suffix:
+        path = path.with_name(path.name + ".pt")
+        notes.append(f"{path.name}: the name had no suffix; saved as a PyTorch checkpoint (.pt)")
+        suffix = ".pt"
+    if suffix != SAFETENSORS_SUFFIX and suffix not in TORCH_SUFFIXES:
+        raise CheckpointError(
+            f"Workbench does not write {suffix} files. Name it .safetensors (the weights, readable by "
+            f"safetensors.torch.load_file) or {'/'.join(TORCH_SUFFIXES[:3])} (a PyTorch checkpoint, also for "
+            "training state).", path)
     try:
-        return atomic_save(dict(payload), path, digest=digest)
+        if suffix == SAFETENSORS_SUFFIX:
+            notes += _save_safetensors(path, payload)
+        else:
+            atomic_save(dict(payload), path, digest=digest)
     except OSError as exc:
         raise CheckpointError(
             f"could not be written ({exc.strerror or exc}). Check that the folder is writable and the disk has space; "
             "the previous file, if any, is unchanged.",
             path,
         ) from exc
+    return path, notes
+
+
+def safetensors_metadata_entries(payload: Mapping, tied: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors file Workbench writes: every value a string.
+
+    ``format`` is ``"pt"`` (what Hugging Face libraries expect of a PyTorch
+    file); ``arch``, ``frozen``, ``edits`` and :data:`TIED_KEY` are JSON;
+    ``epoch``, ``global_step``, ``loss`` and ``workbench_version`` are plain
+    text. Entries the payload does not have are left out.
+
+    Parameters
+    ----------
+    payload : mapping
+        From :func:`checkpoint_payload`.
+    tied : mapping of str to str, optional
+        Names stored once: alias -> the name stored.
+    """
+    meta = {"format": "pt"}
+    for key in ("arch", "frozen", "edits"):
+        if payload.get(key) is not None:
+            meta[key] = json.dumps(payload[key], sort_keys=True)
+    for key, out in (("epoch", "epoch"), ("step", "global_step"), ("loss", "loss")):
+        if payload.get(key) is not None:
+            meta[out] = repr(payload[key]) if isinstance(payload[key], float) else str(payload[key])
+    if payload.get("workbench_version"):
+        meta["workbench_version"] = str(payload["workbench_version"])
+    if tied:
+        meta[TIED_KEY] = json.dumps(dict(tied), sort_keys=True)
+    return meta
+
+
+def _untie(state: Mapping[str, Any], path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """``(tensors to store, {alias: stored name})``: one name per tied tensor; other shared storage copied."""
+    tensors: dict[str, torch.Tensor] = {}
+    tied: dict[str, str] = {}
+    by_identity: dict[tuple, str] = {}
+    storages: set[int] = set()
+    for name, t in state.items():
+        if not isinstance(t, torch.Tensor):
+            raise CheckpointError(f"cannot be written as safetensors: {name!r} is a {type(t).__name__}, not a "
+                                  "tensor. Save it as .pt.", path)
+        ident = _tensor_identity(t)
+        if ident is not None and ident in by_identity:
+            tied[name] = by_identity[ident]
+            continue
+        t = t.detach().cpu()
+        ptr = t.untyped_storage().data_ptr() if t.numel() else None
+        if ptr is not None and (ptr in storages or not t.is_contiguous() or t.untyped_storage().nbytes()
+                                != t.numel() * t.element_size()):
+            t = t.contiguous().clone()  # a view of shared or larger memory: safetensors stores whole tensors
+        if ptr is not None:
+            storages.add(t.untyped_storage().data_ptr())
+        if ident is not None:
+            by_identity[ident] = name
+        tensors[name] = t
+    return tensors, tied
+
+
+def _save_safetensors(path: Path, payload: Mapping) -> list[str]:
+    """Write ``payload``'s weights and metadata as safetensors at ``path`` atomically; the notes."""
+    from safetensors.torch import save as safetensors_bytes
+
+    state = payload.get("model_state_dict")
+    if not isinstance(state, Mapping):
+        raise CheckpointError("cannot be written as safetensors: there are no model weights to save.", path)
+    tensors, tied = _untie(state, path)
+    data = safetensors_bytes(tensors, metadata=safetensors_metadata_entries(payload, tied))
+    atomic_write(path, lambda f: f.write(data))
+    left = [k for k in _TRAINING_ENTRIES if payload.get(k) is not None]
+    if left:
+        names = " and ".join(k.replace("_state_dict", "") for k in left)
+        return [f"{path.name}: a .safetensors file holds weights only; the {names} state was not saved "
+                "(save as .pt to keep it for resuming)"]
+    return []

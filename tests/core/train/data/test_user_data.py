@@ -148,3 +148,43 @@ def test_an_iterable_loader_counts_batches_and_resumes_by_drawing_them_again():
     assert list(loader.iter_epoch(1, start_batch=5)) == []
     dropping = IterableLoader(Numbers(), batch_size=4, drop_last=True, collate_fn=list)
     assert len(dropping) == 2 and list(dropping) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+SPAWNED = '''
+import torch
+from torch.utils.data import Dataset
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i * i)]), i % 2
+
+
+def pairs(batch):
+    return torch.stack([x for x, _ in batch]), torch.tensor([y for _, y in batch])
+
+
+def make():
+    return Squares(), Squares()
+'''
+
+
+def test_a_dataset_defined_in_a_file_loads_in_spawned_dataloader_workers(tmp_path):
+    """A spawned worker cannot import ``_workbench_factory_<hash>`` by name: the portable dataset imports the file."""
+    from torch.utils.data import DataLoader
+
+    from workbench.core.train.data.user_data import portable_dataset
+
+    (tmp_path / "spawned_data.py").write_text(SPAWNED)
+    data = user_datasets(f"{tmp_path / 'spawned_data.py'}:make")
+    module = type(data.train).__module__
+    assert module.startswith("_workbench_factory_")
+    collate = __import__("sys").modules[module].pairs  # a function of the file, pickled after the dataset
+    loader = DataLoader(portable_dataset(data.train), batch_size=4, num_workers=2, multiprocessing_context="spawn",
+                        collate_fn=collate)
+    batches = list(loader)
+    assert torch.equal(torch.cat([x for x, _ in batches]).flatten(), torch.arange(8.0) ** 2)
+    assert len(portable_dataset(data.train)) == 8 and portable_dataset(data.train)[3][0].item() == 9.0

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from tests.core.train.procs import descendants, wait_gone
-from workbench.core.train.launch.training_process_main import ORPHAN_GRACE_S
+from workbench.core.train.launch.training_process_main import ORPHAN_GRACE_S, ORPHAN_REASON
 
 ROOT = Path(__file__).resolve().parents[4]
 #: Seconds within which every child of a killed window must be gone (the brief's bound).
@@ -79,7 +79,7 @@ def test_a_window_killed_while_a_step_hangs_leaves_no_process_and_no_running_sta
     took = time.monotonic() - t0
     assert ORPHAN_GRACE_S - 1 < took  # the hung step was given its grace, not a kill at once
     status = _status(tmp_path / "run")
-    assert status["state"] == "crashed" and status["reason"] == "orphaned", status
+    assert status["state"] == "crashed" and status["reason"] == ORPHAN_REASON == "the window's process ended", status
     assert not Path(info["log"]).exists()  # no one is left to read the process's output
 
 
@@ -91,7 +91,7 @@ def test_a_window_killed_mid_run_leaves_a_stopped_run_with_its_last_checkpoint(t
     assert wait_gone(children, GONE_S) == set(), "a child of the killed window is still running"
     run = tmp_path / "run"
     status = _status(run)
-    assert status["state"] == "stopped", status
+    assert status["state"] == "stopped" and status["reason"] == "the window's process ended", status
     saved = torch.load(run / "last.pt", weights_only=True)
     # the state at the stop: not epoch 1's end (step 45) nor epoch 2's (90)
     assert info["step"] <= saved["step"] < 90, (info, saved["step"])

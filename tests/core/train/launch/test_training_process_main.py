@@ -48,3 +48,21 @@ def test_nothing_is_sent_for_cuda_no_input_shape_or_a_large_model(monkeypatch):
     size = sum(p.numel() * p.element_size() for p in model.parameters())
     monkeypatch.setattr(training_process, "WARM_MAX_BYTES", size - 1)
     assert make_warm_up(model, _config(), (1, 1, 8, 8)) is None
+
+
+def test_an_error_saying_a_dataloader_worker_died_carries_the_workers_last_output(tmp_path):
+    """torch says "details are lost"; the worker wrote them to the process's output, which the error now carries."""
+    from workbench.core.train.events import Metrics, RunError
+    from workbench.core.train.launch.training_process_main import with_worker_output
+
+    log = tmp_path / "process.log"
+    log.write_text("epoch 1\nTraceback (most recent call last):\nModuleNotFoundError: No module named "
+                   "'_workbench_factory_0123'\n")
+    died = RunError("RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly")
+    out = with_worker_output(died, str(log))
+    assert out.text.startswith(died.text) and "No module named '_workbench_factory_0123'" in out.text
+    other = RunError("ValueError: bad lr")
+    assert with_worker_output(other, str(log)) is other
+    assert with_worker_output(died, str(tmp_path / "missing.log")) is died
+    metrics = Metrics.__new__(Metrics)
+    assert with_worker_output(metrics, str(log)) is metrics

@@ -20,10 +20,17 @@ its own order, and a run resumed mid-epoch skips the batches already done by
 drawing them again, which replays the same ones only when the dataset itself
 is deterministic. An iterable dataset needs ``__len__`` (samples per epoch),
 since the schedule and the progress count steps.
+
+A factory named by a file (``"file.py:make"``) is imported under a name of
+Workbench's own (``_workbench_factory_<hash>``, :func:`workbench.core.contrib.file_module_name`),
+which a DataLoader worker started by *spawn* cannot import by itself: its
+datasets then travel as :func:`portable_dataset`, whose pickle imports those
+files by path in the worker before the dataset itself is unpickled.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -33,7 +40,7 @@ from workbench.core import contrib
 from workbench.core.errors import DataError, WorkbenchError
 from workbench.core.train.data.batch import describe
 
-__all__ = ["UserData", "user_datasets", "IterableLoader"]
+__all__ = ["UserData", "user_datasets", "IterableLoader", "portable_dataset", "file_modules"]
 
 
 class UserData:
@@ -164,3 +171,96 @@ class IterableLoader:
             if next(it, None) is None:
                 return
         yield from it
+
+
+# --------------------------------------------------------------------------- datasets defined in a file, in workers
+
+
+def file_modules() -> dict[str, str]:
+    """``{module name: file}`` of every module imported from a file path (``"file.py:make"`` specs), sorted by name."""
+    out = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.startswith(contrib.FILE_MODULE_PREFIX) and path:
+            out[name] = str(path)
+    return dict(sorted(out.items()))
+
+
+def _import_then_empty(cls: type, modules: dict[str, str]):
+    """Unpickling a :func:`portable_dataset`: import ``modules`` by path first, then an empty wrapper of ``cls``.
+
+    Its state (the user's dataset) is unpickled after this returns, so the
+    classes and functions of those files resolve by their module names.
+    """
+    for name, path in modules.items():
+        contrib.import_file_module(name, path)
+    return cls.__new__(cls)
+
+
+class _Reimporting:
+    """The wrapped dataset's attributes, and a pickle that imports its files by path first (see :func:`portable_dataset`)."""
+
+    dataset: Dataset
+    modules: dict[str, str]
+
+    def __reduce__(self):
+        return _import_then_empty, (type(self), dict(self.modules)), {"dataset": self.dataset, "modules": self.modules}
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or "dataset" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["dataset"], name)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+
+class _PortableDataset(_Reimporting, Dataset):
+    """A map-style dataset of a file-defined factory, as :func:`portable_dataset` returns it."""
+
+    def __init__(self, dataset: Dataset, modules: dict[str, str]):
+        self.dataset, self.modules = dataset, modules
+
+    def __getitem__(self, index):
+        return self.dataset[index]
+
+
+class _PortableIterable(_Reimporting, IterableDataset):
+    """An iterable dataset of a file-defined factory, as :func:`portable_dataset` returns it."""
+
+    def __init__(self, dataset: IterableDataset, modules: dict[str, str]):
+        self.dataset, self.modules = dataset, modules
+
+    def __iter__(self):
+        return iter(self.dataset)
+
+
+def portable_dataset(dataset: Dataset) -> Dataset:
+    """``dataset`` as it can travel to any DataLoader worker, spawned or forked.
+
+    A spawned worker unpickles the dataset in a fresh interpreter, where the
+    modules Workbench imported from file paths (:func:`file_modules`) do not
+    exist: unpickling a class they define fails with ``ModuleNotFoundError:
+    _workbench_factory_...``. The wrapper returned here pickles as "import these
+    files by path (:func:`workbench.core.contrib.import_file_module`), then the
+    dataset", so the classes and functions of those files (the dataset's, its
+    transforms', a ``collate_fn`` pickled after it) resolve. A forked worker
+    already has the modules: importing them again does nothing.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        Map-style or iterable; its attributes (``set_epoch``...) stay reachable.
+
+    Returns
+    -------
+    Dataset
+        ``dataset`` itself when no module was imported from a file; else a
+        wrapper of the same kind (map-style or iterable) with its length and items.
+    """
+    modules = file_modules()
+    if not modules or isinstance(dataset, _Reimporting):
+        return dataset
+    if isinstance(dataset, IterableDataset):
+        return _PortableIterable(dataset, modules)
+    return _PortableDataset(dataset, modules)

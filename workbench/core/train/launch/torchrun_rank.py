@@ -233,7 +233,7 @@ class RankLife:
             stop_and_save(self.state.control, self.state.flags)
         time.sleep(ORPHAN_GRACE_S)  # the main thread ends the process meanwhile (exit) unless its step hangs
         if self.rank == 0:
-            mark_unfinished(getattr(self.state.trainer, "run_dir", None))
+            mark_unfinished(getattr(self.state.trainer, "run_dir", None), "orphaned")
         os._exit(1)
 
     def finish(self, reason: str) -> int:

@@ -66,8 +66,9 @@ WARM_BUDGET_S = 2.0
 ORPHAN_GRACE_S = 5.0
 #: Seconds after the grace when faulthandler's native timer ends a process that could not end itself.
 EXIT_MARGIN_S = 5.0
-#: ``status.json``'s reason for a run whose window ended while a step never returned (state ``crashed``).
-ORPHAN_REASON = "orphaned"
+#: ``status.json``'s reason for a run whose window's process ended: ``stopped`` when the run reached a step
+#: boundary and saved ``last.pt``, ``crashed`` when its step never returned.
+ORPHAN_REASON = "the window's process ended"
 
 
 class JobState:
@@ -83,6 +84,8 @@ class JobState:
         Once built.
     started, ended : threading.Event
         The job arrived; :func:`run_job` returned (the process is ending by itself).
+    orphaned : threading.Event
+        The window's process ended (:func:`end_orphaned`): the run's status says so.
     log_path : str or None
         The process's output file (removed when the window ended: no one is left to read it).
     """
@@ -94,6 +97,7 @@ class JobState:
         self.trainer = None
         self.started = threading.Event()
         self.ended = threading.Event()
+        self.orphaned = threading.Event()
 
 
 def stop_and_save(control, flags: dict) -> None:
@@ -104,22 +108,27 @@ def stop_and_save(control, flags: dict) -> None:
     control.resume()
 
 
-def mark_unfinished(run_dir: str | Path | None, reason: str = ORPHAN_REASON) -> bool:
+def mark_unfinished(run_dir: str | Path | None, reason: str = ORPHAN_REASON, *, stopped: bool = False) -> bool:
     """Rewrite a ``status.json`` that still says ``running`` as ended with ``reason`` (state ``crashed``).
 
     For a run that cannot end itself (a step that never returns): the runs list
     then shows it crashed at once. Its start time, model, dataset and epochs are kept.
+    With ``stopped``, a run that stopped and saved ``last.pt`` (``stopped``)
+    keeps that state and gets ``reason`` instead of its own.
 
     Parameters
     ----------
     run_dir : str, Path or None
     reason : str
+    stopped : bool
+        Also rewrite a ``stopped`` status (the state stays ``stopped``).
 
     Returns
     -------
     bool
         True when the file was rewritten; False when there is none, it is unreadable or the run ended.
     """
+    from workbench.core.files import atomic_write_text
     from workbench.core.train.runs.folder import write_status
 
     if run_dir is None:
@@ -128,27 +137,77 @@ def mark_unfinished(run_dir: str | Path | None, reason: str = ORPHAN_REASON) -> 
         status = json.loads((Path(run_dir) / "status.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    if not isinstance(status, dict) or status.get("state") != "running":
+    if not isinstance(status, dict) or status.get("state") not in (("running", "stopped") if stopped else ("running",)):
         return False
     info = {k: status[k] for k in ("model", "dataset", "epochs") if k in status}
     try:
-        write_status(run_dir, reason, float(status.get("started") or time.time()), info)
+        if status["state"] == "stopped":  # saved at a step boundary: the state stays, the reason says why
+            atomic_write_text(Path(run_dir) / "status.json", json.dumps({**status, "reason": reason}))
+        else:
+            write_status(run_dir, reason, float(status.get("started") or time.time()), info)
     except (OSError, TypeError, ValueError):
         return False
     return True
 
 
-class _Sender:
-    """``send(event)`` as ``("event", type name, fields)``; thread-safe; a closed connection is ignored."""
+#: What torch's DataLoader says when one of its worker processes died; the worker's own traceback went to this
+#: process's output, whose last lines :func:`with_worker_output` adds.
+WORKER_DIED = "DataLoader worker"
+#: Lines of this process's output added to an error saying a DataLoader worker died.
+WORKER_TAIL_LINES = 20
+#: Bytes read from the end of the output file for them (a traceback is a few kB).
+WORKER_TAIL_BYTES = 64 * 1024
 
-    def __init__(self, conn):
+
+def output_tail(log_path: str | Path | None, lines: int = WORKER_TAIL_LINES) -> str:
+    """The last ``lines`` lines of this process's output file (``""`` when there is none or it cannot be read)."""
+    if not log_path:
+        return ""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - WORKER_TAIL_BYTES))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def with_worker_output(event: Any, log_path: str | Path | None) -> Any:
+    """A :class:`RunError` saying a DataLoader worker died (torch: "details are lost"), with the output's last lines.
+
+    A worker writes its traceback (``ModuleNotFoundError`` while it unpickles the
+    dataset, an error in ``__getitem__``...) to the training process's output
+    before it exits; the window sees only this process's events, so the error
+    carries those lines. Any other event is returned as it is.
+    """
+    from workbench.core.train.events import RunError
+
+    if not isinstance(event, RunError) or WORKER_DIED not in event.text:
+        return event
+    tail = output_tail(log_path)
+    if not tail:
+        return event
+    return RunError(f"{event.text.rstrip()}\n\nLast output of the training process and its DataLoader workers:\n"
+                    f"{tail}")
+
+
+class _Sender:
+    """``send(event)`` as ``("event", type name, fields)``; thread-safe; a closed connection is ignored.
+
+    An error saying a DataLoader worker died carries the output's last lines (:func:`with_worker_output`).
+    """
+
+    def __init__(self, conn, log_path: str | None = None):
         from workbench.core.train.events import to_wire
 
         self._conn = conn
         self._lock = threading.Lock()
         self._to_wire = to_wire
+        self._log_path = log_path
 
     def __call__(self, event: Any) -> None:
+        event = with_worker_output(event, self._log_path)
         name, fields = self._to_wire(event)  # tensors to bytes outside the lock
         with self._lock:
             try:
@@ -157,7 +216,7 @@ class _Sender:
                 pass  # the window is gone; the reader thread stops the run
 
 
-def serve(conn, log_path: str | None = None, parent_pid: int | None = None) -> None:
+def serve(conn, log_path: str | None = None, parent_pid: int | None = None, niceness: int = NICE_INCREMENT) -> None:
     """Entry point of a training process: get ready, wait for one job, run it, end.
 
     Parameters
@@ -170,6 +229,9 @@ def serve(conn, log_path: str | None = None, parent_pid: int | None = None) -> N
         tracebacks there too.
     parent_pid : int, optional
         The window's pid: when it ends, so does this process (:func:`end_orphaned`).
+    niceness : int
+        Added to the nice value before anything else runs (0: the window's priority; the threads and loader
+        workers started later inherit it). Training › Run options › Process priority.
     """
     offline_by_default()  # as the window's own process (inherited), also when a process is started otherwise
     _redirect_output(log_path)
@@ -177,7 +239,8 @@ def serve(conn, log_path: str | None = None, parent_pid: int | None = None) -> N
     state = JobState(log_path)
     ParentWatch(lambda: end_orphaned(state), parent_pid).start()
     try:
-        os.nice(NICE_INCREMENT)
+        if niceness > 0:
+            os.nice(niceness)
     except (AttributeError, OSError):
         pass  # Windows, or not permitted: same priority as the window
     _warm_up()
@@ -210,12 +273,13 @@ def end_orphaned(state: JobState, grace_s: float = ORPHAN_GRACE_S) -> None:
 
     Called on the parent watch's thread. An idle process exits at once. A run
     stops at its next step boundary, writes ``last.pt`` and ``status.json``
-    (``stopped``) and the process ends by itself; when the step does not return
+    (``stopped``, reason :data:`ORPHAN_REASON`) and the process ends by itself; when the step does not return
     in time, ``status.json`` is marked crashed (:func:`mark_unfinished`) and the
     process exits with status 1. faulthandler's native timer ends a process
     whose Python code cannot run any more :data:`EXIT_MARGIN_S` later.
     """
     exit_later(grace_s + EXIT_MARGIN_S)
+    state.orphaned.set()
     if state.log_path:
         with contextlib.suppress(OSError):
             os.unlink(state.log_path)  # the window that would show it is gone; the output goes on, unread
@@ -359,7 +423,7 @@ def run_job(conn, job: dict, extra_callbacks=(), state: JobState | None = None) 
     from workbench.core.train.events import EventBridge, Finished
 
     state = state if state is not None else JobState()
-    send = _Sender(conn)
+    send = _Sender(conn, state.log_path)
     control = state.control = RunControl()
     bridge = EventBridge(send, sync_state=True)
     flags = state.flags
@@ -386,6 +450,8 @@ def run_job(conn, job: dict, extra_callbacks=(), state: JobState | None = None) 
             path = save_last(trainer)
             if path is not None:
                 print(f"saved {path}")
+        if state.orphaned.is_set() or flags.get("window_gone"):  # the window's process ended: status.json says so
+            mark_unfinished(getattr(trainer, "run_dir", None), stopped=True)
     except BaseException:  # noqa: BLE001 - the process's top: report, end cleanly
         bridge.report_error(traceback.format_exc())
         reason = "error"
@@ -408,6 +474,7 @@ def _read(conn, control, callbacks: list, flags: dict) -> None:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
+            flags["window_gone"] = True  # read before the parent watch may have looked
             stop_and_save(control, flags)
             return
         kind = msg[0]

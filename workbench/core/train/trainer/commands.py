@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.core.errors import TrainingError
-from workbench.core.files import atomic_save
 from workbench.core.model import freezing
 from workbench.core.model.names import UnknownPathError
+from workbench.core.model.saving import save_model_file
 from workbench.core.train.trainer import optim
 from workbench.core.train.trainer.faults import nonfinite_tensors
 from workbench.core.train.trainer.types import SteeredRun
@@ -139,7 +139,7 @@ def apply_command(trainer: SteeredRun, cmd: Any) -> None:
         trainer.wait_for_saves()  # the epoch-end write must not land after this one
         path = Path(cmd.path) if cmd.path else trainer.run_dir / "last.pt"
         cmd.nonfinite = nonfinite_tensors(trainer.model)
-        atomic_save(trainer.checkpoint_payload(), path)
+        path, _ = save_model_file(path, trainer.checkpoint_payload())  # the format the suffix names
         cmd.saved_to = str(path)
     elif isinstance(cmd, EmptyCudaCache):
         import torch
