@@ -7,7 +7,8 @@
     metadata, load report, module tree, shapes and FLOPs), :mod:`.train` and
     :mod:`.lr_find` (from a run file, without the window), :mod:`.diff`,
     :mod:`.runs`, :mod:`.contributions`, :mod:`.index` (the architecture
-    index), :mod:`.graph` (the dataflow graph as JSON, SVG or PNG).
+    index), :mod:`.graph` (the dataflow graph as JSON, SVG or PNG), :mod:`.export` (a run's
+    checkpoint as a ``save_pretrained`` folder).
 
 Every command module has the same shape (``NAME``, ``USAGE``, ``SUMMARY``,
 ``DESCRIPTION``, ``EPILOG``, ``SUBJECT``, ``add_arguments(parser)``,
@@ -37,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from workbench.cli import contributions, diff, graph, index, inspect, lr_find, runs, train
+from workbench.cli import contributions, diff, export, graph, index, inspect, lr_find, runs, train
 from workbench.cli.guard import run_command
 from workbench.cli.output import fail
 from workbench.cli.window import looks_like_a_command, open_window, window_parser, window_path
@@ -47,7 +48,8 @@ __all__ = ["main", "top_level_help", "COMMANDS"]
 
 #: The commands, in the order ``workbench --help`` lists them: name -> its module.
 COMMANDS: dict[str, ModuleType] = {
-    command.NAME: command for command in (inspect, train, lr_find, diff, runs, contributions, index, graph)
+    command.NAME: command for command in (inspect, train, lr_find, diff, runs, contributions, index, graph,
+                                          export)
 }
 
 

@@ -24,9 +24,12 @@ else:  # pragma: no cover
 import tomli_w
 
 #: The built-in datasets; ``data.dataset`` may also be a registered name or a spec (``file.py:make_dataset``).
-DATASETS = ("digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake", "csv")
+DATASETS = ("digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake", "csv", "text")
 #: ``[task] kind``: ``"auto"`` takes the dataset's own (a CSV's inferred task) or classification.
-TASK_KINDS = ("auto", "classification", "regression", "multilabel", "model_loss")
+TASK_KINDS = ("auto", "classification", "regression", "multilabel", "model_loss", "text_classification",
+              "causal_lm")
+#: The kinds whose batches are tokenized text (``[data] dataset = "text"``) fed to a Hugging Face model.
+TEXT_KINDS = ("text_classification", "causal_lm")
 #: How a CSV's categorical (non-numeric) feature columns become numbers.
 CATEGORICAL = ("onehot", "codes")
 NORMALIZE_PRESETS = ("auto", "imagenet", "mnist", "cifar10", "digits", "none")
@@ -108,6 +111,20 @@ class DataConfig:
         Number of ``"fake"`` samples (train + validation).
     num_classes : int
         Classes of the ``"fake"`` dataset.
+    text : str
+        ``"text"``: the column of the texts (default ``"text"``).
+    text_pair : str
+        ``"text"``: a second text column given to the tokenizer as the pair (sentence-pair tasks); empty: none.
+    val : str
+        ``"text"``: a validation file of the same columns; empty: ``val_fraction`` of ``root`` is held out.
+    tokenizer : str
+        ``"text"``: the folder of the tokenizer (``AutoTokenizer``, local files, no remote code); empty:
+        the model folder of ``[model] checkpoint``.
+    max_length : int
+        ``"text"``, text classification: tokens per text after truncation; 0 = the tokenizer's own
+        ``model_max_length``, at most 512.
+    block_size : int
+        ``"text"``, causal LM: tokens per packed block; 0 = ``min(model_max_length, 128)``.
     """
 
     dataset: str = "digits"
@@ -136,6 +153,12 @@ class DataConfig:
     features: list = field(default_factory=list, metadata={"one_or_list": True})
     categorical: str = "onehot"
     kwargs: dict = field(default_factory=dict)
+    text: str = ""
+    text_pair: str = ""
+    val: str = ""
+    tokenizer: str = ""
+    max_length: int = 0
+    block_size: int = 0
 
 
 @dataclass
@@ -150,7 +173,10 @@ class TaskConfig:
         (multi-hot targets, BCE with logits), ``"model_loss"`` (the model returns its
         own loss, as Hugging Face models do when the batch holds ``labels``; a dict
         batch is passed as keyword arguments) or ``"auto"`` (the dataset's own
-        task when it infers one, e.g. a CSV's, else classification).
+        task when it infers one, e.g. a CSV's, else classification),
+        ``"text_classification"`` (a Hugging Face ``*ForSequenceClassification`` on
+        tokenized text; a bare encoder folder gets a new head sized to the data's
+        classes) or ``"causal_lm"`` (a ``*ForCausalLM`` on packed blocks of tokens).
     step : str
         A training step ``(model, batch) -> loss`` or ``-> {"loss": loss, "<metric>": value, ...}``:
         a registered step name or a spec (``"file.py:training_step"``). Empty: the
@@ -173,6 +199,11 @@ class TaskConfig:
     files : dict
         ``{path: sha256}`` of the user's code files the specs name, written by the run
         so that a replay can say when one changed.
+    prompts : list of str
+        ``causal_lm``: texts the model completes at every evaluation (``samples.jsonl``
+        in the run folder); empty: the first tokens of the first validation rows.
+    max_new_tokens : int
+        ``causal_lm``: tokens generated per prompt (greedy).
     """
 
     kind: str = "auto"
@@ -183,6 +214,8 @@ class TaskConfig:
     monitor: str = "val_loss"
     mode: str = "min"
     files: dict = field(default_factory=dict)
+    prompts: list = field(default_factory=list)
+    max_new_tokens: int = 20
 
 
 @dataclass
@@ -193,7 +226,9 @@ class ModelConfig:
     ----------
     arch : str
         Architecture name for ``meta_build.build_module`` (``"digits_cnn"``, a
-        torchvision name, or a factory spec ``"pkg.mod:callable"``).
+        torchvision name, or a factory spec ``"pkg.mod:callable"``). A run file whose
+        ``[model]`` names a ``checkpoint`` or ``init`` and no ``arch`` reads it as empty:
+        the file's own architecture (a model folder's config) is used.
     kwargs : dict
         Keyword arguments of the architecture (``num_classes`` ...).
     checkpoint : str
@@ -360,7 +395,10 @@ class TrainConfig:
         """
         d = dict(d)
         data = _build(DataConfig, d.pop("data", {}) or {}, "[data]")
-        model = _build(ModelConfig, d.pop("model", {}) or {}, "[model]")
+        model_d = d.pop("model", {}) or {}
+        if isinstance(model_d, dict) and "arch" not in model_d and (model_d.get("checkpoint") or model_d.get("init")):
+            model_d = {**model_d, "arch": ""}  # the file names its own architecture (a model folder's config)
+        model = _build(ModelConfig, model_d, "[model]")
         task = _build(TaskConfig, d.pop("task", {}) or {}, "[task]")
         cfg = _build(cls, d, "top level")
         cfg.data, cfg.model, cfg.task = data, model, task
@@ -439,6 +477,11 @@ class TrainConfig:
                 raise ValueError(f"{name} = {value!r} is not one of {', '.join(allowed)}")
         if self.epochs < 0 or self.data.batch_size < 1:
             raise ValueError("epochs must be >= 0 and data.batch_size >= 1")
+        if self.data.max_length < 0 or self.data.block_size < 0 or self.task.max_new_tokens < 0:
+            raise ValueError("data.max_length, data.block_size and task.max_new_tokens must be >= 0")
+        if self.data.dataset == "text" and self.task.kind not in TEXT_KINDS:
+            raise ValueError(f"data.dataset = \"text\" needs task.kind = one of {', '.join(TEXT_KINDS)} "
+                             f"(not {self.task.kind!r})")
         for i, entry in enumerate(self.unfreeze):
             ok = (isinstance(entry, dict) and {"epoch", "module"} <= set(entry) <= {"epoch", "module", "lr_factor"}
                   and isinstance(entry["epoch"], int) and not isinstance(entry["epoch"], bool) and entry["epoch"] >= 1

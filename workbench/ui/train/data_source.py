@@ -1,8 +1,8 @@
-"""The data fields of a table or of the user's own dataset (``[data]`` of run.toml).
+"""The data fields of a table, of a text file or of the user's own dataset (``[data]`` of run.toml).
 
-:class:`DataSourceFields` holds the CSV table's target and feature columns and
-the user dataset's spec and keyword arguments; the form shows only the rows of
-the chosen dataset. Keyword arguments are typed as the inside of a TOML inline
+:class:`DataSourceFields` holds the CSV table's target and feature columns, the
+text file's columns, validation file and tokenizer, and the user dataset's spec
+and keyword arguments; the form shows only the rows of the chosen dataset. Keyword arguments are typed as the inside of a TOML inline
 table (``n = 100, vocab = 50``) and read with :mod:`tomllib`.
 """
 
@@ -12,7 +12,7 @@ import json
 import re
 import sys
 
-from PySide6.QtWidgets import QComboBox
+from PySide6.QtWidgets import QComboBox, QSpinBox
 
 from workbench.ui.train.collapsible import line_edit
 
@@ -76,6 +76,9 @@ class DataSourceFields:
         ``targetEdit``, ``featuresEdit``, ``categoricalCombo`` (dataset ``"csv"``).
     spec_edit, kwargs_edit
         ``datasetSpecEdit``, ``datasetKwargsEdit`` (the user's own dataset).
+    text_edit, text_pair_edit, val_file_edit, tokenizer_edit, max_length_spin
+        ``textColumnEdit``, ``textPairEdit``, ``valFileEdit``, ``tokenizerEdit``, ``maxLengthSpin``
+        (dataset ``"text"``; its label column is ``target_edit``).
     """
 
     def __init__(self):
@@ -92,6 +95,20 @@ class DataSourceFields:
                                    "(train, val) datasets or {'train': ..., 'val': ..., 'collate_fn': ...}")
         self.kwargs_edit = line_edit("datasetKwargsEdit", "optional, e.g. n = 100, vocab = 50",
                                      "Keyword arguments of the factory, as TOML: n = 100, name = \"x\"")
+        self.text_edit = line_edit("textColumnEdit", "text",
+                                   "The column of the texts (CSV, JSON Lines, Parquet); a .txt file is its own text")
+        self.text_pair_edit = line_edit("textPairEdit", "none",
+                                        "A second text column given to the tokenizer as the pair (optional)")
+        self.val_file_edit = line_edit("valFileEdit", "hold out the validation share",
+                                       "A validation file with the same columns (optional)")
+        self.tokenizer_edit = line_edit("tokenizerEdit", "the model folder's own",
+                                        "A folder with the tokenizer (tokenizer.json / vocab); empty: the opened "
+                                        "model folder's")
+        self.max_length_spin = QSpinBox(objectName="maxLengthSpin")
+        self.max_length_spin.setRange(0, 8192)
+        self.max_length_spin.setSpecialValueText("tokenizer's own")
+        self.max_length_spin.setToolTip("Tokens per text after truncation (classification) or per packed block "
+                                        "(causal LM); the tokenizer's own length (at most 512) when left at 0")
 
     def csv_widgets(self) -> list:
         """The rows of dataset ``"csv"``."""
@@ -100,6 +117,10 @@ class DataSourceFields:
     def spec_widgets(self) -> list:
         """The rows of the user's own dataset."""
         return [self.spec_edit, self.kwargs_edit]
+
+    def text_widgets(self) -> list:
+        """The rows of dataset ``"text"`` (besides the target)."""
+        return [self.text_edit, self.text_pair_edit, self.val_file_edit, self.tokenizer_edit, self.max_length_spin]
 
     def read(self, choice: str) -> dict:
         """The :class:`DataConfig` fields these widgets set for the dataset ``choice`` (a combo key or :data:`SPEC`).
@@ -110,7 +131,11 @@ class DataSourceFields:
             No spec typed for the user's own dataset, or arguments that are not TOML.
         """
         out = {"target": parse_columns(self.target_edit.text()), "features": parse_columns(self.features_edit.text()),
-               "categorical": self.categorical_combo.currentData(), "kwargs": parse_kwargs(self.kwargs_edit.text())}
+               "categorical": self.categorical_combo.currentData(), "kwargs": parse_kwargs(self.kwargs_edit.text()),
+               "text": self.text_edit.text().strip(), "text_pair": self.text_pair_edit.text().strip(),
+               "val": self.val_file_edit.text().strip(), "tokenizer": self.tokenizer_edit.text().strip()}
+        length = self.max_length_spin.value()
+        out["max_length"] = out["block_size"] = length
         if choice == SPEC:
             spec = self.spec_edit.text().strip()
             if not spec:
@@ -124,3 +149,8 @@ class DataSourceFields:
         self.features_edit.setText(", ".join(str(c) for c in data.features))
         self.categorical_combo.setCurrentIndex(max(self.categorical_combo.findData(data.categorical), 0))
         self.kwargs_edit.setText(format_kwargs(data.kwargs))
+        self.text_edit.setText(data.text)
+        self.text_pair_edit.setText(data.text_pair)
+        self.val_file_edit.setText(data.val)
+        self.tokenizer_edit.setText(data.tokenizer)
+        self.max_length_spin.setValue(max(data.max_length, data.block_size))

@@ -32,7 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.train.config import DataConfig, TaskConfig, TrainConfig, format_unfreeze, parse_unfreeze
+from workbench.core.train.config import (TEXT_KINDS, DataConfig, TaskConfig, TrainConfig, format_unfreeze,
+                                        parse_unfreeze)
 from workbench.core.train.data.loaders import loader_settings
 from workbench.ui.train.collapsible import CollapsibleSection, compact_form
 from workbench.ui.train.data_source import SPEC, DataSourceFields
@@ -53,6 +54,7 @@ DATASETS = [
     ("ImageFolder", "imagefolder"),
     ("FakeData", "fake"),
     ("CSV table", "csv"),
+    ("Text (CSV, JSON Lines, Parquet, .txt)", "text"),
     ("Your own (spec)…", SPEC),
 ]
 #: Datasets of images: the Transforms and augmentation section applies to them only.
@@ -383,11 +385,16 @@ class TrainingSettings(QWidget):
         self._root_row.addWidget(self.root_button)
         data.addRow("Root", self._root_row)
         src = self.source_fields
+        data.addRow("Text column", src.text_edit)
+        data.addRow("Text pair", src.text_pair_edit)
         data.addRow("Target", src.target_edit)
         data.addRow("Features", src.features_edit)
         data.addRow("Text columns", src.categorical_combo)
         data.addRow("Dataset spec", src.spec_edit)
         data.addRow("Arguments", src.kwargs_edit)
+        data.addRow("Validation file", src.val_file_edit)
+        data.addRow("Tokenizer", src.tokenizer_edit)
+        data.addRow("Max tokens", src.max_length_spin)
         data.addRow(self.download_check)
         data.addRow("Fake C,H,W", self.fake_shape_edit)
         data.addRow("Fake samples", self.fake_size_spin)
@@ -500,8 +507,10 @@ class TrainingSettings(QWidget):
         src = self.source_fields
         for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit, self.fake_shape_edit,
                      self.unfreeze_edit, src.target_edit, src.features_edit, src.spec_edit, src.kwargs_edit,
+                     src.text_edit, src.text_pair_edit, src.val_file_edit, src.tokenizer_edit,
                      *self.task_fields.edits()):
             edit.textChanged.connect(self._on_changed)
+        src.max_length_spin.valueChanged.connect(self._on_changed)
         for combo in (src.categorical_combo, *self.task_fields.combos()):
             combo.currentIndexChanged.connect(self._on_changed)
         self.task_fields.monitor_combo.editTextChanged.connect(self._on_changed)
@@ -790,13 +799,14 @@ class TrainingSettings(QWidget):
 
     def _on_dataset_changed(self, *args) -> None:
         name = self.dataset_combo.currentData()
-        needs_root = name in ("mnist", "fashionmnist", "cifar10", "imagefolder", "csv")
-        self.root_edit.setPlaceholderText("table file (.csv, .csv.gz, .parquet)" if name == "csv"
-                                          else "dataset root folder")
+        needs_root = name in ("mnist", "fashionmnist", "cifar10", "imagefolder", "csv", "text")
+        self.root_edit.setPlaceholderText({"csv": "table file (.csv, .csv.gz, .parquet)",
+                                           "text": "text file (.csv, .jsonl, .parquet, .txt) or datasets folder"}
+                                          .get(name, "dataset root folder"))
         self.root_edit.setEnabled(needs_root)
         self.root_button.setEnabled(needs_root)
         self.download_check.setEnabled(name in ("mnist", "fashionmnist", "cifar10"))
-        self.val_spin.setEnabled(name in ("digits", "fake", "imagefolder", "csv"))
+        self.val_spin.setEnabled(name in ("digits", "fake", "imagefolder", "csv", "text"))
         for widget in (self.fake_shape_edit, self.fake_size_spin, self.classes_spin):
             widget.setEnabled(name == "fake")
         for widget in (self.workers_spin, self.pin_combo, self.persistent_combo, self.skip_check):
@@ -808,7 +818,12 @@ class TrainingSettings(QWidget):
         for widget in (self.fake_shape_edit, self.fake_size_spin, self.classes_spin):
             self._data_form.setRowVisible(widget, name == "fake")
         for widget in self.source_fields.csv_widgets():
-            self._data_form.setRowVisible(widget, name == "csv")
+            self._data_form.setRowVisible(widget, name == "csv" or (name == "text" and widget is self.source_fields.target_edit))
+        for widget in self.source_fields.text_widgets():
+            self._data_form.setRowVisible(widget, name == "text")
+        kind = self.task_fields.kind_combo
+        if name == "text" and kind.currentData() not in TEXT_KINDS:  # text data trains a text task
+            kind.setCurrentIndex(kind.findData("text_classification"))
         for widget in self.source_fields.spec_widgets():
             self._data_form.setRowVisible(widget, name == SPEC)
         self.sections["transforms"].setVisible(name in IMAGE_DATASETS)  # image transforms only
@@ -832,6 +847,9 @@ class TrainingSettings(QWidget):
         if self.dataset_combo.currentData() == "csv":
             path, _ = QFileDialog.getOpenFileName(self, "Table file", self.root_edit.text(),
                                                   "Tables (*.csv *.csv.gz *.parquet);;All files (*)")
+        elif self.dataset_combo.currentData() == "text":
+            path, _ = QFileDialog.getOpenFileName(self, "Text file", self.root_edit.text(),
+                                                  "Text data (*.csv *.jsonl *.json *.parquet *.txt);;All files (*)")
         else:
             path = QFileDialog.getExistingDirectory(self, "Dataset root folder", self.root_edit.text())
         if path:

@@ -4,7 +4,10 @@
 session (QSettings ``training/config``, as TOML text), puts them back when the
 window opens, resets them, and fills the form from an opened checkpoint's own
 record (the run.toml beside it, its config, its optimizer) through
-:func:`~workbench.core.train.config.settings_from_checkpoint`.
+:func:`~workbench.core.train.config.settings_from_checkpoint`, or, when the file
+records none, with the task the opened model was built for
+(:func:`~workbench.core.train.task.from_model.propose_task`: a text model folder
+gets a text task and its data fields, never the demo digits).
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from pathlib import Path
 
 from workbench.core.train.config import ModelConfig, TrainConfig, settings_from_checkpoint
 
-__all__ = ["SettingsMemory", "SETTINGS_KEY"]
+__all__ = ["SettingsMemory", "SETTINGS_KEY", "TEXT_LR"]
 
 #: QSettings key of the settings of the last run started (TOML text), restored at start.
 SETTINGS_KEY = "training/config"
+#: The learning rate a text task starts from: transformers' ``TrainingArguments`` default (AdamW, 5e-5),
+#: the usual fine-tuning rate of a pretrained transformer (Adam at 1e-3 wrecks its weights).
+TEXT_LR = 5e-5
 
 
 class SettingsMemory:
@@ -81,3 +87,41 @@ class SettingsMemory:
         self.show(cfg, origin=str(beside if beside is not None and beside.is_file() else ckpt.path))
         done = f", {meta.epoch} epochs done" if meta.epoch else ""
         return f"Training settings from {Path(ckpt.path).name}: {cfg.optimizer}, lr {cfg.lr:.3g}{done}"
+
+    def follow_task(self, model, ckpt) -> str | None:
+        """Show the task ``model`` was built for, when it is a text task (the file recorded no settings).
+
+        Parameters
+        ----------
+        model : nn.Module
+            The opened model.
+        ckpt : Checkpoint or None
+            What it was opened from (a model folder's config names the architecture).
+
+        Returns
+        -------
+        str or None
+            The status line (the task, and the head training adds to a bare encoder), or None when the
+            model proposes no text task (the form is left as it is).
+        """
+        from types import SimpleNamespace
+
+        from workbench.core.train.config import TEXT_KINDS
+        from workbench.core.train.task.from_model import propose_task
+
+        proposal = propose_task(model, SimpleNamespace(checkpoint=ckpt))
+        if proposal.kind not in TEXT_KINDS:
+            return None
+        form = self.form
+        form.dataset_combo.setCurrentIndex(form.dataset_combo.findData("text"))
+        kinds = form.task_fields.kind_combo
+        kinds.setCurrentIndex(kinds.findData(proposal.kind))
+        form.optimizer_combo.setCurrentIndex(form.optimizer_combo.findData("adamw"))
+        form.lr_spin.setValue(TEXT_LR)
+        folder = Path(ckpt.path) if ckpt is not None and ckpt.path else None
+        if folder is not None and folder.is_dir():
+            form.source_fields.tokenizer_edit.setText(str(folder))
+        data = "a text file under Root (a .txt file or a text column)" if proposal.kind == "causal_lm" else \
+            "a text file under Root with a text and a label column"
+        note = f"; {proposal.note}" if proposal.note else ""
+        return f"{proposal.title} ({type(model).__name__}): choose {data}{note}"

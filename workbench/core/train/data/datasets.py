@@ -25,7 +25,7 @@ from torch.utils.data import Dataset, IterableDataset, Subset, TensorDataset
 from workbench.core.errors import DataError
 from workbench.core.train.config import DATASETS, DataConfig
 from workbench.core.train.data.loaders import EpochLoader, batch_count, epoch_seed, loader_settings
-from workbench.core.train.data.user_data import IterableLoader, UserData, user_datasets
+from workbench.core.train.data.user_data import IterableLoader, UserData, portable_dataset, user_datasets
 
 #: Per-channel ``(mean, std)`` of each normalization preset.
 NORMALIZE_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -258,6 +258,11 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
     device = torch.device(device)
     on = cfg.decode_on_gpu is True or (cfg.decode_on_gpu == "auto" and device.type == "cuda")
     encoded = cfg.dataset == "imagefolder" and on
+    if cfg.dataset == "text":  # tokenized text for Hugging Face models (workbench.core.train.data.text)
+        from workbench.core.train.data.text import text_loaders
+
+        train, val, fields = text_loaders(cfg, seed, device, shard, task)
+        return train, val, DataInfo(**fields)
     if cfg.dataset not in DATASETS:
         return _user_loaders(cfg, seed, device, shard)
     train_ds, val_ds, info = build_datasets(cfg, encoded, task)
@@ -296,6 +301,8 @@ def _user_loaders(cfg: DataConfig, seed: int, device: torch.device, shard: tuple
     settings = loader_settings(cfg, device)
     loaders = []
     for ds, train in ((data.train, True), (data.val, False)):
+        if settings.num_workers:  # a spawned worker imports the factory's file by path before the dataset
+            ds = portable_dataset(ds)
         if isinstance(ds, IterableDataset):
             if train and shard[1] > 1:
                 raise DataError(f"data.dataset {cfg.dataset!r}: an iterable dataset cannot be split between "

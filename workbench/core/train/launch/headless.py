@@ -32,6 +32,7 @@ from workbench.core.train.entry import make_trainer, save_last
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.data.loaders import input_wait_text
 from workbench.core.train.task import specs as task_specs
+from workbench.core.train.task.from_model import model_for_task
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.core.train.trainer.loop import Trainer
@@ -297,7 +298,9 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
         return None
     try:
         settle_run_file(cfg, path, trust=trust, out=out)
-        model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
+        # a text task on a model folder: the folder's model with the head the task needs (task.from_model)
+        built = model_for_task(cfg, path.parent, trust=trust, out=out)
+        model, arch = built or model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         # the same entry point as the window's training process (core.train.launch.training_process_main.run_job)
         trainer = make_trainer(model, cfg, list(callbacks), arch, resume=resume)

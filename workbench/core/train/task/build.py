@@ -9,7 +9,8 @@ from workbench.core.train.config import TrainConfig
 from workbench.core.train.data.batch import split_xy
 from workbench.core.train.task.losses import LOSS_NAMES, build_loss
 from workbench.core.train.task.metrics import BUILTIN_METRICS, DEFAULT_METRICS
-from workbench.core.train.task.tasks import CriterionTask, ModelLossTask, StepTask, Task
+from workbench.core.train.task.tasks import (CausalLMTask, CriterionTask, ModelLossTask, StepTask, Task,
+                                             TextClassificationTask)
 
 __all__ = ["build_task", "resolve_kind", "infer_kind"]
 
@@ -69,6 +70,13 @@ def build_task(cfg: TrainConfig, kind: str) -> Task:
         return StepTask(step, val, where=t.step)
     if kind == "model_loss":
         return ModelLossTask(_metrics(cfg, kind))
+    if kind == "text_classification":
+        return TextClassificationTask(_metrics(cfg, kind))
+    if kind == "causal_lm":
+        from workbench.core.train.task.samples import Samples
+
+        samples = Samples(cfg.data.tokenizer, list(t.prompts), t.max_new_tokens) if cfg.data.tokenizer else None
+        return CausalLMTask(_metrics(cfg, kind), samples)
     loss = t.loss or (cfg.loss if kind == "classification" or cfg.loss != "cross_entropy" else "")
     loss = loss or DEFAULT_LOSS[kind]
     criterion = build_loss(loss if loss in LOSS_NAMES else contrib.resolve("loss", loss))

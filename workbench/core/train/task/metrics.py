@@ -10,7 +10,12 @@ Built-in metrics by name (the column each writes into ``metrics.csv``, with the
   ``multioutput="variance_weighted"``);
 * multi-label: ``f1`` (micro-averaged at logit 0, i.e. probability 0.5) and
   ``map`` (mean average precision over labels: torchmetrics'
-  ``MultilabelAveragePrecision``, when torchmetrics is installed).
+  ``MultilabelAveragePrecision``, when torchmetrics is installed);
+* text classification: ``accuracy`` (``val_acc``) and ``macro_f1`` (``val_f1``:
+  the unweighted mean of the per-class F1, torchmetrics'
+  ``multiclass_f1_score(average="macro")``);
+* causal language model: ``perplexity`` (``val_perplexity``: ``exp`` of the mean
+  validation loss per sample, i.e. per token for packed blocks of equal length).
 
 They are written here as running sums rather than as torchmetrics objects
 because they are three lines each and must run on every device and under
@@ -33,12 +38,15 @@ __all__ = ["Metric", "BUILTIN_METRICS", "DEFAULT_METRICS", "build_metric", "colu
 
 #: The built-in metrics of each task kind, used when ``[task] metrics`` is empty.
 DEFAULT_METRICS = {"classification": ("accuracy", "top5"), "regression": ("mae", "rmse", "r2"),
-                   "multilabel": ("f1", "map"), "model_loss": ()}
+                   "multilabel": ("f1", "map"), "model_loss": (), "text_classification": ("accuracy", "macro_f1"),
+                   "causal_lm": ("perplexity",)}
+#: Metrics whose ``metrics.csv`` column is not ``val_<name>``.
+_COLUMNS = {"accuracy": "val_acc", "macro_f1": "val_f1"}
 
 
 def column(name: str) -> str:
-    """The ``metrics.csv`` column of validation metric ``name`` (``accuracy`` -> ``val_acc``)."""
-    return "val_acc" if name == "accuracy" else f"val_{name}"
+    """The ``metrics.csv`` column of validation metric ``name`` (``accuracy`` -> ``val_acc``, ``macro_f1`` -> ``val_f1``)."""
+    return _COLUMNS.get(name, f"val_{name}")
 
 
 class Metric:
@@ -241,6 +249,60 @@ class MeanAveragePrecision(Metric):
         return float(multilabel_average_precision(scores, targets, num_labels=scores.shape[1]))
 
 
+class MacroF1(Metric):
+    """Macro-averaged F1 of ``(N, C)`` logits against ``(N,)`` class indices (torchmetrics; NaN without it).
+
+    The predictions and targets are kept on the CPU (one int64 each per sample) and scored once.
+    """
+
+    name = "macro_f1"
+
+    def __init__(self):
+        self.preds: list[torch.Tensor] = []
+        self.targets: list[torch.Tensor] = []
+        self.classes = 0
+        self.bad = False
+
+    def update(self, output, target, n):
+        pair = _logits_and_indices(output, target)
+        if pair is None:
+            self.bad = True
+            return
+        out, t = pair
+        self.classes = max(self.classes, int(out.shape[1]))
+        self.preds.append(out.argmax(1).cpu())
+        self.targets.append(t.long().cpu())
+
+    def compute(self):
+        if self.bad or not self.preds or self.classes < 2:
+            return math.nan
+        try:
+            from torchmetrics.functional.classification import multiclass_f1_score
+        except ImportError:
+            return math.nan
+        return float(multiclass_f1_score(torch.cat(self.preds), torch.cat(self.targets), num_classes=self.classes,
+                                         average="macro"))
+
+
+class Perplexity(_Sums):
+    """``exp`` of the sample-weighted mean loss; the task passes each batch's mean loss (0-d) as ``output``."""
+
+    name = "perplexity"
+
+    def update(self, output, target, n):
+        if not isinstance(output, torch.Tensor) or output.dim() != 0:
+            self.count = -1
+            return
+        self.add(loss=output * int(n))
+        self.count += 0 if self.count < 0 else int(n)
+
+    def compute(self):
+        if self.count <= 0:
+            return math.nan
+        mean = self.get("loss") / self.count
+        return math.exp(mean) if mean < 700 else math.inf  # exp overflows a float past ~709
+
+
 class Mean(Metric):
     """The sample-weighted mean of a number per batch (a user metric, or a value a step returns).
 
@@ -276,6 +338,7 @@ class Mean(Metric):
 
 BUILTIN_METRICS: dict[str, Callable[[], Metric]] = {
     "accuracy": Accuracy, "top5": TopK, "mae": MAE, "rmse": RMSE, "r2": R2, "f1": F1, "map": MeanAveragePrecision,
+    "macro_f1": MacroF1, "perplexity": Perplexity,
 }
 
 

@@ -56,14 +56,15 @@ def check_trust(cfg: TrainConfig, origin: str | Path, *, trust: bool) -> None:
     """
     from workbench.core.errors import TrustRequired
 
-    untrusted = []
+    untrusted, roles = [], {}
     for _, kind, spec in code_specs(cfg):
         try:
             contrib.check(kind, spec, origin, trust=trust)
         except TrustRequired:
             untrusted.append(spec)
+            roles.setdefault(spec, kind)
     if untrusted:
-        raise TrustRequired(origin, untrusted, kind="code")
+        raise TrustRequired(origin, untrusted, kind="code", roles=roles)
 
 
 def file_of(spec: str) -> str | None:
@@ -82,7 +83,8 @@ def pin(cfg: TrainConfig, base: str | Path) -> None:
     """Make ``cfg``'s file specs absolute (resolved against ``base``) and record each file's SHA-256.
 
     A relative CSV ``[data] root`` that names a file in ``base`` becomes absolute too
-    (an example folder holds its run.toml and its table side by side).
+    (an example folder holds its run.toml and its table side by side), and so do a
+    text dataset's ``root``, ``val`` and ``tokenizer``.
 
     Idempotent: an absolute spec stays, a hash already recorded is kept (so a
     replay keeps the hash of the original run and :func:`changed_files` can
@@ -103,6 +105,12 @@ def pin(cfg: TrainConfig, base: str | Path) -> None:
     root = Path(cfg.data.root).expanduser() if cfg.data.dataset == "csv" and cfg.data.root else None
     if root is not None and not root.is_absolute() and (base / root).is_file():  # a table beside the run file
         cfg.data.root = str((base / root).resolve())
+    if cfg.data.dataset == "text":  # the text files and the tokenizer folder, relative to the run file
+        for key in ("root", "val", "tokenizer"):
+            value = getattr(cfg.data, key)
+            p = Path(value).expanduser() if value else None
+            if p is not None and not p.is_absolute() and (base / p).exists():
+                setattr(cfg.data, key, str((base / p).resolve()))
     t = cfg.task
     t.step = absolute(t.step) if t.step else t.step
     t.validation_step = absolute(t.validation_step) if t.validation_step else t.validation_step

@@ -25,7 +25,8 @@ from workbench.core.errors import StepError
 from workbench.core.train.data.batch import batch_size, describe, split_xy
 from workbench.core.train.task.metrics import Metric, build_metric
 
-__all__ = ["StepOutput", "Task", "CriterionTask", "ModelLossTask", "StepTask", "StepError"]
+__all__ = ["StepOutput", "Task", "CriterionTask", "ModelLossTask", "TextClassificationTask", "CausalLMTask", "StepTask",
+           "StepError"]
 
 
 @dataclass
@@ -58,7 +59,8 @@ class Task:
     Attributes
     ----------
     kind : str
-        ``"classification"``, ``"regression"``, ``"multilabel"``, ``"model_loss"`` or ``"step"``.
+        ``"classification"``, ``"regression"``, ``"multilabel"``, ``"model_loss"``, ``"text_classification"``,
+        ``"causal_lm"`` or ``"step"``.
     metric_names : tuple of str
         The validation metrics made by :meth:`new_metrics` (without the ``val_`` prefix).
     """
@@ -141,6 +143,17 @@ class ModelLossTask(Task):
     kind = "model_loss"
 
     def train_step(self, model, batch):
+        _, loss = self.forward(model, batch)
+        return StepOutput(loss, batch_size(batch))
+
+    def forward(self, model: nn.Module, batch: Any) -> tuple[Any, torch.Tensor]:
+        """``(model output, its loss as a 0-d float32 tensor)``.
+
+        Raises
+        ------
+        StepError
+            The output holds no loss (a Hugging Face batch without ``labels``...).
+        """
         if isinstance(batch, Mapping):
             out = model(**batch)
         elif isinstance(batch, (tuple, list)):
@@ -156,9 +169,53 @@ class ModelLossTask(Task):
             hint = " (a Hugging Face model returns its loss only when the batch holds labels)" \
                 if isinstance(batch, Mapping) and "labels" not in batch else ""
             raise StepError(f"the model returned {type(out).__name__} without a loss for the batch "
-                            f"{describe(batch)}{hint}: the model_loss task needs an output with .loss, "
+                            f"{describe(batch)}{hint}: the {self.kind} task needs an output with .loss, "
                             "a dict with \"loss\", or a 0-d tensor")
-        return StepOutput(_scalar(_float(loss), "the model's loss"), batch_size(batch))
+        return out, _scalar(_float(loss), "the model's loss")
+
+
+class TextClassificationTask(ModelLossTask):
+    """A Hugging Face ``*ForSequenceClassification`` on ``{"input_ids", ..., "labels"}`` batches: its own loss.
+
+    The validation metrics see the logits ``(N, C)`` and the ``labels`` ``(N,)``
+    (``accuracy``, ``macro_f1`` by default).
+    """
+
+    kind = "text_classification"
+
+    def train_step(self, model, batch):
+        out, loss = self.forward(model, batch)
+        logits = getattr(out, "logits", None)
+        target = batch.get("labels") if isinstance(batch, Mapping) else None
+        return StepOutput(loss, batch_size(batch), _float(logits) if isinstance(logits, torch.Tensor) else None,
+                          target)
+
+
+class CausalLMTask(ModelLossTask):
+    """A Hugging Face ``*ForCausalLM`` on ``{"input_ids", "attention_mask", "labels"}`` blocks: its own loss.
+
+    The validation metric ``perplexity`` sees each batch's mean loss. With a
+    :class:`~workbench.core.train.task.samples.Samples` writer, every evaluation
+    also completes its prompts into the run folder's ``samples.jsonl``
+    (:meth:`after_validation`).
+    """
+
+    kind = "causal_lm"
+
+    def __init__(self, metrics: tuple = (), samples: Any = None):
+        super().__init__(metrics)
+        self.samples = samples
+
+    def eval_step(self, model, batch):
+        out = self.train_step(model, batch)
+        if self.samples is not None and isinstance(batch, Mapping):
+            self.samples.see_batch(batch)
+        return StepOutput(out.loss, out.n, out.loss.detach(), None)
+
+    def after_validation(self, trainer: Any) -> None:
+        """Complete the prompts with the model in eval mode (called by validation, under ``no_grad``)."""
+        if self.samples is not None:
+            self.samples.write(trainer)
 
 
 class StepTask(Task):

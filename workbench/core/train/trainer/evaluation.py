@@ -10,6 +10,7 @@ import torch
 from workbench.core.errors import TrainingError
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.data.batch import move
+from workbench.core.train.data.loaders import epoch_batches, say_overlong
 from workbench.core.train.task.metrics import Mean, column
 from workbench.core.train.trainer.types import TrainerLike
 
@@ -46,6 +47,7 @@ def validate(trainer: TrainerLike) -> dict[str, float]:
         with torch.no_grad():
             loader = trainer.val_loader
             batches = loader.iter_epoch(0) if hasattr(loader, "iter_epoch") else iter(loader)
+            batches = epoch_batches(batches, len(loader), say_overlong(trainer, loader, "validation"))
             for batch in batches:
                 batch = move(batch, trainer.device)
                 with trainer.autocast():
@@ -57,6 +59,9 @@ def validate(trainer: TrainerLike) -> dict[str, float]:
                 for name, value in out.logged.items():
                     logged.setdefault(name, Mean(name)).add_value(value, out.n)
                 total += out.n
+            after = getattr(task, "after_validation", None)  # a causal LM's samples (task.samples)
+            if after is not None:
+                after(trainer)
     finally:
         if was_training:
             trainer.model.train()
