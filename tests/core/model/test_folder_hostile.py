@@ -23,7 +23,7 @@ from workbench.core.model import hf_build
 from workbench.core.model.example_input import MAX_EXAMPLE_IMAGE_SIDE, hf_example_input
 from workbench.core.model.formats import model_folder, read_checkpoint
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402 - in the test extra: fails if missing, never skips
 
 REPO = Path(__file__).resolve().parents[3]
 #: What a refusal may take: a fresh process imports torch and transformers (~5 s here), then reads a few kB.

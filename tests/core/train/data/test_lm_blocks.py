@@ -6,8 +6,8 @@ import pytest
 
 from tests.core.train.text_models import word_tokenizer
 
-datasets = pytest.importorskip("datasets")
-pytest.importorskip("transformers")
+import datasets  # noqa: E402 - in the test extra: fails if missing, never skips
+import transformers  # noqa: F401,E402 - in the test extra: fails if missing, never skips
 
 from workbench.core.errors import DataError  # noqa: E402
 from workbench.core.train.config import DataConfig  # noqa: E402

@@ -8,8 +8,8 @@ import pytest
 
 from tests.core.train.text_models import tiny_bert_folder
 
-pytest.importorskip("transformers")
-pytest.importorskip("datasets")
+import transformers  # noqa: F401,E402 - in the test extra: fails if missing, never skips
+import datasets  # noqa: F401,E402 - in the test extra: fails if missing, never skips
 
 from workbench.core.train.config import DataConfig  # noqa: E402
 from workbench.core.train.data.text import text_classes, text_loaders  # noqa: E402

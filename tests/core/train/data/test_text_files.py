@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-datasets = pytest.importorskip("datasets")
+import datasets  # noqa: E402 - in the test extra: fails if missing, never skips
 
 from workbench.core.errors import DataError  # noqa: E402
 from workbench.core.train.data.text_files import load_tokenizer, read_splits, read_table, row_name  # noqa: E402

@@ -10,7 +10,7 @@ import torch
 
 from tests.core.train.text_models import TOPICS, minilm_folder
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402 - in the test extra: fails if missing, never skips
 
 from workbench.core.train.task.from_model import align_frozen, head_class, propose_task  # noqa: E402
 
@@ -114,3 +114,38 @@ val_fraction = 0.3
     assert torch.equal(theirs_pred, ours_pred)
     named = [loaded.config.id2label[int(i)] for i in theirs_pred]
     assert sum(n == want for n, (_, want) in zip(named, HELD_OUT)) >= 3, named
+
+
+def test_add_task_head_keeps_the_weights_edits_and_frozen_set_of_the_window_model():
+    """The window's model (a bare encoder with LoRA on a projection and frozen embeddings) gets its
+    classification head: weights equal, LoRA replayed under ``bert.``, the head trainable, the spec plain."""
+    from workbench.core.model.edits import apply_edits
+    from workbench.core.model.meta_build import build_module
+    from workbench.core.model.spec import ArchSpec
+    from workbench.core.train.task.from_model import add_task_head
+
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                  vocab_size=100)
+    torch.manual_seed(0)
+    bare = transformers.BertModel(cfg)
+    for n, p in bare.named_parameters():
+        p.requires_grad_(not n.startswith("embeddings."))
+    edits = [{"op": "add_lora", "paths": ["encoder.layer.0.attention.self.query"], "r": 2, "alpha": 4,
+              "dropout": 0.0}]
+    apply_edits(bare, edits)
+    spec = ArchSpec("workbench.core.model.hf_build:build_hf_model",
+                    {"architecture": "BertModel", "config_json": cfg.to_json_string()})
+    model, new_spec, moved, note = add_task_head(bare, spec, "text_classification", ["neg", "pos"], edits)
+    assert type(model).__name__ == "BertForSequenceClassification" and "head for 2 classes" in note
+    assert moved[0]["paths"] == ["bert.encoder.layer.0.attention.self.query"]
+    old = bare.state_dict()
+    assert all(torch.equal(old[k], v) for k, v in model.bert.state_dict().items())
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert {"classifier.weight", "classifier.bias"} <= trainable
+    assert not any(n.startswith("bert.embeddings.") for n in trainable)
+    new_spec.to_dict()  # plain values: a checkpoint and run.toml can keep it
+    rebuilt = build_module(new_spec)
+    assert type(rebuilt).__name__ == "BertForSequenceClassification"
+    assert rebuilt.config.id2label == {0: "neg", 1: "pos"}
+    # a model that already has the head of the right size is left alone
+    assert add_task_head(model, new_spec, "text_classification", ["neg", "pos"]) is None

@@ -7,7 +7,7 @@ import torch
 
 from tests.core.train.text_models import word_tokenizer
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402 - in the test extra: fails if missing, never skips
 
 from workbench.core.train.task.hf_export import run_tokenizer, save_model_folder  # noqa: E402
 

@@ -11,7 +11,7 @@ import torch
 
 from tests.core.train.text_models import STORY, tiny_llama_folder
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402 - in the test extra: fails if missing, never skips
 
 from workbench.core.train.task.samples import SAMPLES_FILE, read_samples  # noqa: E402
 

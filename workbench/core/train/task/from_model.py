@@ -33,7 +33,7 @@ from torch import nn
 from workbench.core.errors import TrainingError
 from workbench.core.train.config import TEXT_KINDS, TrainConfig
 
-__all__ = ["TaskProposal", "propose_task", "head_class", "model_for_task", "align_frozen"]
+__all__ = ["TaskProposal", "propose_task", "head_class", "model_for_task", "align_frozen", "add_task_head"]
 
 #: Display text of each kind a model may propose.
 KIND_TITLES = {"text_classification": "Text classification", "causal_lm": "Causal language model",
@@ -254,13 +254,127 @@ def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = 
         if not cls:
             raise TrainingError(f"{folder}: transformers has no {KIND_TITLES[kind].lower()} class for "
                                 f"{type(model).__name__}; choose another [task] kind")
-        built = open_spec(ckpt, ArchSpec(spec.name, {**spec.kwargs, "architecture": cls, **extra}), partial=True)
+        built = open_spec(ckpt, ArchSpec(spec.name, {**spec.kwargs, "architecture": cls, **_toml_safe(extra)}),
+                          partial=True)
         if out is not None:
             out(f"model: {type(model).__name__} -> {cls}: the folder's weights loaded, a new "
                 f"{'head for ' + str(len(classes)) + ' classes' if extra else 'head'} initialized")
-        model, spec = built.model, built.spec
+        model, spec = built.model, _config_spec(built.spec, built.model)
     try:
         apply_frozen(model, align_frozen(model, list(cfg.model.frozen)))
     except UnknownPathError as e:
         raise TrainingError(f"[model] frozen: {e}") from e
     return model, spec
+
+
+def _config_spec(spec: Any, model: nn.Module) -> Any:
+    """``spec`` building ``model``'s class from its whole config (labels included) as ``config_json``: a spec's
+    keyword arguments are plain values (checkpoints and run.toml keep them), never ``id2label``'s dict."""
+    from workbench.core.model.spec import ArchSpec
+
+    config_json = json.dumps(model.config.to_diff_dict(), separators=(",", ":"), sort_keys=True, default=str)
+    kwargs = {k: v for k, v in dict(getattr(spec, "kwargs", {}) or {}).items()
+              if k not in ("num_labels", "num_classes", "id2label", "label2id")}
+    return ArchSpec(getattr(spec, "name", "workbench.core.model.hf_build:build_hf_model"),
+                    {**kwargs, "architecture": type(model).__name__, "config_json": config_json})
+
+
+def _toml_safe(extra: dict) -> dict:
+    """``id2label`` with string keys: a spec's keyword arguments are written to run.toml, whose keys are strings
+    (transformers' config turns them back into ints)."""
+    return {k: ({str(i): c for i, c in v.items()} if k == "id2label" else v) for k, v in extra.items()}
+
+
+def _prefixed_edit(edit: dict, prefix: str) -> dict:
+    """``edit`` with its module paths under ``prefix`` (the base model inside the class with the head)."""
+    out = dict(edit)
+    if isinstance(out.get("path"), str):
+        out["path"] = f"{prefix}.{out['path']}"
+    if isinstance(out.get("paths"), list):
+        out["paths"] = [f"{prefix}.{p}" for p in out["paths"]]
+    return out
+
+
+def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | None = None,
+                  edits: list[dict] | None = None) -> tuple[nn.Module, Any, list[dict], str] | None:
+    """The model shown in the window with the head a text task needs, its weights kept (no file is read).
+
+    What :func:`model_for_task` does for ``workbench train``, done on the live model of
+    the window: a bare encoder (``BertModel``) becomes its ``*ForSequenceClassification``
+    with a new head of ``len(classes)`` outputs and the labels as ``id2label``; a classifier
+    with a head of another size gets a new one; a bare decoder gets its LM head. The base
+    model's weights and ``requires_grad`` flags are copied; the structural ``edits`` made
+    on it (LoRA adapters) are replayed on the new model's base first, and the new head is
+    trainable (LoRA's "everything else frozen" never freezes the head the task needs).
+
+    Parameters
+    ----------
+    model : nn.Module
+        A transformers ``PreTrainedModel``.
+    spec : ArchSpec
+        Its spec (``build_hf_model`` keyword arguments).
+    kind : str
+        ``"text_classification"`` or ``"causal_lm"``.
+    classes : list of str, optional
+        The data's classes (text classification).
+    edits : list of dict, optional
+        The structural edits made on ``model`` since it was opened (replayed, paths prefixed).
+
+    Returns
+    -------
+    (model, spec, edits, note) or None
+        None when ``model`` already has the head (of the right size): nothing to do.
+
+    Raises
+    ------
+    TrainingError
+        transformers has no class with that head for this model.
+    """
+    from workbench.core.model.edits import apply_edits
+    from workbench.core.model.spec import ArchSpec
+
+    if not _is_hf(model) or kind not in TEXT_KINDS:
+        return None
+    proposal = propose_task(model)
+    extra: dict = {}
+    if kind == "text_classification":
+        classes = list(classes or [])
+        extra = {"num_labels": len(classes), "id2label": dict(enumerate(classes)),
+                 "label2id": {c: i for i, c in enumerate(classes)}}
+    if proposal.kind == kind and proposal.head == "present" and \
+            (kind != "text_classification" or model.config.num_labels == len(classes)):
+        return None
+    name = head_class(model, kind)
+    if not name:
+        raise TrainingError(f"transformers has no {KIND_TITLES[kind].lower()} class for {type(model).__name__}; "
+                            "choose another task")
+    import copy
+
+    import transformers
+
+    config = copy.deepcopy(model.config)
+    for key, value in extra.items():
+        setattr(config, key, value)
+    config.architectures = [name]
+    new = getattr(transformers, name)(config)
+    prefix = new.base_model_prefix
+    old_base = getattr(model, getattr(model, "base_model_prefix", ""), None) \
+        if proposal.head == "present" else model
+    old_base = old_base if isinstance(old_base, nn.Module) else model
+    moved = [_prefixed_edit(e, prefix) for e in (edits or [])]
+    if moved:
+        apply_edits(new, moved)
+    new.base_model.load_state_dict(old_base.state_dict())
+    flags = {n: p.requires_grad for n, p in old_base.named_parameters()}
+    for n, p in new.base_model.named_parameters():
+        p.requires_grad_(flags.get(n, True))
+    base_ids = {id(p) for p in new.base_model.parameters()}
+    for p in new.parameters():
+        if id(p) not in base_ids:
+            p.requires_grad_(True)  # the new head trains, whatever LoRA froze
+    new.train(model.training)
+    new_spec = _config_spec(spec, new)
+    what = f"a head for {len(classes)} classes ({', '.join(map(str, classes[:5]))}{'…' if len(classes) > 5 else ''})" \
+        if kind == "text_classification" else "a language-model head"
+    note = f"{type(model).__name__} -> {name}: the weights kept, {what} added (trainable)"
+    return new, new_spec, moved, note
