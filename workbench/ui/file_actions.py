@@ -409,6 +409,51 @@ class FileActions(QObject):
         if path:
             self.save_checkpoint(path)
 
+    def save_model_folder(self, folder) -> bool:
+        """Write the model as a ``save_pretrained`` folder that transformers / timm load back (File > Save as model
+        folder…): config with the head's labels, safetensors weights, LoRA adapters merged, and the tokenizer of
+        the folder the model was opened from (:func:`workbench.core.train.task.hf_export.save_model_folder`).
+
+        Returns
+        -------
+        bool
+            True when written; False on an error (shown) or during a run (the weights are moving).
+        """
+        from workbench.core.model import lora as core_lora
+        from workbench.core.train.data.text_files import TOKENIZER_FILES
+        from workbench.core.train.task.hf_export import save_model_folder
+
+        session = self.session
+        if session.running:
+            self.prompts.error("Save as model folder: the model is training; stop the run (or wait for its end) "
+                               "and save again.")
+            return False
+        model = session.model
+        merged = bool(core_lora.lora_paths(model))
+        if merged:
+            model = core_lora.merged_copy(model)  # people load plain weights; the window keeps its adapters
+        opened = getattr(session.checkpoint, "path", None)
+        tokenizer = Path(opened) if opened and Path(opened).is_dir() and \
+            any((Path(opened) / n).is_file() for n in TOKENIZER_FILES) else None
+        try:
+            save_model_folder(model, folder, tokenizer)
+        except (WorkbenchError, ValueError, OSError) as exc:
+            self.prompts.error(f"Save as model folder {folder}: {exc}")
+            return False
+        said = [f"Saved the model folder {folder}"]
+        if merged:
+            said.append("LoRA adapters merged")
+        said.append(f"tokenizer from {tokenizer.name}" if tokenizer else "no tokenizer (the model was not opened "
+                    "from a folder with one)")
+        session.show_status("; ".join(said), 10000)
+        return True
+
+    def on_save_folder_triggered(self) -> None:
+        """File > Save as model folder…"""
+        path = self.prompts.open_folder(str(self.settings.value(LAST_FOLDER_KEY, "") or ""))
+        if path:
+            self.save_model_folder(path)
+
     def on_export_triggered(self) -> None:
         """File > Export summary…"""
         path = self.prompts.save_path("Export summary", "Markdown (*.md);;CSV (*.csv)", "summary.md")

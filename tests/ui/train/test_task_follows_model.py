@@ -93,3 +93,43 @@ def test_minilm_fine_tuned_from_the_window_without_code(window, qtbot, tmp_path)
     assert len(kept) > 50 and all(torch.equal(before[n], after[f"bert.{n}"]) for n in kept)
     assert not torch.equal(before["encoder.layer.5.output.dense.weight"],
                            after["bert.encoder.layer.5.output.dense.weight"])
+    # File > Save as model folder…: a folder transformers loads back, predicting what the window's model does
+    out = tmp_path / "folder"
+    window.prompts.answers["open_folder"] = str(out)
+    save = next(a for a in window.menuBar().actions()[0].menu().actions() if a.text() == "Save as &model folder…")
+    save.trigger()
+    assert window.errors == []
+    loaded = transformers.AutoModelForSequenceClassification.from_pretrained(str(out)).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert loaded.config.id2label == {0: "computers", 1: "cooking", 2: "sports"}
+    enc = tok(["The chef roasted the vegetables in the oven", "The goalkeeper saved a penalty"], padding=True,
+              return_tensors="pt")
+    ours = window.session.model.eval()
+    with torch.no_grad():
+        assert torch.equal(loaded(**enc).logits.argmax(1), ours(**enc).logits.argmax(1))
+        assert torch.allclose(loaded(**enc).logits, ours(**enc).logits, atol=1e-5)
+
+
+def test_save_as_model_folder_merges_lora_and_loads_back(window, tmp_path):
+    import torch
+
+    from workbench.core.model.edits import apply_edits
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                  vocab_size=100, num_labels=2)
+    model = transformers.BertForSequenceClassification(cfg).eval()
+    apply_edits(model, [{"op": "add_lora", "paths": ["bert.encoder.layer.0.attention.self.query"], "r": 2,
+                         "alpha": 4, "dropout": 0.0}])
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_()  # adapters that change the output
+    window.session.set_model(model, source="tiny bert")
+    assert window.file_actions.save_model_folder(tmp_path / "out"), window.errors
+    loaded = transformers.AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "out")).eval()
+    assert not any("lora" in n for n, _ in loaded.named_parameters())
+    ids = torch.randint(0, 100, (2, 7))
+    with torch.no_grad():
+        assert torch.allclose(loaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5)
+    assert "LoRA adapters merged" in window.statusBar().currentMessage()
