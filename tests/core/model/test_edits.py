@@ -135,5 +135,6 @@ def test_every_edit_is_checked_before_the_model_is_touched(net, edit, message):
 
 
 def test_a_path_the_model_lacks_is_named_when_replayed(net):
-    with pytest.raises(WorkbenchError, match="^No module named 'head' in ResNet.$"):
+    with pytest.raises(WorkbenchError, match=r"^\[model\] edits, entry 1 \(replace_head\): No module named 'head' in "
+                                             r"ResNet.$"):
         apply_edits(net, [{"op": "replace_head", "path": "head", "num_outputs": 2}])

@@ -6,12 +6,14 @@ replaced so that the caller (the UI's undo stack) can put it back.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.quoting import short_repr
 
 #: Methods accepted by :func:`reinitialize`: ``reset_parameters`` calls the
 #: module's own ``reset_parameters()`` on every submodule that has one; the
@@ -122,7 +124,7 @@ def get_module(model: nn.Module, path: str) -> nn.Module:
     try:
         return model.get_submodule(path)
     except AttributeError as exc:
-        raise WorkbenchError(f"No module named {path!r} in {type(model).__name__}.") from exc
+        raise WorkbenchError(f"No module named {short_repr(path)} in {type(model).__name__}.") from exc
 
 
 def swap_module(model: nn.Module, path: str, new: nn.Module) -> nn.Module:
@@ -184,7 +186,12 @@ def replace_head(model: nn.Module, path: str, num_outputs: int) -> nn.Module:
     """
     if num_outputs < 1:
         raise WorkbenchError(f"Replace head: the number of outputs must be >= 1, not {num_outputs}.")
-    new = _new_head(get_module(model, path), int(num_outputs))
+    old = get_module(model, path)
+    inputs = getattr(old, "in_features", None) or getattr(old, "in_channels", None) or 1
+    if int(num_outputs) * int(inputs) > MAX_HEAD_WEIGHTS:  # before the new layer is allocated
+        raise WorkbenchError(f"Replace head: {int(num_outputs):,} outputs on the {int(inputs):,} inputs of {path} "
+                             f"would be {int(num_outputs) * int(inputs):,} weights, more than {MAX_HEAD_WEIGHTS:,}.")
+    new = _new_head(old, int(num_outputs))
     return swap_module(model, path, new)
 
 
@@ -195,11 +202,16 @@ def is_head_candidate(module: nn.Module) -> bool:
     return isinstance(module, nn.Conv2d) and module.kernel_size == (1, 1) and module.groups == 1
 
 
+#: Weights (outputs x inputs) a replaced head may have: 2**30, 4 GB in float32. The largest heads in use fit
+#: (a 128,256-token vocabulary on 8,192 features is 1.05e9); a recorded edit asking for more is damage (10**10
+#: outputs on a Linear(64, 10) would be 2.5 TB), refused before anything is allocated.
+MAX_HEAD_WEIGHTS = 2**30
+
 #: The ops a ``[model] edits`` entry may name.
 EDIT_OPS = ("replace_head", "add_lora")
 
 
-def apply_edits(model: nn.Module, edits: list[dict]) -> None:
+def apply_edits(model: nn.Module, edits: list[dict], source: str | Path | None = None) -> None:
     """Replay recorded structural edits (what a run file's ``[model] edits`` lists).
 
     Parameters
@@ -218,39 +230,53 @@ def apply_edits(model: nn.Module, edits: list[dict]) -> None:
         Weight edits (re-initialization) need no replay: a run starts from the
         weights saved in its ``init.pt`` (adapter weights included), and its
         frozen set is applied after the edits.
+    source : str or Path, optional
+        The file that recorded ``edits`` (a checkpoint): its name starts every
+        message (``"last.pt: recorded edit 1 (add_lora): ..."``); without it the
+        messages name ``[model] edits`` (a run file's section).
 
     Raises
     ------
     WorkbenchError
         An edit that is not a table, an unknown op, a missing or mistyped field
-        (all checked before the model is touched), or a path the model does not have.
+        (all checked before the model is touched), a path the model does not have,
+        or a size the layer it targets cannot have (a LoRA rank above
+        :func:`workbench.core.model.lora.max_rank`, a head above
+        :data:`MAX_HEAD_WEIGHTS`), refused before anything is allocated.
     """
-    checked = [_checked_edit(i, edit) for i, edit in enumerate(edits, 1)]
-    for op, fields in checked:
-        if op == "replace_head":
-            replace_head(model, fields["path"], fields["num_outputs"])
-        else:
-            from workbench.core.model import lora
+    where = f"{Path(source).name}: recorded edit" if source is not None else "[model] edits, entry"
+    checked = [_checked_edit(i, edit, where) for i, edit in enumerate(edits, 1)]
+    for i, (op, fields) in enumerate(checked, 1):
+        try:
+            if op == "replace_head":
+                replace_head(model, fields["path"], fields["num_outputs"])
+            else:
+                from workbench.core.model import lora
 
-            lora.add_lora(model, fields["paths"], r=fields["r"], alpha=fields["alpha"], dropout=fields["dropout"])
+                lora.add_lora(model, fields["paths"], r=fields["r"], alpha=fields["alpha"],
+                              dropout=fields["dropout"])
+        except WorkbenchError as exc:
+            if type(exc) is not WorkbenchError:  # a subclass (an unknown path) is caught by its type upstream
+                raise
+            raise WorkbenchError(f"{where} {i} ({op}): {exc}") from exc
 
 
-def _checked_edit(i: int, edit) -> tuple[str, dict]:
+def _checked_edit(i: int, edit, where: str = "[model] edits, entry") -> tuple[str, dict]:
     """``(op, fields)`` of the ``i``-th ``[model] edits`` entry (1-based), or WorkbenchError naming it."""
-    where = f"[model] edits, entry {i}"
+    where = f"{where} {i}"
     if not isinstance(edit, dict):
         raise WorkbenchError(f"{where}: must be a table such as {{op = \"replace_head\", path = \"fc\", "
-                             f"num_outputs = 10}}, not {edit!r}")
+                             f"num_outputs = 10}}, not {short_repr(edit)}")
     op = edit.get("op")
     if op == "add_lora":
         return op, _checked_lora(where, edit)
     if op != "replace_head":
-        raise WorkbenchError(f"{where}: unknown model edit {op!r}; known: {', '.join(EDIT_OPS)}")
+        raise WorkbenchError(f"{where}: unknown model edit {short_repr(op)}; known: {', '.join(EDIT_OPS)}")
     path, num = edit.get("path"), edit.get("num_outputs")
     if not isinstance(path, str) or not path:
-        raise WorkbenchError(f"{where}: 'path' must be a module path such as \"fc\", not {path!r}")
+        raise WorkbenchError(f"{where}: 'path' must be a module path such as \"fc\", not {short_repr(path)}")
     if not _is_int(num) or num < 1:
-        raise WorkbenchError(f"{where}: 'num_outputs' must be a whole number >= 1, not {num!r}")
+        raise WorkbenchError(f"{where}: 'num_outputs' must be a whole number >= 1, not {short_repr(num)}")
     return op, {"path": path, "num_outputs": num}
 
 
@@ -268,13 +294,13 @@ def _checked_lora(where: str, edit: dict) -> dict:
     alpha, dropout = edit.get("alpha", 16), edit.get("dropout", 0.0)
     if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
         raise WorkbenchError(f"{where}: 'paths' must be a list of module paths such as "
-                             f"[\"encoder.layer.0.attention.self.query\"], not {paths!r}")
+                             f"[\"encoder.layer.0.attention.self.query\"], not {short_repr(paths)}")
     if not _is_int(r) or r < 1:
-        raise WorkbenchError(f"{where}: 'r' (the LoRA rank) must be a whole number >= 1, not {r!r}")
+        raise WorkbenchError(f"{where}: 'r' (the LoRA rank) must be a whole number >= 1, not {short_repr(r)}")
     if not _is_number(alpha) or not alpha > 0:
-        raise WorkbenchError(f"{where}: 'alpha' must be a number > 0, not {alpha!r}")
+        raise WorkbenchError(f"{where}: 'alpha' must be a number > 0, not {short_repr(alpha)}")
     if not _is_number(dropout) or not 0 <= dropout < 1:
-        raise WorkbenchError(f"{where}: 'dropout' must be a number in [0, 1), not {dropout!r}")
+        raise WorkbenchError(f"{where}: 'dropout' must be a number in [0, 1), not {short_repr(dropout)}")
     return {"paths": list(paths), "r": r, "alpha": alpha, "dropout": float(dropout)}
 
 

@@ -30,8 +30,9 @@ from torch import nn
 
 from workbench.core import warm_imports
 from workbench.core.errors import WorkbenchError
+from workbench.core.quoting import quoted
 
-__all__ = ["ADAPTER_NAME", "LORA_TYPES", "is_lora_layer", "types_under", "lora_targets", "lora_edit", "add_lora", "remove_lora", "lora_paths",
+__all__ = ["ADAPTER_NAME", "LORA_TYPES", "is_lora_layer", "types_under", "lora_targets", "lora_edit", "add_lora", "remove_lora", "lora_paths", "max_rank",
            "merge_lora", "merged_copy", "adapter_config", "adapter_state_dict", "save_adapters"]
 
 #: The name peft gives the adapter (``...query.lora_A.default.weight``).
@@ -114,7 +115,7 @@ def lora_targets(model: nn.Module, paths: list[str], types: tuple[str, ...] = ("
         try:
             model.get_submodule(path)
         except AttributeError as exc:
-            raise WorkbenchError(f"LoRA: no module named {path!r} in {type(model).__name__}.") from exc
+            raise WorkbenchError(f"LoRA: no module named {quoted(path)} in {type(model).__name__}.") from exc
     adapted = lora_paths(model)
     found = []
     for name, module in model.named_modules():
@@ -175,7 +176,7 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
     paths : list of str
         Exact qualified names (see :func:`lora_targets`).
     r : int
-        Rank of ``A`` (r, in) and ``B`` (out, r), >= 1.
+        Rank of ``A`` (r, in) and ``B`` (out, r), >= 1 and at most :func:`max_rank` of each module.
     alpha : float
         Scale numerator: the update is multiplied by ``alpha / r``; > 0.
     dropout : float
@@ -190,7 +191,8 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
     Raises
     ------
     WorkbenchError
-        peft is not installed, bad numbers, a path that does not exist, is not a
+        peft is not installed, bad numbers, a rank above a module's :func:`max_rank`
+        (checked before anything is allocated), a path that does not exist, is not a
         type LoRA adapts (or is the ``out_proj`` of an ``nn.MultiheadAttention``),
         or already has adapters.
     """
@@ -209,6 +211,9 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
         if _in_multihead_attention(model, path):
             raise WorkbenchError(f"LoRA: {path} belongs to an nn.MultiheadAttention, whose forward reads its "
                                  "weights directly: an adapter there would never run.")
+        if r > max_rank(module):  # before peft allocates A (r, in) and B (out, r)
+            raise WorkbenchError(f"LoRA: rank r = {r:,} is more than {path} ({_shape_text(module)}) can use: at most "
+                                 f"{max_rank(module):,}, the smaller of its input and output sizes.")
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     peft = _peft()
     config = peft.LoraConfig(r=int(r), lora_alpha=float(alpha), lora_dropout=float(dropout), bias="none",
@@ -219,6 +224,28 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
         raise WorkbenchError(f"LoRA: peft could not adapt {', '.join(paths)}: {exc}") from exc
     _drop_peft_config(model)
     return trainable
+
+
+def max_rank(module: nn.Module) -> int:
+    """The largest LoRA rank that means anything for ``module``: ``min(in, out)`` of its weight as a matrix.
+
+    ``B @ A`` is an ``(out, in)`` matrix: its rank is at most ``min(in, out)``, so a
+    larger ``r`` adds parameters (``r * (in + out)``) and nothing else. The bound
+    also caps what a recorded edit can make Workbench allocate: at most twice the
+    layer's own weight (a checkpoint recording ``r = 20,000,000`` on a
+    ``Linear(64, 10)`` once asked for 5 GB). For an ``nn.Conv2d`` ``in`` is
+    ``in_channels * kernel height * kernel width``.
+    """
+    if isinstance(module, nn.Conv2d):
+        kh, kw = module.kernel_size
+        return max(1, min(module.in_channels * kh * kw, module.out_channels))
+    return max(1, min(int(module.in_features), int(module.out_features)))
+
+
+def _shape_text(module: nn.Module) -> str:
+    if isinstance(module, nn.Conv2d):
+        return f"Conv2d({module.in_channels}, {module.out_channels}, kernel_size={tuple(module.kernel_size)})"
+    return f"{type(module).__name__}({module.in_features}, {module.out_features})"
 
 
 def _in_multihead_attention(model: nn.Module, path: str) -> bool:
@@ -240,7 +267,7 @@ def _module(model: nn.Module, path: str) -> nn.Module:
     try:
         return model.get_submodule(path)
     except AttributeError as exc:
-        raise WorkbenchError(f"LoRA: no module named {path!r} in {type(model).__name__}.") from exc
+        raise WorkbenchError(f"LoRA: no module named {quoted(path)} in {type(model).__name__}.") from exc
 
 
 def _drop_peft_config(model: nn.Module) -> None:

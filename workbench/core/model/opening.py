@@ -260,7 +260,7 @@ def _load(ckpt: Checkpoint, spec: ArchSpec, strict: bool, edits: list[dict],
     model = module
     if model is None:
         model = build_module(spec)
-        apply_edits(model, edits)
+        apply_edits(model, edits, source=ckpt.path)
     try:
         report = load_state_dict_into(model, ckpt.state_dict, strict=strict)
     except ArchitectureError as err:  # nothing was loaded: a partial answer loads into this module

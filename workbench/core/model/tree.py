@@ -36,7 +36,6 @@ them; ``root.flops`` is FlopCounterMode's own ``get_total_flops()``.
 
 from __future__ import annotations
 
-import csv
 import gc
 import io
 from collections.abc import Iterator, Sequence
@@ -44,6 +43,7 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
+from workbench.core import csv_cells
 from workbench.core.errors import WorkbenchError
 from workbench.core.model.example_input import ExampleInput, example_input, model_device_dtype
 from workbench.core.model.flops import FLOPS_CONVENTION, flop_counter, macs
@@ -736,7 +736,7 @@ def to_csv(root: ModuleNode, max_depth: int | None = None) -> str:
     trainable, bytes, flops (2 per multiply-add), macs (multiply-adds).
     """
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv_cells.writer(out, lineterminator="\n")
     cols = ["name", "type", "depth", "output_shape", "params", "trainable", "bytes", "flops", "macs"]
     writer.writerow(cols)
     for row in summary_rows(root, max_depth):

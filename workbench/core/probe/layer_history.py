@@ -8,7 +8,6 @@ measurements at full resolution and the older ones averaged (fastai's
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 import warnings
@@ -16,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from workbench.core import csv_cells
 from workbench.core.files import atomic_write_text
 from workbench.core.probe.layer_stats import LOG_QUANTITIES, QUANTITIES, LayerSnapshot
 
@@ -248,7 +248,7 @@ class LayerHistory:
     def write_csv(self, path, quantities: Sequence[str] = QUANTITIES):
         """Write :meth:`rows` as CSV (header ``step,module,quantity,value``) atomically; returns the path."""
         buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
+        writer = csv_cells.writer(buf, lineterminator="\n")
         writer.writerow(["step", "module", "quantity", "value"])
         writer.writerows((s, n, q, repr(v)) for s, n, q, v in self.rows(quantities))
         return atomic_write_text(path, buf.getvalue())

@@ -19,6 +19,7 @@ from typing import IO, Callable, Iterator
 
 import numpy as np
 
+from workbench.core.csv_cells import unescape_cell
 from workbench.core.run_folder.reading import METRICS_FILE, RunFileError, decode_text, open_run_file, os_reason
 
 __all__ = ["MetricsBlocks", "BLOCK_BYTES", "MAX_COLUMNS", "read_csv_rows", "read_header", "MAX_LINE_BYTES",
@@ -167,7 +168,7 @@ class MetricsBlocks:
             self.problem = f"{exc} on its header line"
             return None
         names = next(csv.reader([text.strip("\r\n")]), [])
-        self.header = tuple(n.strip() for n in names)
+        self.header = tuple(unescape_cell(n.strip()) for n in names)
         if not any(self.header):
             self._note("no header line")
             return None
@@ -285,7 +286,7 @@ def read_header(folder: str | Path, name: str = METRICS_FILE) -> tuple[str, ...]
         text = decode_text(name, line.rstrip(b"\r\n"))
     except RunFileError:
         return ()
-    return tuple(n.strip() for n in next(csv.reader([text]), []))
+    return tuple(unescape_cell(n.strip()) for n in next(csv.reader([text]), []))
 
 
 #: The most bytes of metrics.csv :func:`read_csv_rows` reads (its rows are all held, as strings).
@@ -345,7 +346,7 @@ def read_csv_rows(folder: str | Path, name: str = METRICS_FILE, limit: int = MAX
             else:
                 problems.append(f"{exc} on line {number}: left out")
             continue
-        cells = next(csv.reader([text.rstrip("\r")]), [])
+        cells = [unescape_cell(c) for c in next(csv.reader([text.rstrip("\r")]), [])]
         if columns is None:
             columns = cells
             if len(set(columns)) < len(columns):

@@ -22,7 +22,6 @@ writing nothing into the runs.
 from __future__ import annotations
 
 import copy
-import csv
 import io
 import math
 import random
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from workbench.core import csv_cells
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import atomic_write_text
 from workbench.core.train.data.batch import move
@@ -150,7 +150,7 @@ class LRFindResult:
     def to_csv(self) -> str:
         """``step,lr,loss,smoothed`` rows."""
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv_cells.writer(buf, lineterminator="\n")
         w.writerow(["step", "lr", "loss", "smoothed"])
         for i, (lr, loss, s) in enumerate(zip(self.lrs, self.losses, self.smoothed)):
             w.writerow([i, repr(lr), repr(loss), repr(s)])

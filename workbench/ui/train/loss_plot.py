@@ -21,7 +21,6 @@ skipped by the curves' finite check.
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from pathlib import Path
@@ -41,6 +40,7 @@ from PySide6.QtWidgets import (
 )
 from scipy.signal import lfilter
 
+from workbench.core import csv_cells
 from workbench.core.files import atomic_write_bytes, atomic_write_text
 from workbench.core.probe.cadence import SPARSE_POINTS
 from workbench.ui.curve_colors import CURVE_COLORS as _C
@@ -685,7 +685,7 @@ class TrainingPlots(QWidget):
         header += extra
         s, e = self.steps, self.epochs
         buf = io.StringIO()
-        out = csv.writer(buf)
+        out = csv_cells.writer(buf)
         out.writerow(header)
         for i in range(len(s)):
             out.writerow(["step", *(_fmt(s[c][i]) for c in ("step", "epoch", "time", "loss", "ema", "lr")), "", "",

@@ -23,10 +23,11 @@ the sampler is the one way to keep both speed and exact resume.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset, default_collate, get_worker_info
@@ -36,7 +37,10 @@ from workbench.core.train.data.batch import move, tensors
 
 __all__ = ["LoaderSettings", "loader_settings", "epoch_seed", "usable_cores", "EpochSampler", "SeededSamples",
            "Unreadable", "collate_samples", "EpochLoader", "DevicePrefetcher", "sample_path",
-           "input_wait_text", "INPUT_BOUND_SHARE"]
+           "input_wait_text", "INPUT_BOUND_SHARE", "epoch_batches", "overlong_text",
+           "say_overlong"]
+
+log = logging.getLogger(__name__)
 
 #: At most this many workers by default: past 8, more processes rarely load faster and cost memory.
 MAX_AUTO_WORKERS = 8
@@ -119,6 +123,59 @@ def batch_count(n: int, batch_size: int, drop_last: bool, world_size: int = 1) -
 
 def _mix(a: int, b: int) -> int:
     return (a * 6364136223846793005 + b * 1442695040888963407 + 1) % (2**63 - 1)
+
+
+def epoch_batches(batches: Iterator, count: int, overlong: Callable[[], None]) -> Iterator:
+    """At most ``count`` batches of ``batches``: one epoch of a loader that says ``len() == count``.
+
+    A loader's ``len()`` is what an epoch is: an ``IterableDataset`` that says
+    ``__len__ = 320`` but never stops would otherwise never end its epoch (no
+    step limit, no message). After ``count`` batches one more is asked for; if
+    there is one, it is dropped and ``overlong()`` is called (once per epoch) to
+    say so. A loader that ends sooner ends the epoch sooner, as before.
+
+    Parameters
+    ----------
+    batches : iterator
+        The epoch's batches (already advanced past any resumed ones).
+    count : int
+        Batches left in the epoch: ``len(loader)`` minus those done.
+    overlong : callable
+        Called without arguments when ``batches`` had more than ``count``.
+    """
+    for _ in range(max(0, count)):
+        try:
+            yield next(batches)
+        except StopIteration:
+            return
+    if next(batches, _END) is not _END:
+        overlong()
+
+
+_END = object()
+
+
+def overlong_text(loader: Any, split: str) -> str:
+    """The line that says ``loader`` yielded more than its ``len()``: where its epoch stopped, and the fix."""
+    batches = len(loader)
+    try:
+        samples = len(loader.dataset)
+    except Exception:  # noqa: BLE001 - no dataset or no length: batches alone
+        samples = None
+    where = f"{samples:,} samples ({batches:,} batches)" if samples is not None else f"{batches:,} batches"
+    return (f"the {split} data yields more than its __len__ says: the epoch stopped at {where}; make __len__ "
+            "the number of samples one pass yields")
+
+
+def say_overlong(trainer: Any, loader: Any, split: str) -> Callable[[], None]:
+    """The ``overlong`` of :func:`epoch_batches` for a run: :func:`overlong_text` to the process's log (a warning:
+    stderr of ``workbench train``) and to the trainer's ``on_progress`` hook (the window's progress line)."""
+    def say() -> None:
+        text = overlong_text(loader, split)
+        log.warning(text)
+        trainer.call("on_progress", trainer, text)
+
+    return say
 
 
 class EpochSampler(Sampler):

@@ -104,6 +104,7 @@ def _table_classes(cfg: DataConfig, task: str) -> int | None:
     try:
         import pandas as pd
 
+        tabular.check_table_shape(path)  # a 16 MB file of one line or a million columns: not read
         name = path.name.lower()
         if name.endswith((".parquet", ".pq")):
             df = pd.read_parquet(path, columns=targets)

@@ -13,6 +13,14 @@ The info is returned as the keyword arguments of ``datasets.DataInfo``, because
 :func:`encode_features` applies it to any other frame with the same columns
 (e.g. rows to predict).
 
+Bounds: before pandas reads a CSV, its header line and first row are read
+alone, at most :data:`MAX_LINE_BYTES` each, and its columns counted
+(:data:`MAX_COLUMNS`); a Parquet file's footer likewise. A 1 GB one-line file
+is refused in one line in a few milliseconds (pandas held 4.4 GB for it, and
+the message quoted the whole cell). Messages quote the file's column names
+and cells through :func:`workbench.core.quoting.quoted` (a few dozen
+characters at most).
+
 Speed: one ``pandas.read_csv`` (C engine) and whole-column numpy operations,
 never a Python loop over rows; a 1M-row, 20-column numeric CSV loads in a few
 seconds (``benchmarks/bench_tabular.py``: ``csv_1m_rows_load_s``).
@@ -20,7 +28,9 @@ seconds (``benchmarks/bench_tabular.py``: ``csv_1m_rows_load_s``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +40,11 @@ import torch
 from torch.utils.data import TensorDataset
 
 from workbench.core.errors import DataError
+from workbench.core.quoting import names_list, quoted, shortened
 from workbench.core.train.config import DataConfig
 
-__all__ = ["TableInfo", "TableDataset", "table_datasets", "encode_features", "infer_task", "MAX_CLASSES",
-           "MAX_ONEHOT"]
+__all__ = ["TableInfo", "TableDataset", "table_datasets", "encode_features", "infer_task", "check_table_shape",
+           "MAX_CLASSES", "MAX_ONEHOT", "MAX_LINE_BYTES", "MAX_COLUMNS"]
 
 #: A single integer target column is a class label when it has at most this many distinct values ...
 MAX_CLASSES = 20
@@ -43,6 +54,17 @@ CLASS_SHARE = 0.05
 MAX_ONEHOT = 1000
 #: Task names :func:`table_datasets` accepts to override the inferred one.
 TASKS = ("classification", "regression", "multilabel")
+#: Bytes of a CSV's header line, and of its first row, read (each) before pandas reads the table; a longer line
+#: is refused. 100,000 columns of 100-character names fit (10 MB); a longer first line is not a table's header
+#: but a file of one line or no newlines, which pandas would hold several times over (a 1 GB one took 4.4 GB).
+#: Also the most bytes of a Parquet file's footer (its schema) read before the table.
+MAX_LINE_BYTES = 16 * 2**20
+#: Columns a table may have. Each is a pandas column (about 1 KB before any row) and at least one model input;
+#: wide tables (gene expression, one column per gene) have tens of thousands. 537 million one-character
+#: columns (a 1 GB header) once took pandas past 4 GB.
+MAX_COLUMNS = 100_000
+#: Characters of a reader's own error (pandas', pyarrow's) a message shows: it can quote the file's data.
+MAX_REASON_CHARS = 200
 _SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".parquet", ".pq")
 
 
@@ -136,6 +158,7 @@ def _read_table(root: str):
     name = path.name.lower()
     if not name.endswith(_SUFFIXES):
         raise DataError(f"{path.name} is not a table file Workbench reads; use .csv, .csv.gz or .parquet")
+    check_table_shape(path)
     try:
         if name.endswith((".parquet", ".pq")):
             if importlib.util.find_spec("pyarrow") is None:
@@ -146,15 +169,100 @@ def _read_table(root: str):
     except DataError:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError, ValueError) as exc:
-        reason = " ".join(str(exc).split())
+        reason = shortened(" ".join(str(exc).split()), MAX_REASON_CHARS)  # pandas' words may quote a cell
         raise DataError(f"{path.name} cannot be read as a table ({reason}); check that it is a "
                         "comma-separated file with a header row") from None
 
 
+def check_table_shape(path: str | Path) -> None:
+    """Refuse a table whose first lines (or Parquet footer) exceed :data:`MAX_LINE_BYTES` or whose columns exceed
+    :data:`MAX_COLUMNS`, reading at most two lines of it.
+
+    A CSV (compressed ones too: ``.gz``, ``.bz2``, ``.xz``, ``.zip``) has its header
+    line and its first row read, each at most :data:`MAX_LINE_BYTES` bytes, and
+    its header's fields counted (commas outside double quotes); a Parquet file
+    has its footer's length read from its last 8 bytes, then its schema. A file
+    that cannot be opened this way is left to pandas, which says what is wrong.
+
+    Raises
+    ------
+    DataError
+        A line or footer too long, or too many columns; the message names the file.
+    """
+    path = Path(path)
+    name = path.name.lower()
+    if name.endswith((".parquet", ".pq")):
+        columns = _parquet_columns(path)
+    else:
+        try:
+            with _open_text_bytes(path) as f:
+                header, first = f.readline(MAX_LINE_BYTES + 1), f.readline(MAX_LINE_BYTES + 1)
+        except Exception:  # noqa: BLE001 - a damaged or odd file: pandas reads it and says why
+            return
+        for what, line in (("header line", header), ("first row", first)):
+            if len(line) > MAX_LINE_BYTES:
+                raise DataError(f"{path.name}: its {what} is longer than {MAX_LINE_BYTES / 2**20:g} MB, more than a "
+                                "table's; check that it is a comma-separated file with a header row and one line "
+                                "per row")
+        # fields: commas outside double-quoted text ("" inside quotes pairs up too), + 1; linear, no field copied
+        columns = re.sub(rb'"[^"]*"', b"", header).count(b",") + 1
+    if columns > MAX_COLUMNS:
+        raise DataError(f"{path.name} has {columns:,} columns, more than the {MAX_COLUMNS:,} Workbench reads; "
+                        "keep the columns the model needs, or check that its separator is a comma")
+
+
+@contextlib.contextmanager
+def _open_text_bytes(path: Path):
+    """The decompressed bytes of a CSV file (by its suffix, as pandas decides), as a binary file object."""
+    name = path.name.lower()
+    if name.endswith(".zip"):
+        import zipfile
+
+        with zipfile.ZipFile(path) as z, z.open(z.namelist()[0]) as f:
+            yield f
+        return
+    if name.endswith(".gz"):
+        import gzip as module
+    elif name.endswith(".bz2"):
+        import bz2 as module
+    elif name.endswith(".xz"):
+        import lzma as module
+    else:
+        module = None
+    with (open(path, "rb") if module is None else module.open(path, "rb")) as f:
+        yield f
+
+
+def _parquet_columns(path: Path) -> int:
+    """Columns of a Parquet file's schema; its footer refused past :data:`MAX_LINE_BYTES` (0: left to pyarrow)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            if f.tell() < 12:
+                return 0
+            f.seek(-8, 2)
+            tail = f.read(8)
+    except OSError:
+        return 0
+    if tail[4:] != b"PAR1":
+        return 0
+    footer = int.from_bytes(tail[:4], "little")
+    if footer > MAX_LINE_BYTES:
+        raise DataError(f"{path.name}: its Parquet footer (the schema) is {footer:,} bytes, more than "
+                        f"{MAX_LINE_BYTES / 2**20:g} MB; check the file, or write it with fewer columns")
+    if importlib.util.find_spec("pyarrow") is None:
+        return 0
+    try:
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(path).num_columns)
+    except Exception:  # noqa: BLE001 - a damaged file: read_parquet says why
+        return 0
+
+
 def _names(columns, limit: int = 20) -> str:
-    cols = [str(c) for c in columns]
-    more = f", ... ({len(cols) - limit} more)" if len(cols) > limit else ""
-    return ", ".join(cols[:limit]) + more
+    """Column names for a message: at most ``limit``, each shortened (:func:`workbench.core.quoting.names_list`)."""
+    return names_list(columns, limit)
 
 
 def _as_list(value: Any) -> list[str]:
@@ -174,11 +282,11 @@ def _pick_columns(df, cfg: DataConfig, file: str) -> tuple[list[str], list[str]]
     for role, names in (("target", targets), ("features", features)):
         for col in names:
             if col not in df.columns:
-                raise DataError(f"{file} has no column {col!r}; columns: {_names(columns)}; "
+                raise DataError(f"{file} has no column {quoted(col)}; columns: {_names(columns)}; "
                                 f"set [data] {role} to {'one of them' if role == 'target' else 'some of them'}")
     both = [c for c in features if c in targets]
     if both:
-        raise DataError(f"{file}: column {both[0]!r} is both a target and a feature; remove it from [data] features")
+        raise DataError(f"{file}: column {quoted(both[0])} is both a target and a feature; remove it from [data] features")
     features = features or [c for c in columns if c not in targets]
     if not features:
         raise DataError(f"{file}: no feature columns are left besides the target(s) {_names(targets)}; "
@@ -244,7 +352,7 @@ def _fit_features(df, columns: list[str], train: np.ndarray, encoding: str, file
             continue
         cats = sorted(df[col].iloc[train].dropna().astype(str).unique().tolist())
         if encoding == "onehot" and len(cats) > MAX_ONEHOT:
-            raise DataError(f"{file}: text column {col!r} has {len(cats):,} distinct values, too many to one-hot; "
+            raise DataError(f"{file}: text column {quoted(col)} has {len(cats):,} distinct values, too many to one-hot; "
                             "leave it out of [data] features or set [data] categorical = \"codes\"")
         info.categorical[col] = cats
         info.feature_names += [f"{col}={v}" for v in cats] if encoding == "onehot" else [col]
@@ -349,7 +457,7 @@ def _encode_target(df, targets: list[str], task: str, train: np.ndarray, scale: 
         return torch.from_numpy(codes.astype(np.int64))
     for col in targets:
         if not _is_numeric(df[col]):
-            raise DataError(f"{file}: target column {col!r} holds text, which cannot be a {task} target; "
+            raise DataError(f"{file}: target column {quoted(col)} holds text, which cannot be a {task} target; "
                             "choose numeric target columns, or one text column for classification")
     y = df[targets].to_numpy(dtype=np.float32, copy=True)  # writable: torch shares its memory
     if task == "multilabel":
@@ -413,9 +521,9 @@ def table_datasets(cfg: DataConfig, task: str = "", scale_targets: bool = True
         The message names the file and the setting to change.
     """
     if cfg.categorical not in ("onehot", "codes"):
-        raise DataError(f"[data] categorical = {cfg.categorical!r} is not one of \"onehot\", \"codes\"")
+        raise DataError(f"[data] categorical = {quoted(cfg.categorical)} is not one of \"onehot\", \"codes\"")
     if task not in ("", "auto") + TASKS:
-        raise DataError(f"task {task!r} is not one of {', '.join(TASKS)} (or \"auto\")")
+        raise DataError(f"task {quoted(task)} is not one of {', '.join(TASKS)} (or \"auto\")")
     df = _read_table(cfg.root)
     file = Path(cfg.root).name
     targets, features = _pick_columns(df, cfg, file)

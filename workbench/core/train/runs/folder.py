@@ -26,7 +26,6 @@ A run folder holds everything needed to look at or replay a run:
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 import math
@@ -35,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+from workbench.core import csv_cells
 from workbench.core.files import atomic_write, atomic_write_text
 from workbench.core.run_folder.metrics_csv import MAX_LINE_BYTES, read_csv_rows, read_header
 from workbench.core.run_folder.processes import process_start_time
@@ -205,7 +205,7 @@ class MetricsCSV:
 
     def _write(self) -> None:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=self.columns, extrasaction="ignore")
+        w = csv_cells.dict_writer(buf, fieldnames=self.columns, extrasaction="ignore")
         w.writeheader()
         w.writerows(self.rows)
         atomic_write_text(self.path, buf.getvalue())
@@ -349,7 +349,7 @@ class StepsCSV:
 
         def write(out) -> None:
             text = io.StringIO()
-            csv.writer(text, lineterminator="\n").writerow(columns)
+            csv_cells.writer(text, lineterminator="\n").writerow(columns)
             out.write(text.getvalue().encode())
             with open(self.path, "rb") as f:
                 f.readline()
@@ -379,14 +379,14 @@ class StepsCSV:
         if not self.columns or not self.path.exists():
             self.columns = [*STEP_COLUMNS, *(k for k in keys if k not in STEP_COLUMNS)]
             text = io.StringIO()
-            csv.writer(text, lineterminator="\n").writerow(self.columns)
+            csv_cells.writer(text, lineterminator="\n").writerow(self.columns)
             self.path.write_text(text.getvalue(), encoding="utf-8")
         else:
             new = [k for k in keys if k not in self.columns]
             if new:
                 self._widen(new)
         text = io.StringIO()
-        w = csv.writer(text, lineterminator="\n")
+        w = csv_cells.writer(text, lineterminator="\n")
         for r in rows:
             w.writerow(["" if (v := r.get(k, "")) == "" or (isinstance(v, float) and math.isnan(v)) else v
                         for k in self.columns])
