@@ -1,7 +1,8 @@
 """File > Attach to a running script…: choose a waiting script, or type ``host:port`` and a token.
 
 The list shows the scripts on this machine that called ``workbench.attach``
-(their discovery files, :func:`workbench.core.attach.discovery.list_waiting`);
+(their discovery files, :func:`workbench.core.attach.discovery.scan_waiting`;
+a discovery folder others may write into lists nothing, and the dialog says why);
 picking one fills in its address and token. A script on another machine is
 reached through ``ssh -L`` (the dialog shows the command to copy) and its
 token typed in.
@@ -15,11 +16,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
 
-from workbench.core.attach.discovery import list_waiting
+from workbench.core.attach.discovery import scan_waiting
 
 __all__ = ["AttachDialog", "SSH_HINT", "ask_attach_target"]
 
 _INFO_ROLE = Qt.ItemDataRole.UserRole + 1
+_NONE_WAITING = ("No script on this machine is waiting. In your script: "
+                 "wb = workbench.attach(model, optimizer), then wb.step(loss) after each step.")
 #: How to reach a script on another machine (shown in the dialog; selectable text).
 SSH_HINT = ("A script on another machine listens on its own 127.0.0.1. Forward its port, then type "
             "127.0.0.1:PORT and the token it printed:\n    ssh -N -L PORT:127.0.0.1:PORT user@server")
@@ -41,8 +44,8 @@ class AttachDialog(QDialog):
         self.setWindowTitle("Attach to a running script")
         self.list = QListWidget(self)
         self.list.setObjectName("waitingList")
-        self.empty = QLabel("No script on this machine is waiting. In your script: "
-                            "wb = workbench.attach(model, optimizer), then wb.step(loss) after each step.", self)
+        self.empty = QLabel(_NONE_WAITING, self)
+        self.empty.setObjectName("waitingNote")
         self.empty.setWordWrap(True)
         self.address = QLineEdit(self)
         self.address.setObjectName("addressEdit")
@@ -83,7 +86,9 @@ class AttachDialog(QDialog):
     def refresh(self) -> None:
         """List the waiting scripts again (newest first; the first is selected)."""
         self.list.clear()
-        for info in list_waiting():
+        found = scan_waiting()
+        self.empty.setText(f"Not listed: {found.problem}." if found.problem else _NONE_WAITING)
+        for info in found.scripts:
             item = QListWidgetItem(_row_text(info))
             item.setData(_INFO_ROLE, info)
             item.setToolTip(f"run folder {info.get('run_dir', '?')}")

@@ -146,14 +146,16 @@ class _Call(QObject):
 
 
 def run_in_background(fn: Callable[[], Any], label: str, parent: QWidget | None = None,
-                      show_after_ms: int = 400) -> Any:
+                      show_after_ms: int = 400, on_cancel: Callable[[], None] | None = None) -> Any:
     """Run ``fn()`` on a worker thread while the window keeps repainting; return its result.
 
     The GUI thread waits in a local event loop (so the window stays responsive
     and the call stays synchronous for its caller) behind a busy
     ``QProgressDialog`` that appears only if the work takes longer than
     ``show_after_ms`` milliseconds. The dialog is window-modal, so no other
-    action starts meanwhile; it has no Cancel (the work cannot be interrupted).
+    action starts meanwhile. It has a Cancel button only when ``on_cancel`` is
+    given: pressing it calls ``on_cancel()`` on the GUI thread, which must make
+    ``fn`` return or raise soon (attaching: it closes the connection).
 
     Raises
     ------
@@ -164,11 +166,15 @@ def run_in_background(fn: Callable[[], Any], label: str, parent: QWidget | None 
     call = _Call(fn, box)
     loop = QEventLoop()
     call.finished.connect(loop.quit, Qt.ConnectionType.QueuedConnection)
-    dialog = QProgressDialog(label, None, 0, 0, parent)
+    dialog = QProgressDialog(label, "Cancel" if on_cancel else None, 0, 0, parent)
     dialog.setObjectName("busyDialog")
     dialog.setWindowModality(Qt.WindowModality.WindowModal)
     dialog.setMinimumDuration(show_after_ms)
-    dialog.setCancelButton(None)
+    if on_cancel is None:
+        dialog.setCancelButton(None)
+    else:
+        dialog.canceled.connect(on_cancel)
+        dialog.setValue(0)  # starts the timer that shows it after show_after_ms (Qt 6 no longer does on its own)
     thread = start_in_thread(call, "backgroundCall")
     try:
         loop.exec()  # the queued quit arrives even if the call finished before exec() started

@@ -17,14 +17,23 @@ import threading
 from typing import Any, Callable, Iterator
 
 from workbench.core.attach import script as _script  # registers the probe dataclasses for the wire
+from workbench.core.attach.schema import SchemaError, check_ack, check_event, check_welcome
 from workbench.core.attach.wire import MAX_MESSAGE_BYTES, UnknownType, WireError, recv_message, send_message
 from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
 
-__all__ = ["connect", "AttachedRun", "AttachError", "parse_address", "CONNECT_TIMEOUT_S", "SCRIPT_EVENTS"]
+__all__ = ["connect", "AttachedRun", "AttachError", "ConnectCancel", "parse_address", "CONNECT_TIMEOUT_S",
+           "MAX_WELCOME_BYTES", "SCRIPT_EVENTS"]
 
-#: Seconds to connect and be welcomed.
+#: Seconds to connect and be welcomed, in all: one deadline for the whole welcome, not a timeout per read
+#: (a peer trickling a byte every few seconds would otherwise hold the window for ever).
 CONNECT_TIMEOUT_S = 10.0
+#: The largest welcome (bytes) a window reads: a model at :data:`~workbench.core.attach.schema.MAX_MODULES`
+#: modules and twice as many tensors describes itself in ~10 MB; the 64 MB of any other message would let a
+#: peer fill the window's memory with millions of entries before they are counted.
+MAX_WELCOME_BYTES = 16 * 2**20
+#: Replies to commands kept in :attr:`AttachedRun.acks` (the newest; a window waits for the latest few).
+MAX_ACKS = 1024
 #: The events a script publishes (:data:`workbench.core.attach.script.PUBLISHED`): the only event types the
 #: socket rebuilds, so ``StateSynced`` / ``ExtrasReady`` (whose bytes a training process's pipe reads with
 #: ``torch.load``) never come from a socket; a message of any other type is skipped whole.
@@ -34,6 +43,57 @@ _END = object()
 
 class AttachError(ConnectionError):
     """The script could not be reached, refused the token, or answered with something that is not a welcome."""
+
+
+class ConnectCancel:
+    """Ends a :func:`connect` in progress from another thread (the busy dialog's Cancel): its socket is shut.
+
+    :func:`connect` then raises :class:`AttachError` ("cancelled"); once it has returned, :meth:`cancel`
+    does nothing (the run is the caller's to close).
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._done = False
+        self.cancelled = False
+        self.expired = False
+
+    def cancel(self) -> None:
+        """Stop the connect now (any thread)."""
+        self._end("cancelled")
+
+    def _expire(self) -> None:  # the deadline's timer
+        self._end("expired")
+
+    def _end(self, why: str) -> None:
+        with self._lock:
+            setattr(self, why, True)  # after connect returned: said, but the run is the caller's to close
+            if self._done:
+                return
+            sock = self._sock
+        if sock is not None:
+            _shut(sock)
+
+    def _attach(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+            stopped = self.cancelled or self.expired
+        if stopped:
+            _shut(sock)
+
+    def _finish(self) -> bool:
+        """No cancel from now on; True when the socket was shut meanwhile."""
+        with self._lock:
+            self._done = True
+            return self.cancelled or self.expired
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)  # wakes a connect or recv blocked on another thread
+    except OSError:
+        pass
 
 
 def parse_address(address) -> tuple[str, int]:
@@ -58,7 +118,8 @@ def parse_address(address) -> tuple[str, int]:
     return host, n
 
 
-def connect(address, token: str, *, steer: bool = True, callbacks=()) -> "AttachedRun":
+def connect(address, token: str, *, steer: bool = True, callbacks=(), cancel: ConnectCancel | None = None,
+            timeout: float | None = None) -> "AttachedRun":
     """Attach to a script that called :func:`workbench.attach`.
 
     Parameters
@@ -71,6 +132,10 @@ def connect(address, token: str, *, steer: bool = True, callbacks=()) -> "Attach
         Ask to steer; False watches read-only (so does a second window while one steers).
     callbacks : sequence of ProbeCallback
         The window's live probes: their copies run in the script, their reports come back to ``sink``.
+    cancel : ConnectCancel, optional
+        Lets another thread end the wait (a dialog's Cancel).
+    timeout : float, optional
+        Seconds for the whole of connecting and reading the welcome (one deadline; :data:`CONNECT_TIMEOUT_S`).
 
     Returns
     -------
@@ -80,28 +145,85 @@ def connect(address, token: str, *, steer: bool = True, callbacks=()) -> "Attach
     Raises
     ------
     AttachError
-        Nothing listens there, the token is wrong, or the peer is not a Workbench script.
+        Nothing listens there, the token is wrong, the peer is not a Workbench script, its welcome did not
+        come whole within ``timeout`` seconds, is larger than :data:`MAX_WELCOME_BYTES` or fails
+        :func:`~workbench.core.attach.schema.check_welcome` (a wrong type, a model past its limits), or
+        ``cancel`` was used.
     """
     host, port = parse_address(address)
+    where = f"{host}:{port}"
+    timeout = CONNECT_TIMEOUT_S if timeout is None else float(timeout)
+    guard = cancel if cancel is not None else ConnectCancel()
+    deadline = threading.Timer(timeout, guard._expire)
+    deadline.daemon = True
+    deadline.start()
+    sock = None
     try:
-        sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
-    except OSError as exc:
-        raise AttachError(f"cannot reach {host}:{port}: {exc.strerror or exc}. Is the script running, "
-                          "and for a remote machine, is the ssh -L tunnel open?") from None
-    try:
-        send_message(sock, {"type": "hello", "token": str(token), "steer": bool(steer), "version": 1})
-        reply = recv_message(sock, MAX_MESSAGE_BYTES)
+        sock, reply = _hello(host, port, token, steer, timeout, guard)
     except (OSError, WireError) as exc:
-        sock.close()
-        raise AttachError(f"{host}:{port} did not answer as a Workbench script: {exc}") from None
+        error = exc
+    else:
+        error = None
+    finally:
+        deadline.cancel()
+    stopped = guard._finish()
+    if stopped or error is not None:
+        if sock is not None:
+            sock.close()
+        if guard.cancelled:
+            raise AttachError(f"attaching to {where} was cancelled")
+        if guard.expired:
+            raise AttachError(f"{where} did not welcome this window within {timeout:g} s "
+                              "(a slow tunnel, or not a Workbench script)")
+        if isinstance(error, WireError):
+            raise AttachError(f"{where} did not answer as a Workbench script: {error}")
+        raise AttachError(f"cannot reach {where}: {getattr(error, 'strerror', None) or error}. Is the script "
+                          "running, and for a remote machine, is the ssh -L tunnel open?")
     if isinstance(reply, dict) and reply.get("type") == "refused":
         sock.close()
-        raise AttachError(f"{host}:{port} refused to attach: {reply.get('reason')}")
-    if not isinstance(reply, dict) or reply.get("type") != "welcome" or not isinstance(reply.get("info"), dict):
+        reason = reply.get("reason")
+        raise AttachError(f"{where} refused to attach: {reason if isinstance(reason, str) else '?'}"[:500])
+    try:
+        check_welcome(reply)
+    except SchemaError as exc:
         sock.close()
-        raise AttachError(f"{host}:{port} did not answer as a Workbench script")
+        raise AttachError(f"{where} sent a welcome Workbench does not take: {exc}") from None
     sock.settimeout(None)
-    return AttachedRun(sock, reply, f"{host}:{port}", callbacks)
+    return AttachedRun(sock, reply, where, callbacks)
+
+
+def _hello(host: str, port: int, token: str, steer: bool, timeout: float, guard: ConnectCancel):
+    """``(socket, reply)``: connected, hello sent, one message read (``guard`` may shut the socket meanwhile).
+
+    Raises ``OSError`` when no address connects, ``WireError`` when the peer fails after connecting.
+    """
+    last: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _name, addr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        guard._attach(sock)
+        sock.settimeout(timeout + 1.0)  # each read is bounded too; the guard's timer bounds them all, and first
+        try:
+            sock.connect(addr)
+        except OSError as exc:
+            sock.close()
+            last = exc
+            if guard.cancelled or guard.expired:
+                break
+            continue
+        try:
+            send_message(sock, {"type": "hello", "token": str(token), "steer": bool(steer), "version": 1})
+            reply = recv_message(sock, MAX_WELCOME_BYTES)
+        except OSError as exc:  # connected: the peer, not the address, failed
+            sock.close()
+            raise WireError(exc.strerror or str(exc) or type(exc).__name__) from None
+        except BaseException:
+            sock.close()
+            raise
+        if reply is None:
+            sock.close()
+            raise WireError("the connection closed before a welcome")
+        return sock, reply
+    raise last
 
 
 class AttachedRun:
@@ -118,6 +240,9 @@ class AttachedRun:
         Another window steered the run when this one attached.
     reason : str or None
         The end reason once the script finished (``"detached"`` when this side let go).
+    bad_peer : str or None
+        The one line said when the script sent a message that failed its check (the connection then ends,
+        after a ``RunError`` with that line).
     acks : list of dict
         Replies to commands: ``{"id", "ok", "error"}`` (a refused command's error is also logged by the script).
     """
@@ -134,6 +259,7 @@ class AttachedRun:
         self.steering = bool(welcome.get("steering"))
         self.steered_elsewhere = bool(welcome.get("steered_elsewhere"))
         self.reason: str | None = None
+        self.bad_peer: str | None = None
         self.acks: list[dict] = []
         self.callbacks = list(callbacks)
         self._events: queue.Queue = queue.Queue()
@@ -275,7 +401,9 @@ class AttachedRun:
                     reason = event.reason
                     return reason
                 emit(event)
-            if not (self._closed or self._detaching):
+            if self.bad_peer is not None:
+                reason = "error"  # its RunError line was the last event
+            elif not (self._closed or self._detaching):
                 emit(RunError(f"The connection to the script at {self.address} was lost "
                               f"(the script ended or the network went away)."))
                 reason = "crashed"
@@ -337,19 +465,32 @@ class AttachedRun:
                     return
                 if not isinstance(msg, dict):
                     continue
-                if msg.get("type") == "ack":
-                    with self._acked:
-                        self.acks.append(msg)
-                        self._acked.notify_all()
-                    if not msg.get("ok"):  # the window says so (a status line), never silently
-                        self._events.put(ProgressText(f"The script refused a command: {msg.get('error')}"))
-                    continue
-                event = msg.get("event")
-                if msg.get("type") != "event" or type(event).__name__ not in SCRIPT_EVENTS:
-                    continue  # a script publishes no state blobs: nothing here is ever unpickled
-                self._events.put(event)
+                try:
+                    self._take(msg)
+                except SchemaError as exc:  # a peer that sends what no script sends: one line, and let go
+                    self.bad_peer = (f"The script at {self.address} sent a message Workbench does not take "
+                                     f"({exc}); detached.")
+                    self._events.put(RunError(self.bad_peer))
+                    return
         finally:
             self._events.put(_END)
+
+    def _take(self, msg: dict) -> None:
+        """One message from the script, checked (:mod:`~workbench.core.attach.schema`) before anything uses it."""
+        if msg.get("type") == "ack":
+            check_ack(msg)
+            with self._acked:
+                self.acks.append(msg)
+                del self.acks[:-MAX_ACKS]  # a peer replying without end never fills the memory
+                self._acked.notify_all()
+            if not msg.get("ok"):  # the window says so (a status line), never silently
+                self._events.put(ProgressText(f"The script refused a command: {msg.get('error')}"))
+            return
+        event = msg.get("event")
+        if msg.get("type") != "event" or type(event).__name__ not in SCRIPT_EVENTS:
+            return  # a script publishes no state blobs: nothing here is ever unpickled
+        check_event(event)
+        self._events.put(event)
 
     def wait_ack(self, cid: int | None = None, timeout: float = 5.0) -> dict | None:
         """The reply to command ``cid`` (the latest when None) within ``timeout`` seconds, or None."""

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["MAGIC", "MAX_MESSAGE_BYTES", "WireError", "UnknownType", "register", "DATACLASSES", "encode", "decode",
+__all__ = ["MAGIC", "MAX_MESSAGE_BYTES", "MAX_JSON_VALUES", "WireError", "UnknownType", "register", "DATACLASSES", "encode", "decode",
            "send_message", "recv_message"]
 
 MAGIC = b"WBA1"
@@ -41,6 +41,11 @@ _JSON_LEN = struct.Struct(">I")
 #: The largest message (bytes) a reader accepts unless told otherwise: a resnet50's
 #: probe reports are ~1 MB; a full model state is never sent.
 MAX_MESSAGE_BYTES = 64 * 2**20
+#: The most JSON values (containers plus elements) one message may hold, counted before it is parsed: each
+#: costs ~60 bytes as a Python object for 2-3 bytes on the wire, so 64 MB of ``[[],[],...]`` would take
+#: 1.4 GB; 2,000,000 keep a message under ~150 MB. A script's largest (its welcome at
+#: :data:`~workbench.core.attach.schema.MAX_MODULES`, a probe report of thousands of modules) holds < 1,000,000.
+MAX_JSON_VALUES = 2_000_000
 
 #: numpy dtypes an ndarray may have on the wire (never ``object``).
 _ND_DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -105,8 +110,12 @@ def decode(body: bytes) -> Any:
     (n,) = _JSON_LEN.unpack_from(body)
     if _JSON_LEN.size + n > len(body):
         raise WireError("truncated message")
+    text = bytes(body[_JSON_LEN.size:_JSON_LEN.size + n])
+    values = text.count(b"[") + text.count(b"{") + text.count(b",")  # every value but a container's first follows a comma
+    if values > MAX_JSON_VALUES:
+        raise WireError(f"a message of about {values:,} JSON values refused (limit {MAX_JSON_VALUES:,})")
     try:
-        tree = json.loads(bytes(body[_JSON_LEN.size:_JSON_LEN.size + n]).decode("utf-8"))
+        tree = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise WireError(f"not a message: {type(exc).__name__}: {exc}") from None
     blob = memoryview(body)[_JSON_LEN.size + n:]
