@@ -398,7 +398,7 @@ def check(kind: str, spec: Any, origin: str | Path, *, trust: bool) -> str | Non
     if ":" not in spec or is_registered(kind, spec):  # registered, or a plain name (unknown ones fail to resolve)
         return None
     if not trust:
-        raise TrustRequired(origin, [spec], kind="code")
+        raise TrustRequired(origin, [spec], kind="code", roles={spec: kind})
     return str(Path(origin).expanduser().resolve().parent)
 
 

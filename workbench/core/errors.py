@@ -45,11 +45,16 @@ class TrustRequired(CheckpointError):
         (which runs code by design), or a file that names code to import or call
         (an architecture, factory or other ``pkg.mod:callable`` / ``file.py:callable``
         spec that is not a registered contribution); ``globals_`` then holds that spec.
+    roles : dict of str to str, optional
+        For ``kind="code"``: what each spec of ``globals_`` is to the file (``"architecture"``,
+        ``"dataset"``, ``"step"``, ``"loss"``, ``"metric"``), so the question says it (:attr:`roles`).
     """
 
-    def __init__(self, path: str | Path, globals_: list[str], kind: str = "pickle"):
+    def __init__(self, path: str | Path, globals_: list[str], kind: str = "pickle",
+                 roles: dict[str, str] | None = None):
         self.globals = list(globals_)
         self.kind = kind
+        self.roles = dict(roles or {})
         if kind == "torchscript":
             what = "is a TorchScript archive; loading it runs code stored in the file"
         elif kind == "code":

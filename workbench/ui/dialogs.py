@@ -285,33 +285,76 @@ def ask_lora(target: str, types: tuple[str, ...], present, parent=None) -> LoraO
     return options
 
 
+#: How the trust question names what a file's code spec is for (``TrustRequired.roles``' values).
+ROLE_WORDS = {"architecture": "architecture", "dataset": "dataset", "step": "training step", "loss": "loss",
+              "metric": "metric", "task": "task"}
+#: Code specs listed in the trust question at most (the rest: "… and N more").
+MAX_LISTED = 40
+
+
 def trust_dialog(err, parent=None) -> QMessageBox:
     """A warning listing the code a file would run; Cancel is the default and Escape button.
+
+    For a file that names code (``kind="code"``) the first line says what the code is for
+    (its architecture, dataset, training step, loss, metric: ``err.roles``), and the
+    list below gives each spec with the file it would import.
 
     Parameters
     ----------
     err : core.errors.TrustRequired
-        With ``.path``, ``.globals`` and ``.kind`` (``"pickle"``, ``"torchscript"``
-        or ``"code"``: an architecture / factory spec the file names).
+        With ``.path``, ``.globals``, ``.kind`` (``"pickle"``, ``"torchscript"``
+        or ``"code"``: an architecture / factory spec the file names) and ``.roles``.
     """
     box = _warning_box(parent, "trustDialog", "Loading this file runs code")
     kind = getattr(err, "kind", "")
     names = list(getattr(err, "globals", []) or [])
-    where = getattr(err, "path", None) or "This file"
+    path = getattr(err, "path", None)
+    where = Path(str(path)).name if path else "This file"
     if kind == "code":
-        box.setText(f"{where} names Python code to build its model. Opening it imports that module and calls "
-                    "the function it names, which can do anything your account can. Only continue if you trust "
-                    "where the file comes from.")
+        roles = dict(getattr(err, "roles", None) or {})
+        words = list(dict.fromkeys(ROLE_WORDS.get(roles[n], roles[n]) for n in names if n in roles))
+        if words == ["architecture"]:
+            what = "to build its model (its architecture)"
+        elif words:
+            what = "for its " + _and_list(words)
+        else:
+            what = "to build its model"
+        box.setText(f"{where} names Python code {what}. Going on imports that code and calls it, which can do "
+                    "anything your account can. Only continue if you trust where the file comes from.")
+        lines = [_code_line(n, roles.get(n), path) for n in names[:MAX_LISTED]]
         heading = "Code it names"
     else:
         what = "a TorchScript program" if kind == "torchscript" else "pickled Python objects"
         box.setText(f"{where} contains {what}. Loading it imports and runs that code. "
                     "Only continue if you trust where the file comes from.")
+        lines = names[:MAX_LISTED]
         heading = "Globals it imports"
-    listing = "\n".join(names[:40]) + ("\n…" if len(names) > 40 else "")
-    box.setInformativeText(f"{heading}:\n{listing}" if names else str(err))
+    listing = "\n".join(lines) + (f"\n… and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else "")
+    file_line = f"File: {path}\n\n" if path else ""
+    box.setInformativeText(f"{file_line}{heading}:\n{listing}" if names else f"{file_line}{err}")
     _add_accept_and_default_cancel(box, "Trust and load", "trustButton")
     return box
+
+
+def _and_list(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _code_line(spec: str, role: str | None, origin) -> str:
+    """``dataset: my_data.py:load (/runs/r/my_data.py)``: what a spec is for and what it would import."""
+    target, sep, _ = spec.rpartition(":")
+    if not sep or not target:
+        where = ""
+    elif target.endswith(".py") or "/" in target or "\\" in target:
+        file = Path(target).expanduser()
+        if not file.is_absolute() and origin:
+            file = Path(str(origin)).expanduser().parent / file
+        where = f" ({file})"
+    else:
+        where = f" (module {target})"
+    label = f"{ROLE_WORDS.get(role, role)}: " if role else ""
+    return f"{label}{spec}{where}"
 
 
 def corrupt_checkpoint_dialog(err, parent=None) -> QMessageBox:
@@ -329,21 +372,54 @@ def corrupt_checkpoint_dialog(err, parent=None) -> QMessageBox:
     return box
 
 
-def load_report_dialog(report, file_name: str, arch_name: str, parent=None) -> QMessageBox:
+#: Tensor names the Partial-load question lists in its text at most; "Show details" has them all.
+LISTED_KEYS = 4
+
+
+def load_report_dialog(report, file_name: str, arch_name: str, parent=None, spec_text: str = "") -> QMessageBox:
     """Missing / unexpected / mismatched keys, with "Partial load" and Cancel (default).
+
+    The text names the architecture by its short name and lists the first
+    :data:`LISTED_KEYS` missing (and mismatched) tensors; "Show details" has the whole
+    report and the full architecture spec.
 
     Parameters
     ----------
     report : core.model.loading.LoadReport
+    file_name : str
+        The file opened (its name is shown).
+    arch_name : str
+        The architecture's short name (:func:`workbench.core.model.spec.short_name`).
+    spec_text : str, optional
+        The architecture in full (``str(ArchSpec)``), for the details.
     """
     box = _warning_box(parent, "loadReportDialog", "The weights do not fit the architecture")
-    box.setText(f"{file_name} does not load cleanly into {arch_name}: "
-                f"{len(report.missing)} missing, {len(report.unexpected)} unexpected, "
-                f"{len(report.mismatched)} mismatched tensors.\n\n"
+    counts = [f"{len(items)} {word}" for items, word in ((report.missing, "missing"),
+                                                         (report.unexpected, "unexpected"),
+                                                         (report.mismatched, "of another shape")) if items]
+    box.setText(f"{Path(file_name).name} does not load cleanly into {arch_name}: "
+                f"{', '.join(counts) or 'nothing differs'}.\n"
                 "A partial load copies every tensor that fits and leaves the rest freshly initialized.")
-    box.setDetailedText(format_report(report))
+    lines = []
+    if report.missing:
+        lines.append("Missing: " + _first(report.missing))
+    if report.mismatched:
+        lines.append("Of another shape: " + _first([name for name, _exp, _found in report.mismatched]))
+    if report.unexpected and not lines:
+        lines.append("Not in the model: " + _first(report.unexpected))
+    box.setInformativeText("\n".join(lines))
+    details = format_report(report)
+    if spec_text and spec_text != arch_name:
+        details = f"Architecture: {spec_text}\n\n{details}"
+    box.setDetailedText(details)
     _add_accept_and_default_cancel(box, "Partial load", "partialLoadButton")
     return box
+
+
+def _first(names: list[str]) -> str:
+    """The first :data:`LISTED_KEYS` names, and how many more."""
+    shown = ", ".join(names[:LISTED_KEYS])
+    return shown + (f" … and {len(names) - LISTED_KEYS} more (Show details)" if len(names) > LISTED_KEYS else "")
 
 
 def _warning_box(parent, object_name: str, title: str) -> QMessageBox:

@@ -18,14 +18,13 @@ from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QUndoStack
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QWidget
 
-from workbench.core.attach.client import AttachError, connect
 from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
 from workbench.core.model import tree as core_tree
 from workbench.core.model.edits import last_layer
-from workbench.core.model.skeleton import SkeletonError, build_skeleton, is_skeleton
+from workbench.core.model.skeleton import is_skeleton
 from workbench.core.train.runs.folder import default_runs_root
-from workbench.ui.threading import run_in_background
+from workbench.ui.attaching import attach_window
 from workbench.ui.dock_follow import FollowingDock
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
@@ -271,7 +270,7 @@ class MainWindow(QMainWindow):
         """
         width = self.width()
         frame = max(0, self.model_dock.width() - self.tree_widget.width())
-        model_width = min(max(self.tree_widget.columns_width() + frame, int(width * 0.3)), width // 2)
+        model_width = self._model_dock_width(self.tree_widget.columns_width() + frame, int(width * 0.3))
         self.resizeDocks([self.model_dock, self.training_dock], [model_width, width - model_width],
                          Qt.Orientation.Horizontal)
         height = self.height()
@@ -286,9 +285,20 @@ class MainWindow(QMainWindow):
         frame = max(0, self.model_dock.width() - self.tree_widget.width())
         need = self.tree_widget.columns_width() + frame
         if self.model_dock.isVisible() and not self.model_dock.isFloating() and self.model_dock.width() < need:
-            width = min(need, self.width() // 2)
+            width = self._model_dock_width(need, self.model_dock.width())
             self.resizeDocks([self.model_dock, self.training_dock], [width, self.width() - width],
                              Qt.Orientation.Horizontal)
+
+    def _model_dock_width(self, need: int, least: int) -> int:
+        """The Model dock's width, px: ``need`` (the tree's columns) or ``least``, whichever is wider, up to half
+        the window; no wider than leaves the Training dock its settings beside the plots unless the columns need it.
+
+        The tree's Name column takes what the other columns leave, so a few pixels less only elide its start.
+        """
+        width = self.width()
+        beside = width - self.training_panel.side_by_side_width() - self.style().pixelMetric(
+            self.style().PixelMetric.PM_DockWidgetSeparatorExtent, None, self)
+        return min(max(need, min(least, beside)), width // 2)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         """On the first show without a saved layout, size the docks."""
@@ -342,6 +352,9 @@ class MainWindow(QMainWindow):
         self.detach_action.setEnabled(False)
         file_menu.addSeparator()
         self._action(file_menu, "&Save checkpoint…", files.on_save_triggered, QKeySequence.StandardKey.Save)
+        self._action(file_menu, "Save as &model folder…", files.on_save_folder_triggered,
+                     tip="A save_pretrained folder (config with the labels, weights, tokenizer) that transformers "
+                         "loads back; LoRA adapters merged")
         self._action(file_menu, "&Export summary…", files.on_export_triggered, tip="Markdown or CSV")
         self._action(file_menu, "&Compare with checkpoint…", files.on_compare_triggered,
                      tip="Per-module relative change ||a - b|| / ||a|| against another checkpoint of this architecture")
@@ -627,29 +640,11 @@ class MainWindow(QMainWindow):
         Returns
         -------
         bool
-            True when attached; False after saying why not (a run is going, nothing
-            listens there, a wrong token, a structure that cannot be shown).
+            True when attached; False after saying why not in one line (a run is going, nothing
+            listens there, a wrong token, a welcome that fails its check, a structure that cannot
+            be shown, the busy dialog's Cancel); see :func:`workbench.ui.attaching.attach_window`.
         """
-        if self.training_panel.is_running():
-            self.session.show_status("Stop or detach the current run before attaching to a script.", 8000)
-            return False
-        callbacks = self.session.training_callbacks()
-        try:  # off the GUI thread: a remote script behind a slow tunnel must not freeze the window
-            handle = run_in_background(lambda: connect(address, token, steer=steer, callbacks=callbacks),
-                                       f"Attaching to {address}…", self)
-        except AttachError as exc:
-            self.prompts.error(f"Attach: {exc}")
-            return False
-        try:
-            skeleton = build_skeleton(handle.info.get("model") or {})
-        except SkeletonError as exc:
-            handle.close()
-            self.prompts.error(f"Attach: the script's model cannot be shown: {exc}")
-            return False
-        info = handle.info
-        self.session.set_model(skeleton, source=f"attached · {info.get('name', 'script')} (pid {info.get('pid')}) "
-                                                f"· {handle.address}")
-        return self.training_panel.attach(handle)
+        return attach_window(self, address, token, steer)
 
     def detach(self) -> bool:
         """Let go of the attached script (it trains on as it is); False when none is attached."""

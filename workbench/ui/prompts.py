@@ -118,7 +118,10 @@ class Prompts:
 
     def partial_load(self, report: LoadReport, file_name: str, spec: ArchSpec) -> bool:
         """The load report dialog; True = load the tensors that fit."""
-        box = dialogs.load_report_dialog(report, file_name, str(spec), self.parent)
+        from workbench.core.model.spec import short_name
+
+        box = dialogs.load_report_dialog(report, file_name, short_name(spec) or str(spec), self.parent,
+                                         spec_text=str(spec))
         box.exec()
         return dialogs.accepted_button(box)
 

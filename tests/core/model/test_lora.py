@@ -69,10 +69,12 @@ def test_adapters_freeze_the_base_keep_the_output_and_show_as_children():
     paths = lora.lora_targets(model, ["bert.encoder"], names=ATTENTION)
     before = lora.add_lora(model, paths, r=4, alpha=8)
     assert len(before) == sum(1 for _ in _bert().parameters())  # everything was trainable
-    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    # the adapters and the classifier's task head (peft's modules_to_save) train; the rest is frozen
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad and not n.startswith("classifier.")]
     assert trainable and all(".lora_A." in n or ".lora_B." in n for n in trainable)
     assert len(trainable) == 2 * len(paths)
-    assert sum(p.numel() for n, p in model.named_parameters() if p.requires_grad) == len(paths) * 4 * (32 + 32)
+    head = sum(p.numel() for p in model.classifier.parameters())
+    assert sum(p.numel() for n, p in model.named_parameters() if p.requires_grad) == len(paths) * 4 * (32 + 32) + head
     children = dict(model.get_submodule(paths[0]).named_children())
     assert {"base_layer", "lora_A", "lora_B"} <= set(children)
     assert lora.lora_paths(model) == paths
@@ -99,7 +101,8 @@ def test_twenty_model_loss_steps_change_only_the_adapters(tmp_path):
     from workbench.core.train.trainer.loop import Trainer
 
     model, paths, _ = _with_adapters()
-    base = {n: t.detach().clone() for n, t in model.state_dict().items() if "lora_" not in n}
+    base = {n: t.detach().clone() for n, t in model.state_dict().items()
+            if "lora_" not in n and not n.startswith("classifier.")}  # the task head trains beside the adapters
     adapters = {n: t.detach().clone() for n, t in model.state_dict().items() if "lora_" in n}
     rows = [{k: v[i] for k, v in _batch(160, seed=5).items()} for i in range(160)]
     loaders = (DataLoader(rows, batch_size=8, shuffle=False), DataLoader(rows[:16], batch_size=8))
@@ -156,9 +159,10 @@ def test_adapters_only_save_loads_back_onto_a_fresh_base_with_peft(tmp_path):
     from safetensors.torch import load_file
 
     saved = load_file(folder / "adapter_model.safetensors")
-    assert len(saved) == 2 * len(paths)
+    head = {"base_model.model.classifier.weight", "base_model.model.classifier.bias"}  # peft's modules_to_save
+    assert head <= set(saved) and len(saved) == 2 * len(paths) + len(head)
     assert all(k.startswith("base_model.model.bert.") and k.endswith((".lora_A.weight", ".lora_B.weight"))
-               for k in saved)
+               for k in set(saved) - head)
     loaded = peft.PeftModel.from_pretrained(_bert(), folder).eval()
     assert torch.allclose(_logits(loaded, batch), _logits(model, batch), atol=1e-6)
     with pytest.raises(WorkbenchError, match="no adapters"):

@@ -61,7 +61,8 @@ def test_the_context_menu_adds_adapters_the_tree_shows_them_and_ctrl_z_removes_t
         assert {c.short_name for c in node.children} >= {"base_layer", "lora_A", "lora_B"}
         assert root.find(f"{path}.lora_A.default").type_name == "Linear"
     adapters = 3 * 4 * (32 + 32)  # A (4, 32) and B (32, 4) per projection
-    assert root.trainable_params == adapters and root.total_params == total + adapters
+    head = sum(p.numel() for p in model.classifier.parameters())  # the task head trains too (modules_to_save)
+    assert root.trainable_params == adapters + head and root.total_params == total + adapters
     assert win.session.edits == [{"op": "add_lora", "paths": PROJECTIONS, "r": 4, "alpha": 8, "dropout": 0.0}]
     assert win.errors == []
 
@@ -76,7 +77,7 @@ def test_the_context_menu_adds_adapters_the_tree_shows_them_and_ctrl_z_removes_t
     assert all(torch.equal(t, base[n]) for n, t in model.state_dict().items())
 
     win.redo_action.trigger()
-    assert win.tree_model.root.trainable_params == adapters
+    assert win.tree_model.root.trainable_params == adapters + head
     assert win.session.edits[0]["op"] == "add_lora"
 
 

@@ -71,7 +71,7 @@ def test_settings_defaults_and_device_combo(host):
     assert host.panel.objectName() == "trainingPanel"
     assert s.dataset_combo.currentData() == "digits" and s.dataset_combo.currentText().startswith("Demo digits")
     assert [s.dataset_combo.itemData(i) for i in range(s.dataset_combo.count())] == [
-        "digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake", "csv", SPEC]
+        "digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake", "csv", "text", SPEC]
     devices = [s.device_combo.itemData(i) for i in range(s.device_combo.count())]
     assert devices == [d for d, _ in training.available_devices()] + [k for k, _ in training.ddp_choices()]
     assert "ddp:cpu:2" in devices  # "CPU, 2 processes (DDP, Gloo)" everywhere

@@ -32,7 +32,7 @@ from workbench.core import warm_imports
 from workbench.core.errors import WorkbenchError
 from workbench.core.quoting import quoted
 
-__all__ = ["ADAPTER_NAME", "LORA_TYPES", "is_lora_layer", "types_under", "lora_targets", "lora_edit", "add_lora", "remove_lora", "lora_paths", "max_rank",
+__all__ = ["ADAPTER_NAME", "LORA_TYPES", "head_paths", "is_lora_layer", "types_under", "lora_targets", "lora_edit", "add_lora", "remove_lora", "lora_paths", "max_rank",
            "merge_lora", "merged_copy", "adapter_config", "adapter_state_dict", "save_adapters"]
 
 #: The name peft gives the adapter (``...query.lora_A.default.weight``).
@@ -47,6 +47,10 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
 #: peft's key prefix for a model wrapped in ``PeftModel`` (what ``PeftModel.from_pretrained`` expects).
 _PEFT_PREFIX = "base_model.model."
+#: Classes whose head is new for the task and trains beside the adapters (peft's ``modules_to_save`` of its
+#: SEQ_CLS / TOKEN_CLS / QUESTION_ANS task types): a Hugging Face model whose class name ends so.
+TASK_HEAD_SUFFIXES = ("ForSequenceClassification", "ForTokenClassification", "ForImageClassification",
+                      "ForQuestionAnswering", "ForMultipleChoice")
 
 
 def _peft():
@@ -161,13 +165,29 @@ def lora_edit(paths: list[str], r: int = 8, alpha: float = 16, dropout: float = 
     return {"op": "add_lora", "paths": list(paths), "r": int(r), "alpha": alpha, "dropout": float(dropout)}
 
 
+def head_paths(model: nn.Module) -> list[str]:
+    """The task head of a Hugging Face classifier: its top-level modules with parameters outside the base model.
+
+    ``["classifier"]`` for a ``BertForSequenceClassification``, ``["score"]`` for a
+    ``LlamaForSequenceClassification``; ``[]`` for a model whose class does not end in one of
+    :data:`TASK_HEAD_SUFFIXES` (a causal LM's ``lm_head`` is the pretrained one and is not a task head).
+    """
+    prefix = getattr(model, "base_model_prefix", "")
+    if not prefix or not type(model).__name__.endswith(TASK_HEAD_SUFFIXES):
+        return []
+    return [name for name, child in model.named_children()
+            if name != prefix and any(True for _ in child.parameters())]
+
+
 def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, dropout: float = 0.0) -> list[str]:
-    """Put LoRA adapters on the modules named ``paths`` and freeze everything else.
+    """Put LoRA adapters on the modules named ``paths`` and freeze everything else but a classifier's task head.
 
     The adapted layer computes ``W x + (alpha / r) * B A dropout(x)`` (Hu et
     al., 2021); ``B`` starts at zero, so the model's output is unchanged until
     the adapters train. Afterwards only adapter parameters are trainable (peft's
-    rule); unfreeze a head with its checkbox to train it as well.
+    rule), and the task head of a Hugging Face classifier (:func:`head_paths`,
+    peft's ``modules_to_save``), which is new for the task and must train; unfreeze
+    another head with its checkbox to train it as well.
 
     Parameters
     ----------
@@ -223,6 +243,9 @@ def add_lora(model: nn.Module, paths: list[str], r: int = 8, alpha: float = 16, 
     except (ValueError, TypeError, RuntimeError) as exc:
         raise WorkbenchError(f"LoRA: peft could not adapt {', '.join(paths)}: {exc}") from exc
     _drop_peft_config(model)
+    for head in head_paths(model):  # the task head trains beside the adapters (peft's modules_to_save)
+        for p in model.get_submodule(head).parameters():
+            p.requires_grad_(True)
     return trainable
 
 
@@ -376,12 +399,14 @@ def adapter_config(model: nn.Module):
     return peft.LoraConfig(
         r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none",
         target_modules="|".join(f"(?:{re.escape(p)})" for p in paths),
+        modules_to_save=head_paths(model) or None,
         rank_pattern={f"^{re.escape(p)}$": n[0] for p, n in numbers.items() if n[0] != r},
         alpha_pattern={f"^{re.escape(p)}$": n[1] for p, n in numbers.items() if n[1] != alpha})
 
 
 def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The adapters' tensors in peft's format: ``base_model.model.<path>.lora_A.weight`` -> (r, in) CPU tensor.
+    """The adapters' tensors in peft's format: ``base_model.model.<path>.lora_A.weight`` -> (r, in) CPU tensor,
+    and a classifier's task head whole (``base_model.model.classifier.weight``: peft's ``modules_to_save``).
 
     What ``PeftModel.save_pretrained`` writes and ``PeftModel.from_pretrained``
     loads (``peft.get_peft_model_state_dict`` drops the adapter name).
@@ -393,7 +418,11 @@ def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
         tensors = peft.get_peft_model_state_dict(model, adapter_name=ADAPTER_NAME)
     finally:
         _drop_peft_config(model)
-    return {_PEFT_PREFIX + k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
+    out = {_PEFT_PREFIX + k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
+    for head in head_paths(model):  # modules_to_save: stored whole, under their own names, as peft saves them
+        for name, t in model.get_submodule(head).state_dict().items():
+            out[f"{_PEFT_PREFIX}{head}.{name}"] = t.detach().cpu().contiguous().clone()
+    return out
 
 
 def save_adapters(model: nn.Module, folder: str | Path) -> Path:

@@ -186,3 +186,88 @@ class ArchSpec:
     def __str__(self) -> str:
         args = ", ".join([repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()])
         return f"{self.name}({args})" if args else self.name
+
+
+#: Longest :func:`short_name`, characters (a table cell, a dialog's first line); a longer one ends with "…".
+SHORT_NAME_CHARS = 48
+#: Workbench's builders of an opened model folder (``"pkg.mod:callable"``, before and after they moved).
+_HF_BUILDERS = ("workbench.core.model.hf_build:build_hf_model", "workbench.core.model.hf_folder:build_hf_model")
+_TIMM_BUILDERS = ("workbench.core.model.hf_build:build_timm_model", "workbench.core.model.hf_folder:build_timm_model")
+
+
+def short_name(spec: ArchSpec | Mapping | str | None, source: str | Path | None = None) -> str:
+    """What to call an architecture in a table cell or a dialog's first line: its class or name, never its config.
+
+    ``build_hf_model(architecture='LlamaForCausalLM', config_json='{…}')`` is
+    ``LlamaForCausalLM`` (the config's ``architectures[0]`` or ``model_type`` when
+    the spec has no ``architecture``), a timm folder's builder its model name
+    (``resnet50d``), a registered name itself (``resnet18``), a factory spec
+    ``pkg.mod:make_net`` its callable (``make_net``; ``timm:create_model('resnet50d')``
+    the name it is given). Nothing is imported or built.
+
+    Parameters
+    ----------
+    spec : ArchSpec, mapping, str or None
+        An :class:`ArchSpec`, its :meth:`ArchSpec.to_dict` form (a run.toml's ``[model]``:
+        ``{"name"/"arch": ..., "kwargs": {...}}``) or its text (``"resnet18(num_classes=10)"``).
+    source : str or Path, optional
+        The file or folder the model came from: its name when the spec names nothing better.
+
+    Returns
+    -------
+    str
+        At most :data:`SHORT_NAME_CHARS` characters; ``""`` when neither names anything.
+    """
+    name, kwargs, args = _parts(spec)
+    name = contrib.MOVED_SPECS.get(name, name)
+    if name in _HF_BUILDERS:
+        text = kwargs.get("architecture") or _config_name(kwargs.get("config_json")) or _source_name(source)
+        text = text or "transformers model"
+    elif name in _TIMM_BUILDERS:
+        text = kwargs.get("model_name") or (args[0] if args else "") or _source_name(source) or "timm model"
+    elif ":" in name:
+        text = args[0] if args and isinstance(args[0], str) else name.rpartition(":")[2]
+    else:
+        text = name or _source_name(source)
+    text = str(text).strip()
+    return text if len(text) <= SHORT_NAME_CHARS else text[:SHORT_NAME_CHARS - 1] + "…"
+
+
+def _parts(spec) -> tuple[str, dict, tuple]:
+    """``(name, kwargs, args)`` of whatever :func:`short_name` was given (never raises)."""
+    if isinstance(spec, ArchSpec):
+        return spec.name, dict(spec.kwargs), tuple(spec.args)
+    if isinstance(spec, Mapping):
+        kwargs, args = spec.get("kwargs"), spec.get("args")
+        return (str(spec.get("name") or spec.get("arch") or ""), dict(kwargs) if isinstance(kwargs, Mapping) else {},
+                tuple(args) if isinstance(args, (list, tuple)) else ())
+    if isinstance(spec, str) and spec.strip():
+        try:
+            parsed = ArchSpec.parse(spec)
+        except ArchitectureError:
+            return spec.strip(), {}, ()
+        return parsed.name, parsed.kwargs, parsed.args
+    return "", {}, ()
+
+
+def _config_name(config_json) -> str:
+    """A transformers config's ``architectures[0]`` or ``model_type`` ("" when it names neither or is not JSON)."""
+    import json
+
+    try:
+        config = json.loads(config_json) if isinstance(config_json, str) else None
+    except ValueError:
+        return ""
+    if not isinstance(config, dict):
+        return ""
+    names = config.get("architectures")
+    if isinstance(names, list) and names and isinstance(names[0], str):
+        return names[0]
+    return config.get("model_type") if isinstance(config.get("model_type"), str) else ""
+
+
+def _source_name(source) -> str:
+    """The last part of a path (a model folder's name), "" for none."""
+    if not source:
+        return ""
+    return Path(str(source).rstrip("/\\")).name

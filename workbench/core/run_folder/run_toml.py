@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
@@ -35,12 +35,16 @@ def read_toml(folder: str | Path) -> dict | None:
 class RunInfo:
     """What a runs list shows of a ``run.toml``: ``[model] arch``, ``[data] dataset``, ``epochs``.
 
-    ``""`` or 0: not set.
+    ``""`` or 0: not set. ``model_kwargs`` and ``model_source`` (``[model] kwargs``, and ``source`` or
+    ``checkpoint``) let a runs list call the architecture by its short name
+    (:func:`workbench.core.model.spec.short_name`: ``LlamaForCausalLM``, not the builder that reads its config).
     """
 
     model: str = ""
     dataset: str = ""
     epochs: int = 0
+    model_kwargs: dict = field(default_factory=dict, compare=False)
+    model_source: str = ""
 
 
 def _toml_type(v: object) -> str:
@@ -73,9 +77,13 @@ def read_run_info(folder: str | Path) -> RunInfo | None:
     cfg = read_toml(folder)
     if cfg is None:
         return None
-    arch = _field(_table(cfg, "model"), "arch", "[model] arch", str)
+    model = _table(cfg, "model")
+    arch = _field(model, "arch", "[model] arch", str)
     dataset = _field(_table(cfg, "data"), "dataset", "[data] dataset", str)
     epochs = _field(cfg, "epochs", "epochs", int)
     if epochs is not None and epochs < 0:
         raise RunFileError(TOML_FILE, f"epochs is {epochs}, not a count")
-    return RunInfo(arch or "", dataset or "", epochs or 0)
+    kwargs = model.get("kwargs")
+    source = model.get("source") or model.get("checkpoint")
+    return RunInfo(arch or "", dataset or "", epochs or 0, dict(kwargs) if isinstance(kwargs, dict) else {},
+                   source if isinstance(source, str) else "")

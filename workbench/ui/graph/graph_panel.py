@@ -22,8 +22,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QSlider, QToolButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMessageBox, QSlider,
+                               QToolButton, QVBoxLayout, QWidget)
 
 from workbench.core.graph import GraphCaptureError, capture_graph
 from workbench.core.graph.layout import layout as layout_graph
@@ -110,6 +110,11 @@ class GraphPanel(QWidget):
         self.step_slider.setVisible(False)  # shown once the probes measured a step
         self.step_slider.valueChanged.connect(lambda _v: self._recolor())
         self.status = QLabel(objectName="graphStatus", wordWrap=True)
+        self.details_button = QToolButton(text="Details…", objectName="graphDetailsButton",
+                                          toolTip="What each capture method said (the full text)")
+        self.details_button.clicked.connect(self.show_details)
+        self.details_button.setVisible(False)
+        self._details = ""
         self.legend = QLabel(objectName="graphLegend")
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
@@ -127,7 +132,11 @@ class GraphPanel(QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.view, 1)
         layout.addLayout(scrub)
-        layout.addWidget(self.status)
+        status_row = QHBoxLayout()
+        status_row.setContentsMargins(0, 0, 0, 0)
+        status_row.addWidget(self.status, 1)
+        status_row.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(status_row)
 
     def sizeHint(self) -> QSize:  # noqa: D102 - Qt override
         return QSize(480, 520)
@@ -162,6 +171,7 @@ class GraphPanel(QWidget):
         """Capture the graph of the model shown (when it changed) and draw it; False (and a line why) when it cannot."""
         model = self.session.model
         self._stale = False
+        self._set_details("")
         if model is None:
             self.status.setText("No model.")
             return False
@@ -184,18 +194,42 @@ class GraphPanel(QWidget):
                                       show_after_ms=0)
         except (GraphCaptureError, ValueError, TypeError, RuntimeError) as exc:
             self.graph = None
-            self.status.setText(f"No graph: {exc}")
+            self.status.setText(f"Could not capture the dataflow of this model: {capture_reason(exc)}")
+            self._set_details(str(exc))
             return False
         if generation != self._generation or model is not self.session.model:
             return False  # another model came meanwhile: its own capture draws
         self.graph = graph
-        note = f" ({self.graph.note})" if self.graph.note else ""
-        self.status.setText(f"Captured with {_METHOD[self.graph.method]}{note}; {len(self.graph.nodes):,} operations. "
-                            "Double-click a module to open or close it.")
-        self.status.setToolTip(self.graph.note)
+        # the tracers' own words (a fallback's reasons) are behind Details…, not in the caption
+        fallback = " (the tracers before it could not follow this model: Details…)" if self.graph.note else ""
+        self.status.setText(f"Captured with {_METHOD[self.graph.method]}{fallback}; {len(self.graph.nodes):,} "
+                            "operations. Double-click a module to open or close it.")
+        self._set_details(self.graph.note or "")
         self._redraw()
         self.view.fit(self.scene.itemsBoundingRect())
         return True
+
+    def _set_details(self, text: str) -> None:
+        self._details = text
+        self.details_button.setVisible(bool(text))
+        self.status.setToolTip(text[:MAX_TOOLTIP_CHARS])
+
+    def details(self) -> str:
+        """The full text behind Details…: why the capture failed, or why the tracers before the one used did
+        (``""``: nothing to say)."""
+        return self._details
+
+    def show_details(self) -> QMessageBox | None:
+        """Show :meth:`details` in a box (not modal: the graph stays usable); returns it, None when there is none."""
+        if not self._details:
+            return None
+        box = QMessageBox(QMessageBox.Icon.Information, "Graph capture", self.status.text(),
+                          QMessageBox.StandardButton.Close, self)
+        box.setObjectName("graphDetailsBox")
+        box.setDetailedText(self._details)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        return box
 
     def _redraw(self) -> None:
         if self.graph is None:
@@ -409,6 +443,22 @@ class GraphPanel(QWidget):
         if not path.lower().endswith(image_file.IMAGE_SUFFIXES):
             raise ValueError(f"{path}: export as .svg or .png")
         return str(image_file.write_graph_image(path, image_file.scene_svg(self.scene), scale=2.0, max_side=8000))
+
+
+#: The caption's reason is cut to this many characters (the whole text is behind Details…).
+REASON_CHARS = 120
+#: The caption's tooltip holds at most this much of the details.
+MAX_TOOLTIP_CHARS = 600
+
+
+def capture_reason(exc: BaseException) -> str:
+    """One line of why the graph could not be captured: the last tracer's first line (the forward-hook trace
+    runs the model for real, so its error is the model's own), cut to :data:`REASON_CHARS`."""
+    reasons = getattr(exc, "reasons", None)
+    text = list(reasons.values())[-1] if isinstance(reasons, dict) and reasons else str(exc)
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    line = lines[0] if lines else type(exc).__name__
+    return line if len(line) <= REASON_CHARS else line[:REASON_CHARS - 1] + "…"
 
 
 _METHOD = {"export": "torch.export", "fx": "torch.fx symbolic tracing", "hooks": "a forward-hook trace of module calls"}

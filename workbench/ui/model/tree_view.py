@@ -3,6 +3,8 @@
 The view shows a ``ModelTreeModel`` through a recursive ``QSortFilterProxyModel``
 (filter by qualified name or type, sort by params / FLOPs). The context menu only
 dispatches to a *controller* (:class:`workbench.ui.edits.ModelEdits`), which owns every edit.
+The other columns are sized to their content and the Name column takes the rest, its
+names elided at their start; the header's context menu hides columns (remembered).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLineEdit,
     QMenu,
+    QStyledItemDelegate,
     QToolButton,
     QTreeView,
     QVBoxLayout,
@@ -26,6 +29,7 @@ from PySide6.QtWidgets import (
 from workbench.core.model.edits import INIT_METHODS, is_head_candidate
 from workbench.core.model.lora import is_lora_layer, types_under
 from workbench.ui.model.tree_model import (
+    COLUMNS,
     COL_CHANGE,
     COL_FLOPS,
     COL_NAME,
@@ -54,6 +58,16 @@ _NAME_INDENT = 56
 _CELL_PAD = 8
 #: The Output shape column grows to the model's longest shape up to this, px (a 5-D video shape elides).
 _MAX_SHAPE_WIDTH = 150
+#: The Type column grows to the model's longest type name up to this, px ("LlamaRotaryEmbedding" elides at its
+#: end; its tooltip and Details say it whole): the Name column keeps the rest.
+_MAX_TYPE_WIDTH = 110
+#: Indentation per tree level, px (Qt's default is 20): a depth-5 name ("encoder.layers.0.self_attn.out_proj"'s
+#: out_proj) starts 6 levels in, and at 20 px its Name cell on a 1280x800 window had no room left for it.
+TREE_INDENT = 12
+#: QSettings key: the names of the columns the user hid with the header's column chooser.
+HIDDEN_COLUMNS_KEY = "modelTree/hiddenColumns"
+#: Columns the header's context menu can hide (Name always shows; Change shows while a comparison is set).
+CHOOSABLE_COLUMNS = (COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS)
 
 
 def _text_width(metrics: QFontMetrics, text: str) -> int:
@@ -86,6 +100,14 @@ def _ancestors(node) -> list:
         node = node.parent
         out.append(node)
     return out
+
+
+class _ElideRight(QStyledItemDelegate):
+    """Cells of the columns other than Name elide at their end (a count keeps its leading digits, a type its start)."""
+
+    def initStyleOption(self, option, index) -> None:  # noqa: N802 - Qt override
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideRight
 
 
 class TreeController(Protocol):
@@ -168,19 +190,69 @@ class ModelTreeWidget(QWidget):
         view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)  # registration order until a header is clicked
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        # names elide at their start ("…rotary_emb"): the leaf and its index stay; the Name column takes the width
+        # the other columns (sized to their content) leave, so the last one (FLOPs, Change) is never cut
+        view.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        view.setIndentation(TREE_INDENT)
+        self._elide_right = _ElideRight(view)
+        for col in range(len(COLUMNS)):
+            if col != COL_NAME:
+                view.setItemDelegateForColumn(col, self._elide_right)
+        header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header.customContextMenuRequested.connect(self._on_header_menu_requested)
         return view
+
+    # -- the columns -------------------------------------------------------------
+    def column_menu(self) -> QMenu:
+        """The header's context menu (build, not show): one checkable entry per column that can be hidden.
+
+        A choice is remembered (QSettings :data:`HIDDEN_COLUMNS_KEY`) and applies to every model opened later.
+        """
+        menu = QMenu(self)
+        menu.setObjectName("treeColumnMenu")
+        for col in CHOOSABLE_COLUMNS:
+            action = menu.addAction(COLUMNS[col])
+            action.setCheckable(True)
+            action.setChecked(not self.view.isColumnHidden(col))
+            action.toggled.connect(lambda shown, c=col: self.set_column_shown(c, shown))
+        return menu
+
+    def _on_header_menu_requested(self, pos) -> None:
+        menu = self.column_menu()
+        menu.exec(self.view.header().mapToGlobal(pos))
+        menu.deleteLater()
+
+    def set_column_shown(self, col: int, shown: bool) -> None:
+        """Show or hide column ``col`` (one of :data:`CHOOSABLE_COLUMNS`) and remember the choice."""
+        if col not in CHOOSABLE_COLUMNS:
+            raise ValueError(f"column {col} cannot be hidden (choose one of {CHOOSABLE_COLUMNS})")
+        self.view.setColumnHidden(col, not shown)
+        hidden = [COLUMNS[c] for c in CHOOSABLE_COLUMNS if self.view.isColumnHidden(c)]
+        from workbench.ui.qsettings import make_settings
+
+        make_settings().setValue(HIDDEN_COLUMNS_KEY, hidden or "")
+
+    def _restore_hidden_columns(self) -> None:
+        from workbench.ui.qsettings import make_settings
+
+        value = make_settings().value(HIDDEN_COLUMNS_KEY, "")
+        names = {value} if isinstance(value, str) else set(value or ())
+        for col in CHOOSABLE_COLUMNS:
+            self.view.setColumnHidden(col, COLUMNS[col] in names)
 
     def _apply_column_widths(self) -> None:
         header = self.view.header()
         for col, width in default_column_widths(self.view.fontMetrics()).items():
             header.resizeSection(col, width)
+        header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Stretch)  # the room the others leave
 
     def fit_number_columns(self) -> bool:
-        """Widen Params, Trainable and FLOPs to the shown model's totals (the widest numbers) and Output shape to
-        its longest shape (up to 150 px); never narrower.
+        """Size Params, Trainable and FLOPs to the shown model's totals (the widest numbers), Output shape to its
+        longest shape (up to :data:`_MAX_SHAPE_WIDTH`) and Type to its longest type name (up to
+        :data:`_MAX_TYPE_WIDTH`), each at least as wide as its header; Name takes the width left.
 
         The first widths fit a small model; resnet18's "11,689,512" parameters and
-        "3,628,146,688" FLOPs were elided. Returns whether a column grew.
+        "3,628,146,688" FLOPs were elided, and fixed widths left a deep name no room. Returns whether a column grew.
         """
         from workbench.core.formatting import format_int, format_shape
 
@@ -188,15 +260,19 @@ class ModelTreeWidget(QWidget):
         if root is None:
             return False
         metrics, header, grew = self.view.fontMetrics(), self.view.header(), False
-        shapes = {format_shape(n.output_shape) for n in root.walk() if isinstance(n.output_shape, (tuple, list))}
+        nodes = list(root.walk())
+        shapes = {format_shape(n.output_shape) for n in nodes if isinstance(n.output_shape, (tuple, list))}
         widest_shape = max((metrics.horizontalAdvance(t) for t in shapes), default=0)
+        widest_type = max((metrics.horizontalAdvance(t) for t in {n.type_name for n in nodes}), default=0)
         for col, need in ((COL_PARAMS, _text_width(metrics, format_int(root.total_params))),
                           (COL_TRAINABLE, _text_width(metrics, format_int(root.trainable_params))),
                           (COL_FLOPS, _text_width(metrics, format_int(root.flops)) if root.flops is not None else 0),
-                          (COL_SHAPE, min(widest_shape + _CELL_PAD, _MAX_SHAPE_WIDTH))):
-            if header.sectionSize(col) < need:
+                          (COL_SHAPE, min(widest_shape + _CELL_PAD, _MAX_SHAPE_WIDTH)),
+                          (COL_TYPE, min(widest_type + _CELL_PAD, _MAX_TYPE_WIDTH))):
+            need = max(need, _text_width(metrics, COLUMNS[col]))
+            if header.sectionSize(col) != need:
+                grew = grew or header.sectionSize(col) < need
                 header.resizeSection(col, need)
-                grew = True
         return grew
 
     def columns_width(self) -> int:
@@ -207,7 +283,9 @@ class ModelTreeWidget(QWidget):
         """
         view = self.view
         header = view.header()
-        columns = sum(header.sectionSize(c) for c in range(header.count()) if not view.isColumnHidden(c))
+        name = default_column_widths(view.fontMetrics())[COL_NAME]  # Name stretches: what it needs, not what it has
+        columns = name + sum(header.sectionSize(c) for c in range(header.count())
+                             if c != COL_NAME and not view.isColumnHidden(c))
         scroll_bar = view.style().pixelMetric(view.style().PixelMetric.PM_ScrollBarExtent, None, view)
         margins = self.layout().contentsMargins()
         return columns + scroll_bar + 2 * view.frameWidth() + margins.left() + margins.right()
@@ -235,6 +313,7 @@ class ModelTreeWidget(QWidget):
         model.set_visible_parents_provider(self.visible_source_parents)
         self._apply_column_widths()
         self.view.setColumnHidden(COL_CHANGE, True)  # shown while a comparison is set (show_change_column)
+        self._restore_hidden_columns()
         self.view.selectionModel().currentChanged.connect(self._on_current_changed)
         self.reset_view()
 

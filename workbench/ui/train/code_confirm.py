@@ -32,14 +32,16 @@ def confirm_file_code(settings, config, prompts) -> str | None:
     if pending is None:
         return None
     origin, specs = pending
+    roles = {}
     try:
         check_trust(config, origin, trust=False)
         asked = []  # every spec is registered
     except TrustRequired as err:
         asked = [spec for spec in err.globals if spec in specs]
+        roles = err.roles
     except Exception as exc:  # noqa: BLE001 - a malformed spec: said, nothing run
         return f"Not started: {exc}"
-    if asked and not prompts.trust(TrustRequired(origin, asked, kind="code")):
+    if asked and not prompts.trust(TrustRequired(origin, asked, kind="code", roles=roles)):
         return (f"Not started: the settings from {origin} name code ({', '.join(asked)}). "
                 "Start again and trust it, or type your own spec in the Task and Data sections.")
     settings.confirm_code()

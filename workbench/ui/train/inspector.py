@@ -102,15 +102,25 @@ class InspectorSplit(QSplitter):
         return QSize(width, sum(p.minimumSizeHint().height() for p in parts) + self.handleWidth())
 
     def fit(self, size: QSize, room: int) -> None:
-        """Beside the plots when ``room`` (the width there is for the split, px) allows and the dock is wide
-        (``size``), else above them with a smaller share."""
-        wide = room >= self.side_by_side_width() and (size.width() >= 1.2 * size.height() or size.width() >= 900)
+        """Beside the plots whenever ``room`` (the width there is for the split, px) holds both, else above them
+        with a smaller share (``size``: the dock's).
+
+        Beside them, the settings scroll in their own column and the curves keep the dock's whole height (at
+        1280x800 the Training dock is ~708 px wide: the settings had stood above the plots, and reaching the
+        LR field left the loss plot ~70 px). The settings get :data:`INSPECTOR_WIDTH` at most, less when the
+        plots would fall under their minimum width.
+        """
+        wide = room >= self.side_by_side_width()
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
         if self.orientation() != orientation or (wide and not self.moved):
             self.setOrientation(orientation)
-            total = size.width() if wide else size.height()
-            first = INSPECTOR_WIDTH if wide else int(total * STACKED_INSPECTOR_SHARE)
-            self.setSizes([first, max(100, total - first)])
+            total = room if wide else size.height()
+            if wide:
+                plots_min = self.plots.minimumSizeHint().width() + self.handleWidth()
+                first = max(self.inspector.minimumWidth(), min(INSPECTOR_WIDTH, total - plots_min))
+            else:
+                first = int(total * STACKED_INSPECTOR_SHARE)
+            self.setSizes([first, max(100, total - first - self.handleWidth())])
 
     def _on_moved(self, *args) -> None:
         self.moved = True

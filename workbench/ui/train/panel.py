@@ -38,6 +38,7 @@ from workbench.ui.train.run_bar import RunBar
 from workbench.ui.train.run_config import fill_model_source, untrainable_reason
 from workbench.ui.train.run_controller import SHUTDOWN_TIMEOUT_MS, RunController, tensorboard_command
 from workbench.ui.train.run_options import RunOptions
+from workbench.ui.train.task_head import ensure_task_head, extend_finished_run
 from workbench.ui.train.run_progress import RunProgress
 from workbench.ui.train.run_view import METRICS_MS, RunView
 from workbench.ui.train.settings_form import TrainingSettings
@@ -115,7 +116,6 @@ class TrainingPanel(QWidget):
         self._paused = False
         self._config = None
         self._attached_lr = math.nan  # the LR of an attached script's first param group, as last known here
-        self._head_request: int | None = None
         self._qsettings = make_settings()
         self._build()
         session.modelChanged.connect(self.on_model_changed)
@@ -157,6 +157,7 @@ class TrainingPanel(QWidget):
                                       lambda: self.copy_tensorboard_command())
         for name in ("resume_check", "in_process_check", "reset_button", "tensorboard_button"):
             setattr(self, name, getattr(self.run_options, name))
+        self.run_options.steer_priority(self.run, self.settings.config)
         self.inspector = TrainingInspector([self.settings, self.run_options])
         self.live_note = self.inspector.live_note
         self._split = InspectorSplit(self.inspector, self.plots)
@@ -171,6 +172,10 @@ class TrainingPanel(QWidget):
     def run_actions(self) -> list:
         """Start, Pause / Resume, Stop and Find LR, in menu order (the Training menu lists them)."""
         return self.run_bar.run_actions()
+
+    def side_by_side_width(self) -> int:
+        """The least width of this panel that shows the settings beside the plots (not above them), px."""
+        return self._split.side_by_side_width() + (m := self.layout().contentsMargins()).left() + m.right()
 
     def minimumSizeHint(self):  # noqa: N802 - Qt override
         """As narrow as the settings *above* the plots need: a dock narrower than side by side stacks them.
@@ -218,8 +223,11 @@ class TrainingPanel(QWidget):
         if refused is not None:
             self._status(refused, 15000)
             return False
+        if not ensure_task_head(self.session, config, self.prompts.training_error, self._status):
+            return False  # a text task on a bare encoder (a sentence model's folder) gets its head here
         resume = self._resume_source()
-        if resume is not None and not self._extend_finished_run(config):
+        if resume is not None and not extend_finished_run(self.session.checkpoint, config, self.prompts,
+                                                          self._status, self.settings.epochs_spin):
             return False
         processes = self.settings.device_and_processes()[1]
         handle = self.run.make_run(self.session.model, config, arch=self.session.arch_spec, resume=resume,
@@ -416,7 +424,7 @@ class TrainingPanel(QWidget):
 
     def _fill_config(self, config) -> None:
         resume = self._resume_source() is not None and not self._trained  # only the weights of the file opened
-        fill_model_source(config, self.session, resume, METRICS_MS)
+        fill_model_source(config, self.session, resume, METRICS_MS, self.run_dir() if self._trained else None)
 
     def _resume_source(self):
         if not (self.resume_check.isEnabled() and self.resume_check.isChecked()):
@@ -432,25 +440,9 @@ class TrainingPanel(QWidget):
         """A checkpoint was opened: show the settings it records (run.toml beside it, its config, its optimizer)."""
         ckpt = self.session.checkpoint
         if ckpt is not None and not self.is_running():
-            said = self.memory.fill_from_checkpoint(ckpt)
+            said = self.memory.fill_from_checkpoint(ckpt) or self.memory.follow_task(self.session.model, ckpt)
             if said:
                 self._status(said, 8000)
-
-    def _extend_finished_run(self, config) -> bool:
-        """Resuming a run that already did its planned epochs: ask until which epoch to go on; False = cancel."""
-        raw = getattr(self.session.checkpoint, "raw", None) or {}
-        done = int(raw.get("epoch") or 0)
-        if done < config.epochs:
-            return True
-        until = self.prompts.integer(
-            "Extend the run", f"The checkpoint has completed {done} of {config.epochs} planned epochs.\n"
-            "Train until epoch:", done + 1)
-        if until is None or until <= done:
-            self._status("Nothing to resume: the run has completed its epochs.", 8000)
-            return False
-        config.epochs = int(until)
-        self.settings.epochs_spin.setValue(int(until))
-        return True
 
     def _on_lr_edited(self) -> None:
         """The LR field changed during a run: send it (applied at the next step, marked on the plot)."""

@@ -49,6 +49,11 @@ def tensorboard_command(run_dir: str | None) -> str | None:
     return f'tensorboard --logdir "{Path(run_dir) / "tensorboard"}"'
 
 
+#: What the status bar says at Start of a run in a training process, by its priority.
+PRIORITY_SAID = {"normal": "Training process at normal priority (Run options › Process priority)",
+                 "lower": "Training process at lower priority, nice +10: the window stays smooth "
+                          "(Run options › Process priority)"}
+
 class _Runner(QObject):
     """Runs ``handle.run`` on the QThread it was moved to; every event out as ``event(object)``."""
 
@@ -119,6 +124,8 @@ class RunController(QObject):
         self.launcher = RunLauncher()
         self.in_process = False
         self.warm_source: Callable[[], tuple | None] | None = None
+        #: ``config -> "normal" | "lower"``: the training process's priority for a run (Run options)
+        self.priority_source: Callable[[object], str] | None = None
         self.device = "cpu"
         self._cuda_mem: tuple[float, float] | None = None
         self.stop_timer = QTimer(self)
@@ -142,15 +149,27 @@ class RunController(QObject):
         """
         request = RunRequest(model, config, arch, resume, list(callbacks), processes=processes,
                              in_process=self.in_process)
+        if self.priority_source is not None:
+            self.launcher.set_priority(self.priority_source(config))
         try:
             handle = self.launcher.make_run(request)
         except ModelNotPortable as exc:
             if self.prompts is not None:
                 self.prompts.training_error(f"Cannot start a data-parallel run: {exc}")
             return None
-        if self.launcher.note:
-            self.status.emit(self.launcher.note, 15000)
+        said = [self.launcher.note] if self.launcher.note else []
+        if getattr(handle, "kind", "") == "process":
+            said.append(PRIORITY_SAID[self.launcher.priority])
+        if said:
+            self.status.emit(" · ".join(said), 15000)
         return handle
+
+    def set_priority(self, priority: str) -> None:
+        """The training processes' priority from now on (``"normal"`` / ``"lower"``); a process started ahead at
+        another one is replaced (idle only: a running run keeps its own)."""
+        self.launcher.set_priority(priority)
+        if not self.is_running():
+            self.start_ahead()
 
     def set_in_process(self, flag: bool) -> None:
         """Train the next runs on a thread of this process (True: the process started ahead is ended) or not."""

@@ -1,15 +1,24 @@
-"""The inspector's last section, "Run options": resume, where the run trains, Reset and TensorBoard."""
+"""The inspector's last section, "Run options": resume, where the run trains, its priority, Reset and TensorBoard."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QCheckBox, QGridLayout, QPushButton
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QCheckBox, QComboBox, QGridLayout, QLabel, QPushButton
 
+from workbench.core.train.launch.priority import HEADROOM_CORES, PRIORITIES, default_priority
 from workbench.ui.train.collapsible import CollapsibleSection, compact_form
 
-__all__ = ["RunOptions", "IN_PROCESS_KEY"]
+__all__ = ["RunOptions", "IN_PROCESS_KEY", "PRIORITY_KEY", "PRIORITY_TEXT", "PRIORITY_NOTE"]
 
 #: QSettings key: train on a QThread in the window's process instead of a training process.
 IN_PROCESS_KEY = "training/in_process"
+#: QSettings key: the process priority the user chose ("normal" / "lower"); absent: chosen for the machine.
+PRIORITY_KEY = "training/priority"
+#: How the Process priority box names each choice (the note under it says what "lower" is for: the box stays
+#: narrow enough for the inspector's column).
+PRIORITY_TEXT = {"normal": "normal", "lower": "lower"}
+#: The note under the Process priority box.
+PRIORITY_NOTE = "lower keeps the window smooth on a small machine; normal gives a run its full speed"
 
 
 class RunOptions(CollapsibleSection):
@@ -28,7 +37,17 @@ class RunOptions(CollapsibleSection):
         objectNames ``resumeCheck``, ``inProcessCheck``.
     reset_button, tensorboard_button : QPushButton
         objectNames ``resetSettingsButton``, ``tensorboardButton`` (Empty CUDA cache is in the run bar).
+    priority_combo : QComboBox
+        objectName ``priorityCombo``: "Process priority: normal | lower"; until the user picks one, it shows
+        the one :func:`~workbench.core.train.launch.priority.default_priority` chooses for each run.
+
+    Signals
+    -------
+    priorityChosen(str)
+        The user picked ``"normal"`` or ``"lower"`` (remembered: QSettings ``PRIORITY_KEY``).
     """
+
+    priorityChosen = Signal(str)
 
     def __init__(self, qsettings, on_reset, on_tensorboard):
         super().__init__("Run options", "runOptions", compact_form(), expanded=False)
@@ -45,13 +64,68 @@ class RunOptions(CollapsibleSection):
         self.tensorboard_button = _button("TensorBoard…", "tensorboardButton", on_tensorboard,
                                           "Copy the command that opens the last run in TensorBoard "
                                           "(no server is started)")
+        self.priority_combo = QComboBox(objectName="priorityCombo")
+        for key in PRIORITIES:
+            self.priority_combo.addItem(PRIORITY_TEXT[key], key)
+        self.priority_combo.setToolTip(
+            "The training process's scheduling priority. Normal: a run gets its full speed even when other "
+            "programs are busy. Lower (nice +10): the window stays smooth while a run takes every core.\n"
+            f"Until you choose, normal when this machine has {HEADROOM_CORES} cores more than the run's threads "
+            "and loader workers use, else lower. A run in the window's process is not affected.")
+        chosen = qsettings.value(PRIORITY_KEY, "")
+        if chosen in PRIORITIES:
+            self.priority_combo.setCurrentIndex(PRIORITIES.index(chosen))
+        self.priority_combo.activated.connect(self._on_priority_activated)
+        self.priority_note = QLabel(PRIORITY_NOTE, objectName="priorityNote", wordWrap=True)
+        self.priority_note.setEnabled(False)  # drawn as a hint
         form = self.content.layout()
         form.addRow(self.resume_check)
         form.addRow(self.in_process_check)
+        form.addRow("Process priority:", self.priority_combo)
+        form.addRow(self.priority_note)
         buttons = QGridLayout()
         buttons.addWidget(self.reset_button, 0, 0)
         buttons.addWidget(self.tensorboard_button, 0, 1)
         form.addRow(buttons)
+
+    def steer_priority(self, controller, config_source) -> None:
+        """Give ``controller`` (a RunController) the priority of each run and of the process it starts ahead.
+
+        ``config_source()`` gives the form's settings (the default priority depends on the run's threads and
+        loader workers); a choice in the box goes to ``controller.set_priority`` at once.
+        """
+        controller.priority_source = self.priority_for
+        self.priorityChosen.connect(controller.set_priority)
+        try:
+            first = self.priority_for(config_source())
+        except Exception:  # noqa: BLE001 - an unfinished setting: the run's own settings decide at Start
+            first = self.chosen_priority() or "lower"
+        controller.launcher.set_priority(first)  # the process started ahead starts at it
+
+    def chosen_priority(self) -> str | None:
+        """The priority the user picked (remembered), or None while the window chooses it for each run."""
+        value = self._qsettings.value(PRIORITY_KEY, "")
+        return value if value in PRIORITIES else None
+
+    def priority_for(self, config) -> str:
+        """The priority of a run of ``config``: the user's choice, else the default for this machine and run
+        (:func:`~workbench.core.train.launch.priority.default_priority`), which the box then shows."""
+        chosen = self.chosen_priority()
+        if chosen is not None:
+            return chosen
+        priority = default_priority(config)
+        self.priority_combo.setCurrentIndex(PRIORITIES.index(priority))
+        return priority
+
+    def set_priority(self, priority: str) -> None:
+        """Choose ``priority`` as the user would (remembered, then ``priorityChosen``)."""
+        self.priority_combo.setCurrentIndex(PRIORITIES.index(priority))
+        self._on_priority_activated(self.priority_combo.currentIndex())
+
+    def _on_priority_activated(self, index: int) -> None:
+        priority = self.priority_combo.itemData(index)
+        self._qsettings.setValue(PRIORITY_KEY, priority)
+        self.priorityChosen.emit(priority)
 
     def remember_in_process(self, flag: bool) -> None:
         """Remember "Train in this window's process" for the next start of the window."""

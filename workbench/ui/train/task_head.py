@@ -1,4 +1,5 @@
-"""The head a text task needs, added to the window's model at Start (a sentence model folder has none).
+"""What Start settles about the model before a run: the head a text task needs (a sentence model folder has
+none), and how far a finished run that is resumed goes on.
 
 The window trains the model it shows: a bare ``BertModel`` opened from a
 sentence-model folder gets its ``BertForSequenceClassification`` head sized to the
@@ -11,24 +12,42 @@ model in the session, with the edits made before replayed on it.
 
 from __future__ import annotations
 
-__all__ = ["ensure_task_head"]
+__all__ = ["ensure_task_head", "extend_finished_run"]
 
 
-def ensure_task_head(session, config) -> str | None:
-    """Give ``session.model`` the head ``config``'s text task needs; the status line, or None when it had it.
+def ensure_task_head(session, config, error, status) -> bool:
+    """Give ``session.model`` the head ``config``'s text task needs, and ``config.model`` the new model's source.
 
     Parameters
     ----------
     session : Session
         ``model``, ``arch_spec``, ``checkpoint``, ``source``, ``edits``, ``set_model``.
     config : TrainConfig
-        The run about to start (``task.kind``, ``data``).
+        The run about to start (``task.kind``, ``data``); its ``[model]`` follows a new model.
+    error : callable
+        Shows one line why the run cannot start (the data's classes cannot be read, transformers has no
+        class with the head).
+    status : callable
+        ``status(text, ms)``: says which head was added.
 
-    Raises
-    ------
-    WorkbenchError
-        The data's classes cannot be read, or transformers has no class with the head.
+    Returns
+    -------
+    bool
+        False when the run cannot start (``error`` was called); True otherwise (a head added or none needed).
     """
+    try:
+        note = _add_head(session, config)
+    except Exception as exc:  # noqa: BLE001 - the data or the model says why, in one line
+        error(f"Cannot start training: {exc}")
+        return False
+    if note:
+        config.model.arch, config.model.kwargs = session.arch_spec.name, dict(session.arch_spec.kwargs)
+        config.model.edits = [dict(e) for e in session.edits]
+        status(note, 10000)
+    return True
+
+
+def _add_head(session, config) -> str | None:
     from workbench.core.train.config import TEXT_KINDS
 
     if config.task.kind not in TEXT_KINDS or config.data.dataset != "text":
@@ -47,3 +66,24 @@ def ensure_task_head(session, config) -> str | None:
     session.set_model(model, spec=spec, checkpoint=session.checkpoint, source=session.source)
     session.edits = [dict(e) for e in edits]
     return note
+
+
+def extend_finished_run(checkpoint, config, prompts, status, epochs_spin) -> bool:
+    """Resuming a run that already did its planned epochs: ask until which epoch to go on; False = cancel.
+
+    ``checkpoint.raw["epoch"]`` is the epochs done; the answer (``prompts.integer``) sets ``config.epochs``
+    and ``epochs_spin``; a cancel or an epoch not past those done says so through ``status(text, ms)``.
+    """
+    raw = getattr(checkpoint, "raw", None) or {}
+    done = int(raw.get("epoch") or 0)
+    if done < config.epochs:
+        return True
+    until = prompts.integer(
+        "Extend the run", f"The checkpoint has completed {done} of {config.epochs} planned epochs.\n"
+        "Train until epoch:", done + 1)
+    if until is None or until <= done:
+        status("Nothing to resume: the run has completed its epochs.", 8000)
+        return False
+    config.epochs = int(until)
+    epochs_spin.setValue(int(until))
+    return True

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from workbench.core.train.handle import RunHandle
 from workbench.core.train.launch.ddp_ranks import DistributedTrainingProcess
 from workbench.core.train.launch.in_thread import ThreadRun
+from workbench.core.train.launch.priority import niceness
 from workbench.core.train.launch.training_process import (
     ModelNotPortable, ProcessRun, TrainingProcess, make_job, make_warm_up,
 )
@@ -64,11 +65,29 @@ class RunLauncher:
     note : str
         One line on the last choice worth saying (a model that cannot cross, a cold
         start, a data-parallel run), or ``""``; the window shows it in the status bar.
+    priority : str
+        ``"normal"`` or ``"lower"``: the training processes it starts (:meth:`set_priority`).
     """
 
     def __init__(self) -> None:
         self._spare: TrainingProcess | None = None
         self.note = ""
+        self.priority = "lower"
+
+    def set_priority(self, priority: str) -> None:
+        """The scheduling priority of the next training processes (:mod:`.priority`); a process started ahead at
+        another one is ended (a process cannot raise its own priority again): start another with
+        :meth:`start_ahead`.
+
+        Raises
+        ------
+        ValueError
+            ``priority`` is not ``"normal"`` or ``"lower"``.
+        """
+        niceness(priority)
+        self.priority = priority
+        if self._spare is not None and self._spare.niceness != niceness(priority):
+            self.end_spare()
 
     def make_run(self, request: RunRequest) -> RunHandle:
         """The handle of the next run (not started: call its ``run`` on the thread that should wait for it).
@@ -104,7 +123,7 @@ class RunLauncher:
         if self._spare is not None and self._spare.is_alive():
             return False
         self.end_spare()
-        self._spare = TrainingProcess()
+        self._spare = TrainingProcess(niceness(self.priority))
         return True
 
     @property
@@ -135,9 +154,9 @@ class RunLauncher:
     def _take_process(self) -> TrainingProcess:
         """The process started ahead when it lives, else a new one (a cold start, said in :attr:`note`)."""
         spare, self._spare = self._spare, None
-        if spare is not None and spare.is_alive():
+        if spare is not None and spare.is_alive() and spare.niceness == niceness(self.priority):
             return spare
         if spare is not None:
             spare.end()
         self.note = "Starting training process…"
-        return TrainingProcess()
+        return TrainingProcess(niceness(self.priority))

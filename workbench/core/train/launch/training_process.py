@@ -64,7 +64,7 @@ from workbench.core.model.wire import to_bytes
 from workbench.core.model.example_input import default_input_shape
 from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink, from_wire
 from workbench.core.train.handle import SteeredByControl
-from workbench.core.train.launch.training_process_main import serve
+from workbench.core.train.launch.training_process_main import NICE_INCREMENT, serve
 
 __all__ = ["TrainingProcess", "RemoteControl", "ModelNotPortable", "encode_model", "callback_spec", "make_job",
            "make_warm_up", "end_all", "WARM_MAX_BYTES", "ProcessRun", "JobControl", "POLL_S"]
@@ -231,9 +231,12 @@ class TrainingProcess:
         Its stdout and stderr.
     pid : int or None
         Set once the process said it is ready.
+    niceness : int
+        What it added to its nice value at its start (0: the window's priority; Training › Run options ›
+        Process priority, :mod:`workbench.core.train.launch.priority`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, niceness: int = NICE_INCREMENT) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe(duplex=True)
         fd, log = tempfile.mkstemp(prefix="workbench-training-", suffix=".log")
@@ -241,7 +244,8 @@ class TrainingProcess:
         self.log_path = Path(log)
         # not daemonic: a daemonic process may not start DataLoader workers
         # its parent watch ends it when this process ends (a SIGKILL included)
-        self.process = ctx.Process(target=serve, args=(child, str(self.log_path), os.getpid()),
+        self.niceness = int(niceness)
+        self.process = ctx.Process(target=serve, args=(child, str(self.log_path), os.getpid(), self.niceness),
                                    name="workbench-training")
         self.process.start()
         child.close()

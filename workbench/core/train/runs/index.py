@@ -28,7 +28,6 @@ as an :data:`ATTACHED` run, with its epochs and steps, never as unreadable.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -42,6 +41,8 @@ from typing import Callable
 
 import numpy as np
 
+from workbench.core import csv_cells
+from workbench.core.model.spec import short_name
 from workbench.core.plot_lod import MinMaxPyramid, PyramidBuilder
 from workbench.core.run_folder.metrics_csv import MetricsBlocks, read_header
 from workbench.core.run_folder.printable import printable
@@ -365,6 +366,8 @@ def summarize(folder: Path, progress: Progress | None = None) -> RunSummary | No
         s.model, s.dataset, s.epochs = status["model"] or "", status.get("dataset") or "", status.get("epochs") or 0
     elif info is not None:
         s.model, s.dataset, s.epochs = info.model, info.dataset, info.epochs
+    if ":" in s.model and info is not None:  # a builder or factory spec: its short name, with run.toml's arguments
+        s.model = short_name({"name": info.model or s.model, "kwargs": info.model_kwargs}, info.model_source)
     m = metrics_summary(folder, progress)
     s.epochs_done, s.best_val_loss, s.best_val_acc = m.rows, m.best_val_loss, m.best_val_acc
     if m.problem:
@@ -704,7 +707,7 @@ def export_metrics(folders: list[str | Path], path: str | Path) -> Path:
 
     def write(f) -> None:
         text = io.TextIOWrapper(f, encoding="utf-8", errors="surrogateescape", newline="")
-        w = csv.writer(text, lineterminator="\n")
+        w = csv_cells.writer(text, lineterminator="\n")
         w.writerow(["run", "step", "epoch", "metric", "value"])
         for folder in folders:
             _export_run(w, folder)

@@ -21,8 +21,13 @@ __all__ = ["record_start", "open_run_files", "status_info"]
 
 
 def status_info(config: TrainConfig) -> dict:
-    """The fields of ``status.json`` beside its state: model, dataset, epochs."""
-    return {"model": config.model.arch, "dataset": config.data.dataset, "epochs": int(config.epochs)}
+    """The fields of ``status.json`` beside its state: model (its short name: ``LlamaForCausalLM``, not the builder
+    that reads its config), dataset, epochs."""
+    from workbench.core.model.spec import short_name
+
+    mc = config.model
+    model = short_name({"name": mc.arch, "kwargs": mc.kwargs}, mc.source or mc.checkpoint or None) or mc.arch
+    return {"model": model, "dataset": config.data.dataset, "epochs": int(config.epochs)}
 
 
 def record_start(trainer: TrainerLike) -> None:
