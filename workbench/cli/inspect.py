@@ -1,7 +1,10 @@
 """``workbench inspect PATH``: a checkpoint's metadata, how it was loaded, its module tree.
 
 Prints the module tree with output shapes, parameters and FLOPs (or the same as
-JSON). Exit codes: 0 loaded (also when no architecture fits and the
+JSON); with ``--memory``, the memory of a training step per module
+(:func:`workbench.core.model.memory.estimate_memory`: parameters, gradients,
+optimizer state and activations for ``--batch``, ``--optimizer`` and
+``--precision``, from a forward on fake tensors). Exit codes: 0 loaded (also when no architecture fits and the
 weights-only tree is shown); 1 the file could not be loaded, needs trust that
 was not given, or does not fit the chosen architecture; 2 usage error (bad
 arguments, or an input shape the model does not take).
@@ -17,7 +20,7 @@ import dataclasses
 import json
 from typing import Any
 
-from workbench.cli.arguments import depth_arg, shape_arg
+from workbench.cli.arguments import add_memory, depth_arg, shape_arg
 from workbench.cli.guard import CommandFailed
 from workbench.cli.output import escaped, write_out
 
@@ -25,8 +28,9 @@ __all__ = ["NAME", "USAGE", "SUMMARY", "add_arguments", "run", "open_checkpoint"
 
 NAME = "inspect"
 USAGE = "PATH"
-SUMMARY = "what a checkpoint holds: load report, module tree, shapes, FLOPs"
-DESCRIPTION = "Show what a checkpoint holds: metadata, load report, module tree, shapes, parameters, FLOPs."
+SUMMARY = "what a checkpoint holds: load report, module tree, shapes, FLOPs, memory"
+DESCRIPTION = ("Show what a checkpoint holds: metadata, load report, module tree, shapes, parameters, FLOPs, "
+               "and with --memory the memory a training step needs per module.")
 SUBJECT = "path"
 EPILOG = """\
 exit codes: 0 loaded (also when only the weights-only tree can be shown);
@@ -37,6 +41,7 @@ examples:
   workbench inspect resnet18.pth --input-shape 1,3,224,224
   workbench inspect run/last.pt --json
   workbench inspect model.ckpt --arch "resnet50(num_classes=10)" --partial
+  workbench inspect gpt2-folder --memory --batch 16 --optimizer adamw --precision bf16 --json
 """
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--partial", action="store_true", help="load every matching tensor and list the rest (not strict)"
     )
     parser.add_argument("--max-depth", type=depth_arg, metavar="D", help="show modules down to this depth only")
+    add_memory(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,8 +107,58 @@ def run(args: argparse.Namespace) -> int:
     except InputShapeError as exc:  # a usage error, not a load failure: exit 2 as documented
         raise CommandFailed(str(exc), code=2) from exc
     rows = summary_rows(root, args.max_depth)
-    write_out(_to_json(args, loaded, root, rows) if args.json else _table(loaded, root, rows))
+    estimate = _memory(args, loaded) if getattr(args, "memory", False) else None
+    if estimate is not None:
+        for row in rows:
+            entry = estimate.modules.get(row["name"])
+            row["memory"] = entry.as_dict() if entry is not None else None
+    if args.json:
+        write_out(_to_json(args, loaded, root, rows, estimate))
+    else:
+        write_out(_table(loaded, root, rows, estimate))
     return 0
+
+
+def _memory(args: argparse.Namespace, loaded: dict[str, Any]):
+    """The ``--memory`` estimate (:func:`~workbench.core.model.memory.estimate_memory`) of the opened model.
+
+    The input is ``--input-shape``'s, else the file's own example (a model
+    folder's config), else the one the architecture implies (torchvision's
+    224 x 224 images, an embedding model's token ids); its batch dimension
+    becomes ``--batch``.
+
+    Raises
+    ------
+    CommandFailed
+        Code 1: the weights-only tree (no architecture, no forward). Code 2: no
+        input shape is known, or the model does not take it.
+    """
+    from workbench.core.model.example_input import example_input, spec_input_shape
+    from workbench.core.model.memory import estimate_memory
+
+    model, spec = loaded["model"], loaded["spec"]
+    if loaded["weights_only"]:
+        raise CommandFailed("--memory needs a forward pass, which the weights-only tree cannot run: "
+                            "choose an architecture with --arch", code=1)
+    try:
+        if args.input_shape:
+            example = example_input(model, args.input_shape)
+        elif loaded.get("example") is not None:
+            example = loaded["example"]
+        else:
+            example = example_input(model, spec_input_shape(spec))
+    except ValueError as exc:
+        raise CommandFailed(f"--memory needs the model's input: give --input-shape, e.g. 1,3,224,224 ({exc})",
+                            code=2) from exc
+    batch = args.batch or (example.shape[0] if example.shape else 1)
+    label = spec.name if spec is not None else type(model).__name__
+    try:
+        return estimate_memory(model, example, batch_size=batch, optimizer=args.optimizer,
+                               momentum=args.momentum, precision=args.precision)
+    except Exception as exc:  # the model's own forward on the fake input: say it in the user's terms
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CommandFailed(f"--memory: {label} does not run on {example.describe()} with batch {batch}: {first}; "
+                            "set the input shape the model takes with --input-shape", code=2) from exc
 
 
 def open_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
@@ -240,7 +296,7 @@ def _report_dict(report) -> dict | None:
     }
 
 
-def _to_json(args, loaded: dict, root, rows: list[dict]) -> str:
+def _to_json(args, loaded: dict, root, rows: list[dict], estimate=None) -> str:
     ckpt = loaded["checkpoint"]
     spec = loaded["spec"]
     meta = dataclasses.asdict(ckpt.metadata)
@@ -264,10 +320,15 @@ def _to_json(args, loaded: dict, root, rows: list[dict]) -> str:
         "notes": loaded["notes"],
         "modules": rows,
     }
+    if estimate is not None:
+        doc["memory"] = estimate.root.as_dict()
+        doc["memory_for"] = {"batch_size": estimate.batch_size, "optimizer": estimate.optimizer,
+                             "momentum": estimate.momentum, "precision": estimate.precision,
+                             "example": estimate.example, "device": estimate.device}
     return json.dumps(doc, indent=2)
 
 
-def _table(loaded: dict, root, rows: list[dict]) -> str:
+def _table(loaded: dict, root, rows: list[dict], estimate=None) -> str:
     from workbench.core.formatting import (
         format_bytes,
         format_count,
@@ -320,22 +381,24 @@ def _table(loaded: dict, root, rows: list[dict]) -> str:
         lines.append(f"Note        {note}")
     lines.append("")
 
-    header = ("Name", "Type", "Output shape", "Params", "Trainable", "FLOPs")
+    header = ("Name", "Type", "Output shape", "Params", "Trainable", "FLOPs") + (("Memory",) if estimate else ())
     table = []
     for row in rows:
         name = row["name"] or root.short_name
-        table.append(
-            (
-                "  " * row["depth"] + name,
-                row["type"],
-                format_shape(row["output_shape"]),
-                format_int(row["params"]),
-                format_int(row["trainable"]),
-                format_int(row["flops"]),
-            )
+        cells = (
+            "  " * row["depth"] + name,
+            row["type"],
+            format_shape(row["output_shape"]),
+            format_int(row["params"]),
+            format_int(row["trainable"]),
+            format_int(row["flops"]),
         )
+        if estimate is not None:
+            memory = row.get("memory")
+            cells += (format_bytes(memory["total_bytes"] if memory else None),)
+        table.append(cells)
     widths = [max(len(header[i]), *(len(r[i]) for r in table)) for i in range(len(header))]
-    right = {3, 4, 5}
+    right = {3, 4, 5, 6}
 
     def fmt(cells):
         return "  ".join(c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
@@ -350,4 +413,12 @@ def _table(loaded: dict, root, rows: list[dict]) -> str:
     if root.flops is not None:
         lines.append(f"FLOPs             {format_int(root.flops)} ({format_flops(root.flops)}, 2 per multiply-add)")
         lines.append(f"Multiply-adds     {format_int(macs(root.flops))} (FLOPs / 2: what torchvision's _ops and many papers count)")
+    if estimate is not None:
+        mem = estimate.root
+        lines.append(f"Memory            {format_bytes(mem.total_bytes)} for a training step: batch "
+                     f"{estimate.batch_size} ({estimate.example}), {estimate.optimizer}, {estimate.precision}")
+        lines.append(f"  parameters      {format_bytes(mem.params_bytes)}")
+        lines.append(f"  gradients       {format_bytes(mem.grads_bytes)}")
+        lines.append(f"  optimizer state {format_bytes(mem.optimizer_bytes)}")
+        lines.append(f"  activations     {format_bytes(mem.activations_bytes)} (saved for backward)")
     return escaped(lines)  # key names come from the file: escaped
