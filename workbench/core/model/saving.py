@@ -346,7 +346,8 @@ def safetensors_metadata_entries(payload: Mapping, tied: Mapping[str, str] | Non
     """The ``__metadata__`` of a safetensors file Workbench writes: every value a string.
 
     ``format`` is ``"pt"`` (what Hugging Face libraries expect of a PyTorch
-    file); ``arch``, ``frozen``, ``edits`` and :data:`TIED_KEY` are JSON;
+    file); ``arch``, ``frozen``, ``edits``, ``source`` (where an export came
+    from) and :data:`TIED_KEY` are JSON;
     ``epoch``, ``global_step``, ``loss`` and ``workbench_version`` are plain
     text. Entries the payload does not have are left out.
 
@@ -358,7 +359,7 @@ def safetensors_metadata_entries(payload: Mapping, tied: Mapping[str, str] | Non
         Names stored once: alias -> the name stored.
     """
     meta = {"format": "pt"}
-    for key in ("arch", "frozen", "edits"):
+    for key in ("arch", "frozen", "edits", "source"):
         if payload.get(key) is not None:
             meta[key] = json.dumps(payload[key], sort_keys=True)
     for key, out in (("epoch", "epoch"), ("step", "global_step"), ("loss", "loss")):
