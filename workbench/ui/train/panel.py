@@ -116,6 +116,7 @@ class TrainingPanel(QWidget):
         self._paused = False
         self._config = None
         self._attached_lr = math.nan  # the LR of an attached script's first param group, as last known here
+        self._head_request: int | None = None
         self._qsettings = make_settings()
         self._build()
         session.modelChanged.connect(self.on_model_changed)
