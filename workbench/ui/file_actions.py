@@ -454,6 +454,56 @@ class FileActions(QObject):
         if path:
             self.save_model_folder(path)
 
+    def export_model(self, path) -> bool:
+        """Export the model shown (File > Export model…) and prove the artifact on a batch
+        (:func:`workbench.core.export.api.export` on a worker thread): the format follows the suffix
+        (``.onnx``, ``.pt2``, ``.safetensors``); the verdict goes to the status bar, a failed check or
+        export to the error box with the report, and the first module that differs is selected in the tree.
+
+        Returns
+        -------
+        bool
+            True when written and every check passed.
+        """
+        from workbench.core.export.api import export
+
+        session = self.session
+        suffix = Path(path).suffix.lower()
+        fmt = {".onnx": "onnx", ".pt2": "pt2", ".safetensors": "safetensors"}.get(suffix)
+        if fmt is None:
+            self.prompts.error(f"Export model: {Path(path).name}: choose a .onnx, .pt2 or .safetensors file "
+                               "(File > Save as model folder… writes a Hugging Face folder).")
+            return False
+        if session.running:
+            self.prompts.error("Export model: the model is training; stop the run (or wait for its end) and "
+                               "export again.")
+            return False
+        example = session.example if session.example is not None else None
+        shape = None if example is not None else session.input_shape
+        try:
+            report = run_in_background(lambda: export(session.model, fmt, path, example=example, input_shape=shape,
+                                                      arch=session.arch_spec),
+                                       f"Exporting to {Path(path).name} and checking it…", self._dialog_parent())
+        except (WorkbenchError, ValueError, OSError, RuntimeError) as exc:
+            self.prompts.error(f"Export model {Path(path).name}: {exc}")
+            return False
+        if report.first_difference is not None:
+            session.reveal(report.first_difference.module)  # the tree selects the first module that differs
+        if not report.passed:
+            self.prompts.error("Export model: the exported model does not answer as this one does.\n\n"
+                               + "\n".join(report.lines()))
+            return False
+        session.show_status(report.summary, 10000)
+        return True
+
+    def on_export_model_triggered(self) -> None:
+        """File > Export model…"""
+        name = Path(getattr(self.session.checkpoint, "path", None) or "model").stem
+        path = self.prompts.save_path("Export model", "ONNX (*.onnx);;torch.export program (*.pt2);;"
+                                      "Weights: safetensors (*.safetensors)", f"{name}.onnx")
+        if path:
+            self.export_model(path)
+
     def on_export_triggered(self) -> None:
         """File > Export summary…"""
         path = self.prompts.save_path("Export summary", "Markdown (*.md);;CSV (*.csv)", "summary.md")

@@ -355,6 +355,8 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "Save as &model folder…", files.on_save_folder_triggered,
                      tip="A save_pretrained folder (config with the labels, weights, tokenizer) that transformers "
                          "loads back; LoRA adapters merged")
+        self._action(file_menu, "Export &model…", files.on_export_model_triggered,
+                     tip="ONNX, torch.export (.pt2) or safetensors, checked on a batch against this model")
         self._action(file_menu, "&Export summary…", files.on_export_triggered, tip="Markdown or CSV")
         self._action(file_menu, "&Compare with checkpoint…", files.on_compare_triggered,
                      tip="Per-module relative change ||a - b|| / ||a|| against another checkpoint of this architecture")
