@@ -307,6 +307,21 @@ class TrainingSettings(QWidget):
         self.amp_check = QCheckBox("Mixed precision (AMP)")
         self.amp_check.setObjectName("ampCheck")
         self.amp_check.setToolTip("autocast: bf16 on CPU, bf16/fp16 on CUDA")
+        self.accumulate_spin = _spin("accumulateSpin", 1, 4096, TrainConfig.accumulate_grad_batches)
+        self.accumulate_spin.setToolTip("accumulate_grad_batches: one optimizer step every N batches (the loss "
+                                        "divided by N); the effective batch is N x the batch size")
+        self.activation_ckpt_check = QCheckBox("Activation checkpointing")
+        self.activation_ckpt_check.setObjectName("activationCheckpointCheck")
+        self.activation_ckpt_check.setToolTip("Recompute activations in backward instead of keeping them: less "
+                                              "memory, about a third more compute")
+        self.compile_check = QCheckBox("torch.compile")
+        self.compile_check.setObjectName("compileCheck")
+        self.compile_check.setToolTip("torch.compile the model for the training step (the first steps compile; "
+                                      "graph breaks are said in the run's log)")
+        self.checkpoint_steps_spin = _spin("checkpointStepsSpin", 0, 10_000_000, TrainConfig.checkpoint_every_steps)
+        self.checkpoint_steps_spin.setSpecialValueText("off")
+        self.checkpoint_steps_spin.setToolTip("Also write last.pt every N optimizer steps (long epochs), in the "
+                                              "background")
         self.seed_spin = _spin("seedSpin", 0, 2**31 - 1, 0)
         self.run_dir_edit = QLineEdit()
         self.run_dir_edit.setObjectName("runDirEdit")
@@ -426,6 +441,7 @@ class TrainingSettings(QWidget):
         optim.addRow("Backbone LR ×", self.backbone_spin)
         optim.addRow("Loss", self.loss_combo)
         optim.addRow("Grad clip", self.clip_spin)
+        optim.addRow("Accumulate batches", self.accumulate_spin)
         optim.addRow("Unfreeze at epoch", self.unfreeze_edit)
 
         sched = compact_form()
@@ -460,6 +476,9 @@ class TrainingSettings(QWidget):
         loader.addRow("Decode on GPU", self.decode_gpu_combo)
         loader.addRow("channels_last", self.channels_last_combo)
         loader.addRow(self.amp_check)
+        loader.addRow(self.activation_ckpt_check)
+        loader.addRow(self.compile_check)
+        loader.addRow("Checkpoint every N steps", self.checkpoint_steps_spin)
 
         run = compact_form()
         run_row = QHBoxLayout()
@@ -517,6 +536,9 @@ class TrainingSettings(QWidget):
         for check in (self.download_check, self.nesterov_check, self.amp_check, self.flip_check,
                       self.shuffle_check, self.skip_check, self.drop_last_check, self.tensorboard_check):
             check.toggled.connect(self._on_changed)
+        for signal in (self.accumulate_spin.valueChanged, self.checkpoint_steps_spin.valueChanged,
+                       self.activation_ckpt_check.toggled, self.compile_check.toggled):
+            signal.connect(self._on_changed)
         self._on_optimizer_changed()
 
     # ------------------------------------------------------------------ devices
@@ -609,6 +631,10 @@ class TrainingSettings(QWidget):
             tensorboard=self.tensorboard_check.isChecked(),
             channels_last=self.channels_last_combo.currentData(),
             unfreeze=parse_unfreeze(self.unfreeze_edit.text()),
+            accumulate_grad_batches=self.accumulate_spin.value(),
+            activation_checkpointing=self.activation_ckpt_check.isChecked(),
+            compile=self.compile_check.isChecked(),
+            checkpoint_every_steps=self.checkpoint_steps_spin.value(),
         )
         cfg.validate()
         return cfg
@@ -680,6 +706,10 @@ class TrainingSettings(QWidget):
         self.patience_spin.setValue(cfg.plateau_patience)
         self.clip_spin.setValue(cfg.grad_clip or 0.0)
         self.amp_check.setChecked(cfg.amp)
+        self.accumulate_spin.setValue(cfg.accumulate_grad_batches)
+        self.activation_ckpt_check.setChecked(bool(cfg.activation_checkpointing))
+        self.compile_check.setChecked(bool(cfg.compile))
+        self.checkpoint_steps_spin.setValue(cfg.checkpoint_every_steps)
         self.seed_spin.setValue(cfg.seed)
         self.run_dir_edit.setText(cfg.run_dir or "")
 
@@ -729,9 +759,8 @@ class TrainingSettings(QWidget):
             n = int(round(n * (1.0 - self.val_spin.value())))
         else:
             n = _TRAIN_SIZES[name]
-        if self.drop_last_check.isChecked():
-            return max(1, n // batch)
-        return max(1, math.ceil(n / batch))
+        batches = max(1, n // batch) if self.drop_last_check.isChecked() else max(1, math.ceil(n / batch))
+        return math.ceil(batches / self.accumulate_spin.value())  # one optimizer step per accumulated group
 
     def live_widgets(self) -> set[QWidget]:
         """The widgets that stay editable during a run (the LR field, its own line edit included)."""

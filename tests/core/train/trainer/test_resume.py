@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 import torch
 
@@ -160,6 +163,10 @@ def test_resume_refuses_a_corrupt_last_pt_and_names_the_intact_best_pt(tmp_path)
     last, best = run / "last.pt", run / "best.pt"
     assert {"last.pt", "best.pt", "init.pt"} <= {p.name for p in run.iterdir()}
     assert read_checkpoint(last).metadata.verified and read_checkpoint(best).metadata.verified
+    # best.pt of last.pt's step is a hard link to it (issue 42: one write): bytes damaged in place are damaged in
+    # both names; here last.pt alone is damaged (a separate file, as after a later epoch's write)
+    shutil.copyfile(last, run / "damaged")
+    os.replace(run / "damaged", last)
     flip_tensor_byte(last)
 
     with pytest.raises(CheckpointCorrupt) as info:

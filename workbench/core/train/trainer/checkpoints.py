@@ -10,27 +10,55 @@ digest of its tensors (:mod:`workbench.core.digest`); read back through
 :func:`workbench.core.model.formats.read_checkpoint` (``weights_only=True``), which
 verifies it: a corrupt ``last.pt`` is refused, naming the newest intact checkpoint
 of the run folder (``best.pt``, an earlier epoch's). Qt-free.
+
+Off the step's path
+-------------------
+A save during ``fit()`` (the epoch end, ``checkpoint_every_steps``, ``init.pt``) takes
+the host copy of the state once, on the training thread, and hands it to one writer
+thread: on CUDA the copy goes into page-locked buffers reused between saves
+(:class:`PinnedStage`, ``non_blocking`` copies ordered on the current stream; the
+writer waits for their event), on CPU the state is cloned (the next step changes
+it in place). ``torch.save`` + digest + fsync run on the writer. ``best.pt`` of the
+same step is a hard link to ``last.pt`` (a copy where the file system cannot link).
+A step waits for a write only when a new save is asked while one is still in flight.
+A failed write leaves no half file (``atomic_save``), is logged and said through
+``on_progress``, and the run goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 import math
+import os
+import random
+import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import torch
+from torch import nn
 
 from workbench.core.errors import CheckpointCorrupt, TrainingError, WorkbenchError
-from workbench.core.files import atomic_save
+from workbench.core.files import atomic_save, atomic_write, temp_prefix
+from workbench.core.model.names import frozen_names
 from workbench.core.model.formats import read_checkpoint
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import set_rng_state
 from workbench.core.train.trainer.faults import nonfinite_tensors
 from workbench.core.train.trainer.types import TrainerLike
 
-__all__ = ["CheckpointConnector", "LAST"]
+__all__ = ["CheckpointConnector", "LAST", "PinnedStage", "link_or_copy"]
+
+log = logging.getLogger(__name__)
 
 #: The run folder's checkpoint of the latest state (epoch end, or the step a stop finished).
 LAST = "last.pt"
+
+#: ``os.link`` errors that mean "this file system cannot hard-link here": copy instead.
+_NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES}
 
 
 class CheckpointConnector:
@@ -45,6 +73,10 @@ class CheckpointConnector:
         self.trainer = trainer
         self._saver: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
+        self._pending_paths: list[Path] = []
+        self._stage: PinnedStage | None = None
+        #: one line per failed background write of this trainer (also logged and said through ``on_progress``)
+        self.failures: list[str] = []
         #: the step of the state last written (or being written) to ``run_dir/last.pt``, None before any
         self.last_step: int | None = None
 
@@ -58,6 +90,10 @@ class CheckpointConnector:
         ``batch_in_epoch``, ``samples``, ``best_val_loss``, ``optimizer_param_names``,
         ``scaler_state_dict``, ``config``, ``history``.
         """
+        tr = self.trainer
+        return self._payload(loss, tr.model, tr.optimizer)
+
+    def _payload(self, loss: float | None, model: nn.Module, optimizer: Any) -> dict:
         tr = self.trainer
         arch = tr.arch
         if arch is None and tr.config.model.arch:
@@ -76,7 +112,7 @@ class CheckpointConnector:
         if tr.batch_in_epoch > 0:  # mid-epoch (a stop): the epoch's train loss so far, so a resume reports it whole
             extra["epoch_loss_sum"], extra["epoch_loss_count"] = tr.epoch_loss_so_far()
         loss = None if loss is None or not math.isfinite(loss) else float(loss)
-        return checkpoint_payload(tr.model, arch=arch, optimizer=tr.optimizer, scheduler=tr.scheduler,
+        return checkpoint_payload(model, arch=arch, optimizer=optimizer, scheduler=tr.scheduler,
                                   epoch=tr.epoch, step=tr.step, loss=loss, extra=extra)
 
     def save(self, path: str | Path | None = None) -> Path:
@@ -116,31 +152,118 @@ class CheckpointConnector:
                 return path
         return self.save(path)
 
-    def save_in_background(self, payload: dict, paths: list[Path]) -> None:
-        """Write an epoch-end checkpoint on a writer thread (the payload is already a CPU copy).
+    def staged_payload(self, loss: float | None = None) -> tuple[dict, Callable[[], None] | None]:
+        """:meth:`payload` for a background write: the host copy taken once, without waiting for the device.
 
-        ``torch.save`` + fsync cost ~10-30 ms per file here, a sizeable share of a
-        small model's epoch; training goes on while the file is written. At most
-        one write is in flight; a failed write is raised at the next save or at
-        the end of ``fit()``.
+        On CUDA the model's and optimizer's tensors are copied into page-locked buffers
+        reused between saves (:class:`PinnedStage`); the copies are queued on the current
+        stream, so later steps cannot change what they read, and the returned ``ready``
+        (to call on the writer thread before ``torch.save``) waits for them. Elsewhere it
+        is :meth:`payload` (a CPU clone) and ``ready`` is None.
+
+        The pinned buffers are reused by the next call: call it only after
+        :meth:`wait_for_saves` (:meth:`save_in_background` does).
+
+        Returns
+        -------
+        (dict, callable or None)
         """
-        self.wait_for_saves()
+        tr = self.trainer
+        if tr.device.type != "cuda" or not torch.cuda.is_available():
+            return self.payload(loss), None
+        self.wait_for_saves()  # the buffers the writer still reads are about to be refilled
+        if self._stage is None:
+            self._stage = PinnedStage()
+        model_sd = self._stage.copy(tr.model.state_dict(), "model")
+        opt_sd = self._stage.copy(tr.optimizer.state_dict(), "optimizer") if tr.optimizer is not None else None
+        ready = self._stage.record()
+        # the rest of the payload (counters, RNG, config) from the one payload writer, without the tensors
+        payload = self._payload(loss, _NoState(), None)
+        payload["model_state_dict"] = model_sd
+        payload["frozen"] = frozen_names(tr.model)
+        if opt_sd is not None:
+            payload["optimizer_state_dict"] = opt_sd
+            payload["optimizer_class"] = type(tr.optimizer).__name__
+        return payload, ready
+
+    def save_in_background(self, payload: dict, paths: list[Path], ready: Callable[[], None] | None = None,
+                           finite_only: bool = False) -> None:
+        """Write a checkpoint on the writer thread (``payload`` is a host copy: :meth:`staged_payload`).
+
+        The first path is written with ``atomic_save``; every other path holds the same
+        state and becomes a hard link to it (:func:`link_or_copy`), not a second write.
+        At most one write is in flight: asking for a save while one is (a short epoch,
+        ``checkpoint_every_steps`` faster than the disk) makes this step wait for it.
+        A failed write is logged and said through ``on_progress`` (at the next save, step
+        boundary or the end of ``fit()``); the run goes on.
+
+        Parameters
+        ----------
+        payload : dict
+        paths : list of Path
+        ready : callable, optional
+            Called on the writer thread before writing (waits for staged device copies).
+        finite_only : bool
+            Check the weights on the writer thread and write nothing (reported like a failed
+            write) when one holds NaN/Inf: a step's save, where a check on the step's path
+            would wait for the device.
+        """
+        self.wait_for_saves()  # a save while another is in flight: this step waits (one writer, one payload)
         if self._saver is None:
             self._saver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="workbench-save")
+        paths = [Path(p) for p in paths]
 
         def write():
-            for path in paths:
-                atomic_save(payload, path)
+            if ready is not None:
+                ready()
+            if finite_only:
+                bad = [k for k, t in payload["model_state_dict"].items()
+                       if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())]
+                if bad:
+                    raise ValueError(f"the weights hold NaN/Inf ({', '.join(bad[:3])}); not written over the "
+                                     "previous checkpoint")
+            atomic_save(payload, paths[0])
+            for other in paths[1:]:
+                link_or_copy(paths[0], other)
 
         self._pending = self._saver.submit(write)
-        if any(Path(p).name == LAST for p in paths):
+        self._pending_paths = paths
+        if any(p.name == LAST for p in paths):
             self.last_step = payload.get("step")
 
+    def save_async(self, paths: list[Path], loss: float | None = None, finite_only: bool = False) -> None:
+        """Stage the current state (:meth:`staged_payload`) and write it to ``paths`` in the background
+        (:meth:`save_in_background`)."""
+        self.wait_for_saves()  # a save while another is in flight: this step waits
+        payload, ready = self.staged_payload(loss)
+        self.save_in_background(payload, paths, ready, finite_only)
+
+    def poll(self) -> None:
+        """Report a background write that has failed (cheap: nothing to do while it runs or after success)."""
+        if self._pending is not None and self._pending.done():
+            self.wait_for_saves()
+
     def wait_for_saves(self) -> None:
-        """Block until the background write (if any) is on disk; re-raise its error."""
+        """Block until the background write (if any) is done; a failure is reported, not raised.
+
+        The report (:attr:`failures`, the log, ``on_progress``) names the files and the
+        error; the files keep their previous content (atomic writes). ``last_step`` is
+        forgotten so a later stop writes ``last.pt`` again.
+        """
         future, self._pending = self._pending, None
-        if future is not None:
+        if future is None:
+            return
+        try:
             future.result()
+        except Exception as e:  # noqa: BLE001 - a failed write never ends the run
+            names = ", ".join(p.name for p in self._pending_paths)
+            text = (f"checkpoint {names} not written ({type(e).__name__}: {e}); the previous file is kept; "
+                    "free disk space or fix the run folder's permissions; training goes on")
+            self.failures.append(text)
+            self.last_step = None
+            log.warning(text)
+            with contextlib.suppress(Exception):
+                self.trainer.call("on_progress", self.trainer, text)
 
     def shutdown(self) -> None:
         """Finish the pending write and stop the writer thread."""
@@ -150,6 +273,7 @@ class CheckpointConnector:
             if self._saver is not None:
                 self._saver.shutdown(wait=True)
                 self._saver = None
+            self._stage = None  # the page-locked buffers go with the run (a 1B model's are 12+ GB)
 
     # ------------------------------------------------------------ reading
     def resume_from(self, path_or_checkpoint: Any) -> None:
@@ -266,3 +390,109 @@ def _read(path: Path) -> dict | None:
         raise TrainingError(f"{path} is corrupt ({getattr(e, 'detail', 'digest mismatch')}); {intact}") from e
     except WorkbenchError as e:
         raise TrainingError(f"{path}: cannot read the checkpoint ({e})") from e
+
+
+class _NoState(nn.Module):
+    """A stand-in model with no state: the payload's non-tensor entries without copying any weight."""
+
+
+class PinnedStage:
+    """Host copies of device tensors in page-locked buffers, reused from one save to the next.
+
+    :meth:`copy` returns the same nested structure (dicts, lists, tuples) with each
+    CUDA tensor replaced by its buffer (filled by a ``non_blocking`` copy queued on the
+    current stream), each CPU tensor cloned, and tied tensors (one storage under several
+    names, a tied ``lm_head``) copied once. :meth:`record` returns the wait for the copies.
+    A buffer is keyed by its place in the structure and reallocated when the shape or
+    dtype changes (an unfreeze adds optimizer state).
+    """
+
+    def __init__(self):
+        self._buffers: dict[str, torch.Tensor] = {}
+        self._seen: dict[tuple, torch.Tensor] = {}
+
+    def copy(self, obj: Any, key: str) -> Any:
+        """``obj`` with its tensors copied to host buffers (see the class)."""
+        self._seen = {}
+        return self._copy(obj, key)
+
+    def _copy(self, obj: Any, key: str) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return self._tensor(obj.detach(), key)
+        if isinstance(obj, dict):
+            return {k: self._copy(v, f"{key}/{k}") for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            out = [self._copy(v, f"{key}/{i}") for i, v in enumerate(obj)]
+            return out if isinstance(obj, list) else tuple(out)
+        return obj
+
+    def _tensor(self, t: torch.Tensor, key: str) -> torch.Tensor:
+        ident = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                 t.dtype)
+        if ident in self._seen:
+            return self._seen[ident]
+        if t.device.type != "cuda":
+            out = t.clone()
+        else:
+            buf = self._buffers.get(key)
+            if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
+                buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+                self._buffers[key] = buf
+            out = buf.copy_(t, non_blocking=True)
+        self._seen[ident] = out
+        return out
+
+    def record(self) -> Callable[[], None]:
+        """A callable that waits until the queued copies are done (an event on the current stream)."""
+        self._seen = {}
+        if not torch.cuda.is_available():
+            return lambda: None
+        event = torch.cuda.Event()
+        event.record()
+        return event.synchronize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of page-locked memory held."""
+        return sum(b.numel() * b.element_size() for b in self._buffers.values())
+
+
+def link_or_copy(src: Path, dst: Path) -> Path:
+    """Make ``dst`` hold the same bytes as ``src``: a hard link, atomically; a copy where linking fails.
+
+    The link is made under a temporary name in ``dst``'s folder and moved over ``dst``
+    with ``os.replace``, so ``dst`` is always either its old file or the new one.
+    Where the file system refuses a link (another device, FAT, a share: ``EXDEV``,
+    ``EPERM``, ...) the bytes are copied through the one atomic writer. A later
+    ``atomic_save`` of ``src`` replaces ``src``'s name with a new file and leaves
+    ``dst`` as it was.
+
+    Raises
+    ------
+    OSError
+        Neither a link nor a copy could be made; ``dst`` is unchanged.
+    """
+    src, dst = Path(src), Path(dst)
+    for _ in range(16):
+        tmp = dst.parent / f"{temp_prefix(dst.name)}{''.join(random.choices('abcdefghijklmnopqrstuvwxyz0123456789', k=8))}.tmp"
+        try:
+            os.link(src, tmp)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            if e.errno not in _NO_LINK:
+                raise
+            break
+        try:
+            os.replace(tmp, dst)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                os.unlink(tmp)
+            raise
+        return dst
+
+    def copy(f):
+        with open(src, "rb") as s:
+            shutil.copyfileobj(s, f, 16 << 20)
+
+    return atomic_write(dst, copy)

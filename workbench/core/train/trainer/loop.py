@@ -55,6 +55,7 @@ schedule applied by :mod:`~.staged_unfreeze`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 import traceback
@@ -67,8 +68,8 @@ from torch import nn
 from workbench.core.model.spec import ArchSpec
 from workbench.core.model.freezing import apply_batchnorm_policy
 from workbench.core.rng import seed_everything
-from workbench.core.train.trainer import optim
-from workbench.core.train.trainer.checkpoints import CheckpointConnector
+from workbench.core.train.trainer import optim, speed
+from workbench.core.train.trainer.checkpoints import LAST, CheckpointConnector
 from workbench.core.train.trainer.commands import apply_command
 from workbench.core.train.trainer.edit_log import EditLog
 from workbench.core.train.config import TrainConfig
@@ -79,7 +80,7 @@ from workbench.core.train.trainer.evaluation import is_best, monitor_key, valida
 from workbench.core.train.trainer.faults import FaultHandler, Restart, grads_finite, nonfinite_tensors
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.data.batch import move
-from workbench.core.train.data.loaders import DevicePrefetcher
+from workbench.core.train.data.loaders import DevicePrefetcher, epoch_batches, say_overlong
 from workbench.core.train.trainer.rank_sync import RankSync
 from workbench.core.train.trainer.run_record import open_run_files, record_start, status_info
 from workbench.core.train.trainer.staged_unfreeze import apply_scheduled_unfreeze, check_schedule
@@ -90,6 +91,8 @@ from workbench.core.train.task import specs as task_specs
 from workbench.core.train.task.tasks import Task
 
 __all__ = ["Trainer"]
+
+log = logging.getLogger(__name__)
 
 
 class Trainer:
@@ -239,6 +242,10 @@ class Trainer:
         self._after_backward: list[Callback] = []
         self._step_end: list[Callback] = []
         self._defer_loss = False
+        self._accum = 0  # batches whose gradients wait for the next optimizer step (accumulate_grad_batches)
+        self._accum_losses: list = []  # their losses (floats, or device tensors on CUDA)
+        self._compiled: speed.CompiledStep | None = None  # config.compile: the compiled step module
+        self._compile_report_due = False
 
     # ------------------------------------------------------------ steering (delegates to control)
     def request_stop(self) -> None:
@@ -393,9 +400,9 @@ class Trainer:
     # ------------------------------------------------------------ set-up
     @property
     def steps_per_epoch(self) -> int:
-        """Optimizer steps per epoch (builds the data if needed)."""
+        """Optimizer steps per epoch (builds the data if needed): batches / ``accumulate_grad_batches``, rounded up."""
         self.prepare()
-        return len(self.train_loader)
+        return speed.optimizer_steps(len(self.train_loader), self.config.accumulate_grad_batches)
 
     @property
     def total_steps(self) -> int:
@@ -435,7 +442,11 @@ class Trainer:
                            lambda text: self.call("on_progress", self, text))
             self.train_loader, self.val_loader, self.info = d.train_loader, d.val_loader, d.info
             self.loader_note, self.data_note, self.kind, self.task = d.loader_note, d.data_note, d.kind, d.task
+        if cfg.activation_checkpointing:  # before the DDP wrapper: the blocks' forward is what it calls
+            self.say(speed.enable_activation_checkpointing(self.model))
         self.strategy.wrap_model()
+        if cfg.compile:
+            self._compiled = speed.CompiledStep(self.model)
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
             self.scaler = torch.amp.GradScaler("cuda")
@@ -462,7 +473,8 @@ class Trainer:
         self.optimizer = optim.build_optimizer(groups, cfg)
         if not groups:
             self.group_names = [[]]
-        self.scheduler = optim.build_scheduler(self.optimizer, cfg, len(self.train_loader))
+        self.scheduler = optim.build_scheduler(
+            self.optimizer, cfg, speed.optimizer_steps(len(self.train_loader), cfg.accumulate_grad_batches))
         self.lr_used = self.lr
 
     # ------------------------------------------------------------ fit
@@ -558,6 +570,7 @@ class Trainer:
         self._after_backward = [cb for cb in self.callbacks
                                 if type(cb).on_after_backward is not Callback.on_after_backward]
         self._step_end = [cb for cb in self.callbacks if type(cb).on_step_end is not Callback.on_step_end]
+        self._compile_report_due = self._compiled is not None
         self.call("on_fit_start", self)
 
     def _teardown(self) -> None:
@@ -601,13 +614,17 @@ class Trainer:
             self._epoch_samples = 0
             self._epoch_wait = 0.0
         n_batches = len(loader)
+        # the epoch is len(loader) batches, whatever the loader yields (an endless iterable dataset ends too)
+        it = epoch_batches(it, n_batches - self.batch_in_epoch, say_overlong(self, loader, "training"))
         if self.device.type == "cuda":  # the next batch's copy overlaps this step's kernels
             it = iter(DevicePrefetcher(it, self.device, torch.channels_last if self.channels_last else None))
         clock = time.perf_counter
+        self._accum, self._accum_losses = 0, []  # an epoch (or a rollback's restart) begins at a step boundary
         while True:
-            self._boundary()
-            if self.stop_agreed:
-                return
+            if self._accum == 0:  # commands, pause and stop wait for the optimizer step (accumulation)
+                self._boundary()
+                if self.stop_agreed:
+                    return
             t = clock()
             try:
                 batch = next(it)
@@ -625,32 +642,72 @@ class Trainer:
         dtype = torch.bfloat16 if self.device.type == "cpu" or self.config.amp_dtype == "bfloat16" else torch.float16
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
+    def say(self, text: str) -> None:
+        """A line for the run's log: the process's log (``logging``) and ``on_progress`` (the window's line)."""
+        log.info(text)
+        self.call("on_progress", self, text)
+
+    def _step_net(self) -> nn.Module:
+        """What the step calls: ``net``, or its ``torch.compile`` (``config.compile``; eager while probes hook)."""
+        if self._compiled is None:
+            return self.net
+        net, note = self._compiled.module(self.net)
+        if note:
+            self.say(note)
+        return net
+
     def _train_step(self, batch, n_batches: int) -> None:
+        """One batch: forward and backward; every ``accumulate_grad_batches``-th batch (and the epoch's last)
+        also the optimizer step, the scheduler step, the step counter and the step's row."""
         dev = self.device
         batch = move(batch, dev, dev.type == "cuda", torch.channels_last if self.channels_last else None)
         opt = self.optimizer
-        opt.zero_grad(set_to_none=True)
+        accumulate = max(1, int(self.config.accumulate_grad_batches))
+        if self._accum == 0:
+            opt.zero_grad(set_to_none=True)
+        closes = speed.closes_step(self.batch_in_epoch + 1, n_batches, accumulate)
         self.last_batch = batch  # a reference (one batch of memory) for the NaN trace (faults.trace)
-        with self.autocast():
-            result = self.task.train_step(self.net, batch)
-        loss = result.loss
-        out = result.output
+        net = self._step_net()
+        # data-parallel: the gradients are all-reduced once, with the batch that closes the step
+        no_sync = net.no_sync() if not closes and hasattr(net, "no_sync") else contextlib.nullcontext()
         on_cuda = self._defer_loss
-        n = result.n
-        self._epoch_loss.log(result.logged, n)
-        # data-parallel: every rank logs (and judges NaN on) the same global loss
-        logged, n = self.strategy.reduce(loss, n, deferred=on_cuda)
-        if not on_cuda:
-            value = logged.item()
-            if not math.isfinite(value):
-                del out, loss
-                self.faults.nonfinite(self.step + 1, value)
-                return
+        with no_sync:
+            with self.autocast():
+                result = self.task.train_step(net, batch)
+            loss = result.loss
+            out = result.output
+            n = result.n
+            self._epoch_loss.log(result.logged, n)
+            # data-parallel: every rank logs (and judges NaN on) the same global loss
+            logged, n = self.strategy.reduce(loss, n, deferred=on_cuda)
+            if not on_cuda:
+                value = logged.item()
+                if not math.isfinite(value):
+                    del out, loss
+                    self._accum, self._accum_losses = 0, []  # the step's accumulated gradients are dropped
+                    self.faults.nonfinite(self.step + 1, value)
+                    return
+            if loss.requires_grad:
+                scaled = loss / accumulate if accumulate > 1 else loss  # Lightning: the loss divided by N
+                if self.scaler is not None:
+                    self.scaler.scale(scaled).backward()
+                else:
+                    scaled.backward()
+                del scaled
+        del out, result
+        self._accum += 1
+        self._accum_losses.append(logged.detach() if on_cuda else value)
+        if not closes:
+            self.batch_in_epoch += 1
+            self.samples += n
+            self._epoch_samples += n
+            return
+        losses, self._accum_losses, self._accum = self._accum_losses, [], 0
+        if on_cuda:
+            step_loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+        else:
+            step_loss = value = losses[0] if len(losses) == 1 else sum(losses) / len(losses)
         if loss.requires_grad:
-            if self.scaler is not None:
-                self.scaler.scale(loss).backward()
-            else:
-                loss.backward()
             if self.scaler is not None and (self.config.grad_clip or self._after_backward):
                 self.scaler.unscale_(opt)
             for cb in self._after_backward:
@@ -659,7 +716,7 @@ class Trainer:
                 # A non-finite gradient never reaches the weights: the step is skipped and the
                 # trace can re-run it exactly. (Not on CUDA: the check would sync every step;
                 # with a GradScaler, overflowing fp16 gradients are its business: it skips the step.)
-                del out, loss
+                del loss
                 self.faults.nonfinite(self.step + 1, value, what="gradient")
                 return
             if self.config.grad_clip:
@@ -673,25 +730,38 @@ class Trainer:
                 opt.step()
             if self.scheduler is not None and not optim.is_per_epoch(self.scheduler):
                 self.scheduler.step()
-        del out, batch, result
+        del loss, batch
         lr_used = self.lr_used
         self.step += 1
         self.batch_in_epoch += 1
         self.samples += n
         self._epoch_samples += n
-        detached = logged.detach()
-        self._epoch_loss.add(detached if on_cuda else value)
+        self._epoch_loss.add(step_loss)
         now = time.perf_counter()
         rec = {"step": self.step, "epoch": self.epoch,
                "epoch_float": self.epoch + self.batch_in_epoch / max(1, n_batches),
-               "loss": detached if on_cuda else value, "lr": lr_used, "samples": self.samples,
+               "loss": step_loss, "lr": lr_used, "samples": self.samples,
                "time": now - self._t0, "samples_per_s": math.nan, "input_wait": math.nan}
         self.lr_used = self.lr
         self._buf.append(rec)
         for cb in self._step_end:
             cb.on_step_end(self, rec)
+        self._after_optimizer_step(n_batches, None if on_cuda else value)
         if (now - self._last_emit) * 1000.0 >= self.config.emit_every_ms:
             self.emit(now)
+
+    def _after_optimizer_step(self, n_batches: int, loss: float | None) -> None:
+        """A failed background write said; ``checkpoint_every_steps``' ``last.pt``; the first compile report."""
+        self.checkpoints.poll()
+        every = int(self.config.checkpoint_every_steps or 0)
+        if (every and self.step % every == 0 and self.batch_in_epoch < n_batches  # the epoch's end writes its own
+                and self.is_main and self.run_dir is not None):
+            self.checkpoints.save_async([self.run_dir / LAST], loss=loss, finite_only=True)
+        if self._compile_report_due and self._compiled is not None:
+            self._compile_report_due = False
+            text = self._compiled.report()
+            if text:
+                self.say(text)
 
     def emit(self, now: float | None = None) -> None:
         """Send the buffered step dicts to ``on_metrics`` (floats only)."""
@@ -760,9 +830,13 @@ class Trainer:
         if self._csv is not None:
             self._csv.append({**metrics, "time_s": metrics["time"], "best": int(best)})
         if self.config.checkpoint_every_epoch and self.is_main:
-            payload = self.checkpoints.payload(loss=val_loss if math.isfinite(val_loss) else train_loss)
-            paths = [self.run_dir / "last.pt"] + ([self.run_dir / "best.pt"] if best else [])
-            self.checkpoints.save_in_background(payload, paths)
+            # one write of last.pt on the writer thread; best.pt of the same state is a hard link to it
+            paths = [self.run_dir / LAST] + ([self.run_dir / "best.pt"] if best else [])
+            self.checkpoints.save_async(paths, loss=val_loss if math.isfinite(val_loss) else train_loss)
+        if self._compiled is not None:
+            text = self._compiled.report()
+            if text:
+                self.say(text)
         if self._tb is not None:  # at the epoch's last global step, as metrics.csv's step column
             self._tb.epoch(metrics, ("train_loss", *val, *logged), self.step)
         self.call("on_epoch_end", self, metrics)

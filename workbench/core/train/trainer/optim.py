@@ -151,12 +151,30 @@ def build_optimizer(groups: list[dict], config: TrainConfig) -> torch.optim.Opti
         return torch.optim.SGD(groups, momentum=config.momentum,
                                nesterov=bool(config.nesterov and config.momentum > 0), **kw)
     if name == "adam":
-        return torch.optim.Adam(groups, **kw)
+        return torch.optim.Adam(groups, **kw, **fused_kwargs(groups, torch.optim.Adam))
     if name == "adamw":
-        return torch.optim.AdamW(groups, **kw)
+        return torch.optim.AdamW(groups, **kw, **fused_kwargs(groups, torch.optim.AdamW))
     if name == "rmsprop":
         return torch.optim.RMSprop(groups, momentum=config.momentum, **kw)
     raise ValueError(f"unknown optimizer {name!r}; choose sgd, adam, adamw or rmsprop")
+
+
+def fused_kwargs(groups: list[dict], optimizer_class: type) -> dict:
+    """``{"fused": True}`` when every parameter of ``groups`` is a floating-point CUDA tensor and
+    ``optimizer_class`` has a fused implementation (Adam, AdamW: one kernel for the whole step); else ``{}``
+    (torch's default: ``foreach`` on CUDA, the loop on CPU).
+
+    An empty group list (a fully frozen model, unfrozen later) gets ``{}``: groups added
+    later may live anywhere.
+    """
+    import inspect
+
+    params = [p for g in groups for p in g["params"]]
+    if not params or not all(p.is_cuda and p.is_floating_point() for p in params):
+        return {}
+    if "fused" not in inspect.signature(optimizer_class.__init__).parameters:
+        return {}
+    return {"fused": True}
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int):
