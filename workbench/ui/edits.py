@@ -151,6 +151,36 @@ class ModelEdits:
         self._push(undo.FreezeStateCommand(self.session, f"Freeze everything before {path}",
                                            lambda m: freezing.freeze_before(m, path)))
 
+    def freeze_first_blocks(self, n: int | None = None) -> bool:
+        """Freeze the embeddings and the first ``n`` repeated blocks (asked when None); undoable.
+
+        :func:`workbench.core.model.freezing.freeze_first_blocks`; the question offers two thirds of the
+        blocks (MiniLM's 6 layers: 4). Returns True when the freeze was made.
+        """
+        from workbench.core.model.blocks import repeated_blocks
+
+        if self.session.refuse_while_running("freeze the first blocks"):
+            return False
+        blocks = repeated_blocks(self.session.model) if self.session.model is not None else []
+        if not blocks:
+            self.prompts.error("Freeze the first blocks: this model has no repeated blocks (a ModuleList or "
+                               "Sequential of one class); freeze with the tree's checkboxes.")
+            return False
+        container = blocks[0][0].rpartition(".")[0] or "(model)"
+        if n is None:
+            n = self.prompts.integer("Freeze embeddings and the first blocks",
+                                     f"Blocks of {container} to freeze, with everything before them "
+                                     f"(1-{len(blocks)}):", max(1, len(blocks) * 2 // 3))
+            if n is None:
+                return False
+        if not 1 <= int(n) <= len(blocks):
+            self.prompts.error(f"Freeze the first blocks: {container} has {len(blocks)} blocks; choose 1 to "
+                               f"{len(blocks)}, not {n}.")
+            return False
+        self._push(undo.FreezeStateCommand(self.session, f"Freeze embeddings and the first {n} blocks",
+                                           lambda m: freezing.freeze_first_blocks(m, int(n))))
+        return True
+
     def set_keep_bn_stats_fixed(self, flag: bool) -> None:
         """Keep BatchNorm statistics fixed (eval mode) for fully frozen BatchNorm layers while training."""
         self.settings.setValue("keepBnStatsFixed", bool(flag))

@@ -213,6 +213,10 @@ class MainWindow(QMainWindow):
         """:meth:`ModelEdits.freeze_before`."""
         self.edits.freeze_before(path)
 
+    def freeze_first_blocks(self, n: int | None = None) -> bool:
+        """:meth:`ModelEdits.freeze_first_blocks`."""
+        return self.edits.freeze_first_blocks(n)
+
     def reinitialize(self, path: str, method: str = "reset_parameters", value: float | None = None) -> bool:
         """Re-initialize the parameters under ``path`` (:meth:`ModelEdits.reinitialize`)."""
         return self.edits.reinitialize(path, method, value)

@@ -133,3 +133,25 @@ def test_save_as_model_folder_merges_lora_and_loads_back(window, tmp_path):
     with torch.no_grad():
         assert torch.allclose(loaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5)
     assert "LoRA adapters merged" in window.statusBar().currentMessage()
+
+
+def test_freeze_embeddings_and_the_first_blocks_from_the_tree_menu_and_undo(window):
+    import torch
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=6, num_attention_heads=2, intermediate_size=64,
+                                  vocab_size=100, num_labels=3)
+    window.session.set_model(transformers.BertForSequenceClassification(cfg), source="tiny bert")
+    window.prompts.answers["integer"] = 4
+    tree = window.tree_widget
+    assert tree.select_name("bert")
+    menu = tree.context_menu(tree.view.currentIndex())
+    from PySide6.QtGui import QAction
+
+    menu.findChild(QAction, "freezeFirstBlocksAction").trigger()
+    model = window.session.model
+    assert not model.bert.encoder.layer[3].output.dense.weight.requires_grad
+    assert model.bert.encoder.layer[4].output.dense.weight.requires_grad
+    assert not model.bert.embeddings.word_embeddings.weight.requires_grad
+    window.undo_action.trigger()
+    assert all(p.requires_grad for p in model.parameters())

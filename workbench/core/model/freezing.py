@@ -27,6 +27,7 @@ from torch import nn
 from workbench.core.model.names import UnknownPathError, all_parameters, resolve
 
 __all__ = [
+    "freeze_first_blocks",
     "frozen_modules",
     "set_trainable",
     "freeze_all_except",
@@ -152,6 +153,46 @@ def freeze_before(model: nn.Module, path: str) -> list[str]:
                 break
             before.append(p)
     return _apply(model, {id(p): False for p in before if id(p) not in keep})
+
+
+def freeze_first_blocks(model: nn.Module, n: int) -> list[str]:
+    """Freeze the embeddings (everything before the repeated blocks) and the first ``n`` blocks.
+
+    The blocks are :func:`~workbench.core.model.blocks.repeated_blocks` (a BERT's
+    ``encoder.layer``, a GPT-2's ``h``); what comes before the first block in
+    ``named_modules()`` order (embeddings, a stem) is frozen with them, as
+    :func:`freeze_before` the ``n``-th block does. The rest is left as it is.
+    LLaMA-Factory's "freeze" fine-tuning and ULMFiT's gradual unfreezing freeze
+    the lower layers this way.
+
+    Parameters
+    ----------
+    model : nn.Module
+    n : int
+        Blocks to freeze, ``1 <= n <= len(blocks)``; all of them freezes what follows the last block's
+        predecessors too, but never the modules after the blocks (a head, a final norm).
+
+    Returns
+    -------
+    list of str
+        Canonical names of the parameters this call froze.
+
+    Raises
+    ------
+    ValueError
+        The model has no repeated blocks, or ``n`` is out of range.
+    """
+    from workbench.core.model.blocks import repeated_blocks
+
+    blocks = repeated_blocks(model)
+    if not blocks:
+        raise ValueError("the model has no repeated blocks (a ModuleList or Sequential of one class) to count")
+    if not 1 <= n <= len(blocks):
+        raise ValueError(f"freeze the first 1 to {len(blocks)} blocks, not {n}")
+    if n < len(blocks):
+        return freeze_before(model, blocks[n][0])
+    frozen = freeze_before(model, blocks[-1][0])
+    return frozen + _apply(model, {id(p): False for p in blocks[-1][1].parameters()})
 
 
 def set_requires_grad(model: nn.Module, names: Iterable[str], flag: bool) -> list[str]:

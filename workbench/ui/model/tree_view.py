@@ -118,6 +118,7 @@ class TreeController(Protocol):
     def set_trainable(self, path_or_names, flag: bool) -> None: ...  # noqa: D102
     def freeze_all_except(self, path: str) -> None: ...  # noqa: D102
     def freeze_before(self, path: str) -> None: ...  # noqa: D102
+    def freeze_first_blocks(self, n: int | None = None) -> bool: ...  # noqa: D102
     def reinitialize(self, path: str, method: str) -> None: ...  # noqa: D102
     def replace_head(self, path: str, num_outputs: int | None = None) -> None: ...  # noqa: D102
     def add_lora(self, paths) -> bool: ...  # noqa: D102
@@ -433,6 +434,9 @@ class ModelTreeWidget(QWidget):
         self._add_freeze_actions(menu, obj.name, obj.trainable_params > 0)
         menu.addAction("Freeze all except this", lambda: self._controller.freeze_all_except(obj.name))
         menu.addAction("Freeze everything before this", lambda: self._controller.freeze_before(obj.name))
+        first = menu.addAction("Freeze embeddings and the first N blocks…",
+                               lambda: self._controller.freeze_first_blocks())
+        first.setObjectName("freezeFirstBlocksAction")
         bn = menu.addAction("Keep BatchNorm statistics fixed when frozen")
         bn.setCheckable(True)
         bn.setChecked(bool(self._controller.keep_bn_stats_fixed))

@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from workbench.core.model.blocks import repeated_blocks
+
 __all__ = ["optimizer_steps", "closes_step", "repeated_blocks", "enable_activation_checkpointing",
            "disable_activation_checkpointing", "CompiledStep", "forward_hook_count", "compile_report"]
 
@@ -50,35 +52,6 @@ def closes_step(batch_in_epoch: int, n_batches: int, accumulate: int) -> bool:
 
 
 # ---------------------------------------------------------------- activation checkpointing
-def repeated_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The children of the largest ``nn.ModuleList`` / ``nn.Sequential`` whose children share one class.
-
-    "Largest" counts parameters (ties: more children). A transformer's layers
-    (``encoder.layer``, ``h``), a ResNet stage's blocks. At least two children.
-
-    Returns
-    -------
-    list of (str, nn.Module)
-        Qualified names and modules; empty when the model has no such container.
-    """
-    best: tuple[int, int, str, nn.Module] | None = None
-    for name, m in model.named_modules():
-        if not isinstance(m, (nn.ModuleList, nn.Sequential)):
-            continue
-        kids = list(m.children())
-        if len(kids) < 2 or len({type(k) for k in kids}) != 1:
-            continue
-        size = sum(p.numel() for p in m.parameters())
-        if size == 0:
-            continue
-        if best is None or (size, len(kids)) > (best[0], best[1]):
-            best = (size, len(kids), name, m)
-    if best is None:
-        return []
-    prefix = f"{best[2]}." if best[2] else ""
-    return [(f"{prefix}{n}", k) for n, k in best[3].named_children()]
-
-
 def _checkpointed_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
     """A block's forward under ``torch.utils.checkpoint`` while training with grad (bound to the block)."""
     forward = types.MethodType(type(self).forward, self)
