@@ -39,6 +39,7 @@ from pathlib import Path
 from types import ModuleType
 
 from workbench.cli import contributions, diff, export, graph, index, inspect, lr_find, runs, train
+from workbench.cli import remote
 from workbench.cli.guard import run_command
 from workbench.cli.output import fail
 from workbench.cli.window import looks_like_a_command, open_window, window_parser, window_path
@@ -49,7 +50,7 @@ __all__ = ["main", "top_level_help", "COMMANDS"]
 #: The commands, in the order ``workbench --help`` lists them: name -> its module.
 COMMANDS: dict[str, ModuleType] = {
     command.NAME: command for command in (inspect, train, lr_find, diff, runs, contributions, index, graph,
-                                          export)
+                                          export, remote)
 }
 
 

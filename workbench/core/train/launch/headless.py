@@ -12,6 +12,7 @@ import contextlib
 import math
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -41,8 +42,23 @@ __all__ = ["settle_run_file", "fill_table_model_kwargs", "train_from_toml", "lr_
            "PrintProgress", "error_text"]
 
 
+#: Seconds between two progress lines of ``workbench train`` (step, samples/s, ETA): a long epoch says where it
+#: is, and a log file (a detached run's train.log) gets a few lines a minute, not one per step.
+PROGRESS_EVERY_S = 10.0
+
+
+def _duration(seconds: float) -> str:
+    """``1:02:03`` / ``2:03`` (H:MM:SS or M:SS); ``?`` when not finite."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    s = int(round(seconds))
+    h, m = divmod(s // 60, 60)
+    return f"{h}:{m:02d}:{s % 60:02d}" if h else f"{m}:{s % 60:02d}"
+
+
 class PrintProgress(Callback):
-    """One line per epoch (and the start/end) for ``workbench train``.
+    """One line per epoch (and the start/end) for ``workbench train``, and a progress line at most every
+    :data:`PROGRESS_EVERY_S` between them (step N/M, loss, samples/s, ETA of the steps left).
 
     Parameters
     ----------
@@ -56,8 +72,13 @@ class PrintProgress(Callback):
     def __init__(self, out: Callable[[str], Any], debug: bool = False):
         self.out = out
         self.debug = debug
+        self._start: tuple[float, int, int] = (time.monotonic(), 0, 0)  # (time, step, samples) at the fit start
+        self._last_line = (time.monotonic(), 0)  # (time, samples) of the last progress line
 
     def on_fit_start(self, trainer):
+        now = time.monotonic()
+        self._start = (now, int(getattr(trainer, "step", 0)), int(getattr(trainer, "samples", 0)))
+        self._last_line = (now, self._start[2])
         info = trainer.info
         for note in getattr(info, "notes", None) or []:
             self.out(f"data: {note}")
@@ -68,6 +89,22 @@ class PrintProgress(Callback):
                  f"{trainable:,} of {total:,} parameters trainable")
         if trainer.loader_note:
             self.out(f"data: {trainer.loader_note}" + (", channels_last" if trainer.channels_last else ""))
+
+    def on_metrics(self, trainer, batch):
+        now = time.monotonic()
+        if not batch or now - self._last_line[0] < PROGRESS_EVERY_S:
+            return
+        rec = batch[-1]
+        step, samples = int(rec["step"]), int(rec["samples"])
+        total = getattr(trainer, "total_steps", None) or trainer.config.epochs * len(trainer.train_loader)
+        rate = (samples - self._last_line[1]) / max(now - self._last_line[0], 1e-9)
+        t0, step0, _ = self._start
+        per_step = (now - t0) / max(step - step0, 1)
+        loss = float(rec["loss"])
+        self.out(f"step {step}/{total}  epoch {int(rec['epoch']) + 1}/{trainer.config.epochs}  "
+                 + (f"loss {loss:.4f}  " if math.isfinite(loss) else "")
+                 + f"{rate:.0f} samples/s  ETA {_duration((total - step) * per_step)}")
+        self._last_line = (now, samples)
 
     def on_epoch_end(self, trainer, m):
         acc = f"  val_acc {m['val_acc'] * 100:.1f}%" if math.isfinite(m["val_acc"]) else ""

@@ -1,0 +1,271 @@
+"""A run on an SSH host: start it detached, ask how it is, stop it with a save, bring its folder back.
+
+The remote folder of a run is ``REMOTE_DIR/NAME`` (default ``~/workbench-runs/NAME``):
+the copied ``run.toml`` and what it needs (:mod:`.bundle`), ``pid`` (the training
+process), ``train.log`` (its stdout and stderr) and ``run/`` (the run folder it
+writes: ``metrics.csv``, ``status.json``, ``last.pt``...).
+
+The run is started with ``setsid nohup`` in its own session, its output in
+``train.log`` and its input from ``/dev/null``: it survives the SSH connection
+(a closed terminal's SIGHUP never reaches it). Every command sent is one
+``sh -c`` line whose words are quoted (:func:`shlex.quote`): a run name with a
+space, a quote or ``;`` is a name, never a command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.core.remote.bundle import RUN_SUBDIR, bundle, stage
+from workbench.core.remote.ssh import RemoteError, Ssh, home_relative
+
+__all__ = ["DEFAULT_REMOTE_DIR", "STOP_WAIT_S", "Started", "RemoteStatus", "default_name", "check_name",
+           "launch_line", "start", "status", "stop", "pull", "remote_folder"]
+
+#: Where runs go on a host unless ``--remote-dir`` says otherwise (relative to the remote home folder).
+DEFAULT_REMOTE_DIR = "~/workbench-runs"
+#: Seconds ``stop`` waits for the run to reach a step boundary and save ``last.pt`` (a slow step on a busy GPU,
+#: a large checkpoint to write) before saying it is still stopping.
+STOP_WAIT_S = 120.0
+#: Files of a remote run folder, beside ``run.toml``.
+PID_FILE, LOG_FILE = "pid", "train.log"
+#: Bytes of ``status.json`` read back (a real one is ~300 bytes; a bad file is never read whole).
+_STATUS_BYTES = 65536
+_MARK = "--workbench-remote--"
+#: Shell: ``pid`` from the pid file, emptied unless it is a number (a damaged file names no process).
+_READ_PID = f"pid=$(head -c 32 {PID_FILE} 2>/dev/null); case \"$pid\" in ''|*[!0-9]*) pid= ;; esac"
+
+
+@dataclass(frozen=True)
+class Started:
+    """A run started on a host: ``folder`` its remote folder (relative to the remote home unless absolute)."""
+
+    host: str
+    name: str
+    folder: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class RemoteStatus:
+    """How a remote run is.
+
+    Attributes
+    ----------
+    alive : bool
+        Its training process is running.
+    pid : int or None
+        That process, from the ``pid`` file.
+    state : str
+        ``status.json``'s state (``running``, ``finished``, ``stopped``, ``crashed``), ``starting`` when the
+        process lives and has not written it yet, ``unknown`` when it is gone without one.
+    reason : str or None
+        ``status.json``'s reason (``completed``, ``stopped``, ``error``...).
+    log_line : str
+        The last line of ``train.log`` (as it is: escape it before printing).
+    """
+
+    alive: bool
+    pid: int | None
+    state: str
+    reason: str | None
+    log_line: str
+
+
+def check_name(name: str) -> str:
+    """``name`` when it can name a remote run folder: one path component, printable, not ``.``/``..``.
+
+    Raises
+    ------
+    RemoteError
+        It cannot (says what to choose instead).
+    """
+    if (not name or name in (".", "..") or "/" in name or name.startswith("-")
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)):
+        raise RemoteError(f"run name {name!r}: give a folder name (no '/', no control characters, not starting "
+                          "with '-')")
+    return name
+
+
+def default_name(run_toml: str | Path) -> str:
+    """A new run's name: the run file's folder (or its stem when not ``run.toml``) and the time, ``mnist-20250101-120000``."""
+    p = Path(run_toml).resolve()
+    stem = p.stem if p.stem != "run" else p.parent.name
+    return f"{stem or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}".lstrip("-.")
+
+
+def remote_folder(remote_dir: str, name: str) -> str:
+    """The remote folder of run ``name`` under ``remote_dir``, as ssh and rsync read it (home-relative)."""
+    return f"{home_relative(remote_dir).rstrip('/') or '/'}/{check_name(name)}".replace("//", "/")
+
+
+def _sh(script: str) -> str:
+    """``script`` run by ``sh`` whatever the remote login shell is (fish, csh...)."""
+    return f"sh -c {shlex.quote(script)}"
+
+
+def launch_line(*, trust: bool = False) -> str:
+    """The shell line, run in a remote run folder, that starts ``workbench train run.toml`` detached; prints the pid.
+
+    ``setsid`` gives it a session of its own and ``nohup`` ignores SIGHUP: a connection that drops (a terminal
+    that closes) does not end it. Output goes to ``train.log`` unbuffered, input is ``/dev/null``.
+    """
+    argv = ["workbench", "train", "run.toml"] + (["--trust"] if trust else [])
+    return (f"command -v workbench >/dev/null || {{ echo 'workbench is not on the PATH of the host; "
+            f"pip install workbench there' >&2; exit 127; }}; "
+            f"PYTHONUNBUFFERED=1 setsid nohup {shlex.join(argv)} > {LOG_FILE} 2>&1 < /dev/null & "
+            f"echo $! > {PID_FILE}; echo $!")
+
+
+def start(ssh: Ssh, host: str, run_toml: str | Path, *, remote_dir: str = DEFAULT_REMOTE_DIR,
+          name: str | None = None, trust: bool = False) -> Started:
+    """Copy ``run_toml`` and what it needs to ``host`` and start it there detached.
+
+    Parameters
+    ----------
+    ssh : Ssh
+    host : str
+    run_toml : str or Path
+    remote_dir : str
+        The folder of runs on the host.
+    name : str, optional
+        The run's folder name there (default :func:`default_name`); an existing one is refused.
+    trust : bool
+        Pass ``--trust`` (the run file names code; the caller decided to trust it).
+
+    Raises
+    ------
+    RemoteError
+        The run file or a file it names is missing here, the name is taken, ssh or rsync failed, or the
+        host lacks ``workbench``.
+    """
+    b = bundle(run_toml)
+    name = check_name(name or default_name(run_toml))
+    folder = remote_folder(remote_dir, name)
+    q = shlex.quote(folder)
+    made = ssh.run(host, _sh(f"if [ -e {q} ]; then echo exists; else mkdir -p -- {q} && echo made; fi"),
+                   what=f"make the run folder {folder}")
+    if made.strip() != "made":
+        raise RemoteError(f"{host}: {folder} exists already; choose another --name")
+    try:
+        with tempfile.TemporaryDirectory(prefix="workbench-remote-") as tmp:
+            stage(b, tmp)
+            ssh.rsync(host, [f"{tmp}/"], f"{host}:{folder}/", what=f"copy the run to {folder}",
+                      options=("--copy-links",))
+    except (RemoteError, OSError):
+        with contextlib.suppress(RemoteError):  # no half-copied run left to be mistaken for one
+            ssh.run(host, _sh(f"rm -rf -- {q}"), what=f"remove the half-copied {folder}")
+        raise
+    out = ssh.run(host, _sh(f"cd -- {q} && {launch_line(trust=trust)}"), what="start the run")
+    try:
+        pid = int(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RemoteError(f"{host}: the run did not start (the host said {out.strip()[-200:]!r}); "
+                          f"see {folder}/{LOG_FILE}") from None
+    return Started(host, name, folder, pid)
+
+
+def _alive_test(pid_var: str = "$pid") -> str:
+    """A shell test: the process ``pid_var`` is a live ``workbench`` (a zombie or a reused pid is not)."""
+    return (f"[ -n \"{pid_var}\" ] && [ -r /proc/{pid_var}/cmdline ] && "
+            f"tr '\\0' ' ' < /proc/{pid_var}/cmdline | grep -q workbench")
+
+
+def status(ssh: Ssh, host: str, name: str, *, remote_dir: str = DEFAULT_REMOTE_DIR) -> RemoteStatus:
+    """How run ``name`` on ``host`` is: alive, its pid, ``status.json``'s state and reason, the log's last line.
+
+    Raises
+    ------
+    RemoteError
+        No such run on the host, or ssh failed.
+    """
+    folder = remote_folder(remote_dir, name)
+    q = shlex.quote(folder)
+    script = (f"cd -- {q} 2>/dev/null || {{ echo 'no such run folder' >&2; exit 3; }}; "
+              f"{_READ_PID}; echo \"$pid\"; "
+              f"if {_alive_test()}; then echo alive; else echo gone; fi; echo {_MARK}; "
+              f"head -c {_STATUS_BYTES} {RUN_SUBDIR}/status.json 2>/dev/null; echo; echo {_MARK}; "
+              f"tail -n 5 {LOG_FILE} 2>/dev/null; true")
+    try:
+        out = ssh.run(host, _sh(script), what=f"read the run {name!r}")
+    except RemoteError as e:
+        if "(exit 3)" in str(e):
+            raise RemoteError(f"{host}: no run {name!r} in {home_relative(remote_dir)}; "
+                              "check the name (and --remote-dir)") from None
+        raise
+    head, _, rest = out.partition(f"{_MARK}\n")
+    status_text, _, log = rest.partition(f"{_MARK}\n")
+    lines = head.splitlines() + ["", ""]
+    pid = int(lines[0]) if lines[0].strip().isdigit() else None
+    alive = lines[1].strip() == "alive"
+    try:
+        record = json.loads(status_text) if status_text.strip() else {}
+        record = record if isinstance(record, dict) else {}
+    except ValueError:
+        record = {}
+    state = record.get("state") if isinstance(record.get("state"), str) else ("starting" if alive else "unknown")
+    reason = record.get("reason") if isinstance(record.get("reason"), str) else None
+    log_lines = [line for line in log.splitlines() if line.strip()]
+    return RemoteStatus(alive, pid, state, reason, log_lines[-1] if log_lines else "")
+
+
+def stop(ssh: Ssh, host: str, name: str, *, remote_dir: str = DEFAULT_REMOTE_DIR,
+         wait_s: float = STOP_WAIT_S) -> RemoteStatus:
+    """Stop run ``name`` as Ctrl+C does (SIGTERM: the next step boundary, ``last.pt`` saved); wait up to ``wait_s``.
+
+    SIGTERM goes to the training process (the session leader), not to its whole group: its data loader
+    workers and ranks are ended by it, after the save.
+
+    Returns
+    -------
+    RemoteStatus
+        After it ended, or after ``wait_s`` (then still ``alive``).
+
+    Raises
+    ------
+    RemoteError
+        No such run, it is not running, or ssh failed.
+    """
+    folder = remote_folder(remote_dir, name)
+    ticks = max(1, int(wait_s / 0.2))
+    script = (f"cd -- {shlex.quote(folder)} 2>/dev/null || {{ echo 'no such run folder' >&2; exit 3; }}; "
+              f"{_READ_PID}; {_alive_test()} || {{ echo 'not running' >&2; exit 4; }}; "
+              f"kill -TERM \"$pid\"; i=0; while {_alive_test()} && [ $i -lt {ticks} ]; do sleep 0.2; "
+              f"i=$((i+1)); done")
+    try:
+        ssh.run(host, _sh(script), what=f"stop the run {name!r}", timeout=wait_s + 60)
+    except RemoteError as e:
+        if "(exit 3)" in str(e):
+            raise RemoteError(f"{host}: no run {name!r} in {home_relative(remote_dir)}; check the name") from None
+        if "(exit 4)" in str(e):
+            raise RemoteError(f"{host}: the run {name!r} is not running; nothing to stop") from None
+        raise
+    return status(ssh, host, name, remote_dir=remote_dir)
+
+
+def pull(ssh: Ssh, host: str, name: str, dest: str | Path | None = None, *,
+         remote_dir: str = DEFAULT_REMOTE_DIR) -> Path:
+    """Copy run ``name``'s run folder (and its ``train.log``) from ``host`` into ``dest/NAME``; that folder.
+
+    Again later, only what changed is copied. ``dest`` defaults to the local runs root, so the window and
+    ``workbench runs`` list the pulled run beside local ones.
+
+    Raises
+    ------
+    RemoteError
+        No such run (or it has not written its folder yet), or ssh / rsync failed.
+    """
+    from workbench.core.train.runs.folder import default_runs_root
+
+    folder = remote_folder(remote_dir, name)
+    target = Path(dest if dest is not None else default_runs_root()).expanduser() / name
+    target.mkdir(parents=True, exist_ok=True)
+    ssh.rsync(host, [f"{host}:{folder}/{RUN_SUBDIR}/", f"{host}:{folder}/{LOG_FILE}"], f"{target}/",
+              what=f"copy {folder}/{RUN_SUBDIR} back (has the run started? workbench remote status)")
+    return target

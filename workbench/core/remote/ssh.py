@@ -1,0 +1,163 @@
+"""The system ``ssh`` and ``rsync``, run for Workbench: one place that builds their command lines and says their errors.
+
+A host is whatever ``ssh`` accepts (an alias of the user's ``~/.ssh/config``,
+``user@host``); its port, key, ProxyJump and known host keys come from the
+user's own OpenSSH configuration, or from the file ``--ssh-config`` /
+``$WORKBENCH_SSH_CONFIG`` names (passed as ``ssh -F``). Host keys are always
+checked (``StrictHostKeyChecking`` is never touched: an unknown key is refused
+by ssh, and its message is what the user reads), ``BatchMode=yes`` makes a
+missing key or agent an error instead of a password prompt, and every word
+sent to the remote shell is quoted with :func:`shlex.quote`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.core.errors import WorkbenchError
+
+__all__ = ["RemoteError", "Ssh", "SSH_CONFIG_ENV", "CONNECT_TIMEOUT_S", "home_relative"]
+
+#: The environment variable naming the ssh client configuration (``ssh -F``) when ``--ssh-config`` is not given.
+SSH_CONFIG_ENV = "WORKBENCH_SSH_CONFIG"
+#: Seconds ssh waits for a host to answer (``ConnectTimeout``): a host that is down is said in seconds, not minutes.
+CONNECT_TIMEOUT_S = 15
+#: Seconds a short remote command (status, stop, start) may take before it is abandoned.
+COMMAND_TIMEOUT_S = 120
+
+
+class RemoteError(WorkbenchError):
+    """ssh or rsync failed, or the host answered something unexpected; the message names the host and what to do."""
+
+
+def home_relative(path: str) -> str:
+    """A remote folder as ssh and rsync both read it: ``~/x`` becomes ``x`` (both start in the home folder).
+
+    A remote shell expands no ``~`` inside quotes and rsync sends its paths
+    protected (``--protect-args``), so a path is written relative to the home
+    folder instead. An absolute path stays.
+
+    Parameters
+    ----------
+    path : str
+        A folder on the remote host (``~/workbench-runs``, ``runs``, ``/scratch/me``).
+    """
+    path = path.strip()
+    if path in ("~", "~/", ""):
+        return "."
+    return path[2:] if path.startswith("~/") else path
+
+
+def _last_line(text: str) -> str:
+    """The last non-empty line of ``text`` (ssh's and rsync's reason comes last), or ``""``."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+@dataclass(frozen=True)
+class Ssh:
+    """How to reach hosts: the ssh client configuration file (None: the user's ``~/.ssh/config``).
+
+    Parameters
+    ----------
+    config : str or Path, optional
+        Passed as ``ssh -F CONFIG``.
+    """
+
+    config: str | Path | None = None
+
+    @classmethod
+    def from_env(cls, config: str | Path | None = None) -> Ssh:
+        """``config`` if given, else ``$WORKBENCH_SSH_CONFIG`` if set, else the user's own configuration."""
+        return cls(config or os.environ.get(SSH_CONFIG_ENV) or None)
+
+    def ssh_argv(self) -> list[str]:
+        """``ssh`` and its options (no host): ``-F`` when a configuration is named, batch mode, a connect timeout."""
+        argv = ["ssh"]
+        if self.config:
+            argv += ["-F", str(Path(self.config).expanduser())]
+        return argv + ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}"]
+
+    def run(self, host: str, script: str, *, what: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
+        """Run ``script`` (a POSIX shell command line, already quoted) on ``host``; its stdout.
+
+        Parameters
+        ----------
+        host : str
+            What ``ssh`` accepts as a destination.
+        script : str
+            The remote command line; every word taken from input must be quoted by the caller.
+        what : str
+            What is being done, for the error (``"start the run"``).
+        timeout : float
+            Seconds before it is abandoned.
+
+        Raises
+        ------
+        RemoteError
+            ssh could not connect (its own last line quoted), or the command exited non-zero.
+        """
+        argv = self.ssh_argv() + ["--", host, script]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise RemoteError("ssh: the OpenSSH client is not installed here; install it (openssh-client)") from None
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"{host}: no answer within {timeout:.0f} s while trying to {what}; check the host") \
+                from None
+        if done.returncode != 0:
+            raise self.error(host, what, done.returncode, done.stderr)
+        return done.stdout
+
+    def error(self, host: str, what: str, code: int, stderr: str) -> RemoteError:
+        """The one-line error for a failed ssh or rsync: the host, what failed, the tool's own last line quoted."""
+        reason = _last_line(stderr)
+        if code == 255:  # ssh's own failure: no connection, a refused or unknown host key, no usable key
+            hint = "check the host in your ssh config, its host key (known_hosts) and your key"
+            return RemoteError(f"{host}: could not connect to {what}: ssh said {reason!r}; {hint}")
+        return RemoteError(f"{host}: could not {what} (exit {code})" + (f": {reason!r}" if reason else ""))
+
+    def rsync(self, host: str, sources: list[str], dest: str, *, what: str, options: tuple[str, ...] = ()) -> None:
+        """``rsync -a`` through this configuration's ssh; remote paths are written ``host:path`` by the caller.
+
+        Transfers resume what is there already (``--partial``); sizes and times decide what is sent again. Paths
+        travel as data (``--protect-args``): a space, a quote or ``;`` in a name runs nothing.
+
+        Parameters
+        ----------
+        options : tuple of str
+            More rsync options (``--copy-links``).
+
+        Raises
+        ------
+        RemoteError
+            rsync is missing or failed (ssh's or rsync's own reason quoted).
+        """
+        # files arrive owned by whoever runs this (as root, -a alone would keep the other side's uid)
+        argv = ["rsync", "-a", "--no-owner", "--no-group", "--partial", "--protect-args", *options, "-e", shlex.join(self.ssh_argv()), "--",
+                *sources, dest]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise RemoteError("rsync: not installed here; install rsync (on this machine and on the host)") from None
+        if done.returncode != 0:
+            reason, by_ssh = _rsync_reason(done.stderr)
+            raise self.error(host, what, 255 if by_ssh else done.returncode, reason)
+
+
+def _rsync_reason(stderr: str) -> tuple[str, bool]:
+    """The line that says why rsync failed, and whether ssh said it (no connection: rsync's own lines follow).
+
+    rsync ends with its summary (``rsync error: ... (code 23)``); the cause is ssh's last line when ssh
+    failed, else rsync's first ``rsync: ...`` line (``link_stat "x" failed: No such file or directory``).
+    """
+    lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
+    by_ssh = [line for line in lines if not line.startswith("rsync")]
+    if by_ssh and any("connection unexpectedly closed" in line for line in lines):
+        return by_ssh[-1], True
+    own = [line for line in lines if line.startswith("rsync:")]
+    return (own[0] if own else (lines[-1] if lines else "")), False
