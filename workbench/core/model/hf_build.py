@@ -401,9 +401,9 @@ def _lazy_model(transformers: Any, cls: type, config: Any, state: LazyStateDict,
     computes is left on ``meta``.
     """
     from workbench.core.model import lazy
-    from workbench.core.model.meta_build import _MetaStorage
+    from workbench.core.model.meta_build import MetaStorage
 
-    with quiet(transformers), _MetaStorage():
+    with quiet(transformers), MetaStorage():
         model = _built(lambda: cls._from_config(config), cfg, origin)
     holders = lazy._holders(model)
     present = {id(t) for k, (_, _, t) in holders.items() if k in state}

@@ -20,7 +20,7 @@ from workbench.core.errors import ArchitectureError
 from workbench.core.model.spec import ArchSpec
 
 
-class _MetaStorage(TorchFunctionMode):
+class MetaStorage(TorchFunctionMode):
     """Create parameters and buffers on ``meta`` but keep index arithmetic on CPU.
 
     ``with torch.device("meta")`` also moves ``torch.arange`` / ``torch.tensor``,
@@ -122,7 +122,7 @@ def build_module(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if str(device) == "meta":
-                with _MetaStorage(everything=_shapes_only):
+                with MetaStorage(everything=_shapes_only):
                     model = factory(*spec.args, **spec.kwargs)
             else:
                 with torch.device(device):
