@@ -37,7 +37,7 @@ def test_every_header_and_a_depth_5_leaf_show_at_1280x800(shown, qtbot):
     win.session.set_model(_transformer(), None, None, None, source="transformer")
     tree = win.tree_widget
     view = tree.view
-    assert view.textElideMode() == Qt.TextElideMode.ElideLeft  # "…head_attn": the leaf and its index stay
+    assert view.textElideMode() == Qt.TextElideMode.ElideMiddle  # "word_…dings": the start and the index stay
     assert tree.set_expanded(DEEP, True) and tree.select_name(DEEP)
     qtbot.waitUntil(lambda: _all_in_view(view), timeout=3000)
     assert set(_headers_in_view(view)) == set(COLUMNS) - {"Change"}, _headers_in_view(view)

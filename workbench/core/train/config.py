@@ -27,9 +27,9 @@ import tomli_w
 DATASETS = ("digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake", "csv", "text")
 #: ``[task] kind``: ``"auto"`` takes the dataset's own (a CSV's inferred task) or classification.
 TASK_KINDS = ("auto", "classification", "regression", "multilabel", "model_loss", "text_classification",
-              "causal_lm")
+              "token_classification", "causal_lm")
 #: The kinds whose batches are tokenized text (``[data] dataset = "text"``) fed to a Hugging Face model.
-TEXT_KINDS = ("text_classification", "causal_lm")
+TEXT_KINDS = ("text_classification", "token_classification", "causal_lm")
 #: How a CSV's categorical (non-numeric) feature columns become numbers.
 CATEGORICAL = ("onehot", "codes")
 NORMALIZE_PRESETS = ("auto", "imagenet", "mnist", "cifar10", "digits", "none")
@@ -112,7 +112,8 @@ class DataConfig:
     num_classes : int
         Classes of the ``"fake"`` dataset.
     text : str
-        ``"text"``: the column of the texts (default ``"text"``).
+        ``"text"``: the column of the texts (default ``"text"``); token classification: the column of
+        each row's list of words (default ``"tokens"``).
     text_pair : str
         ``"text"``: a second text column given to the tokenizer as the pair (sentence-pair tasks); empty: none.
     val : str
@@ -176,7 +177,8 @@ class TaskConfig:
         task when it infers one, e.g. a CSV's, else classification),
         ``"text_classification"`` (a Hugging Face ``*ForSequenceClassification`` on
         tokenized text; a bare encoder folder gets a new head sized to the data's
-        classes) or ``"causal_lm"`` (a ``*ForCausalLM`` on packed blocks of tokens).
+        classes), ``"token_classification"`` (a ``*ForTokenClassification`` on words and
+        one tag per word) or ``"causal_lm"`` (a ``*ForCausalLM`` on packed blocks of tokens).
     step : str
         A training step ``(model, batch) -> loss`` or ``-> {"loss": loss, "<metric>": value, ...}``:
         a registered step name or a spec (``"file.py:training_step"``). Empty: the
@@ -328,6 +330,21 @@ class TrainConfig:
         Minimum interval between two ``on_metrics`` calls, milliseconds.
     checkpoint_every_epoch : bool
         Write ``last.pt`` / ``best.pt`` at each epoch end.
+    checkpoint_every_steps : int
+        Also write ``last.pt`` every this many optimizer steps (long epochs); 0 = off.
+        Written in the background like the epoch's (README "Fitting big models").
+    accumulate_grad_batches : int
+        Gradient accumulation: the loss of each batch divided by N, one optimizer step
+        every N batches (and at the epoch's end for a remainder); the LR schedule, the
+        step counter, probes and the NaN trace count optimizer steps (Lightning's
+        definitions). 1 = off.
+    activation_checkpointing : bool
+        Recompute activations in backward instead of keeping them: a Hugging Face model
+        through ``gradient_checkpointing_enable()``, another on its repeated blocks through
+        ``torch.utils.checkpoint`` (less memory, ~30 % more compute).
+    compile : bool
+        ``torch.compile`` the model for the training step (graph breaks and recompilations
+        are said in the run's log; steps with a probe's hooks run uncompiled).
     keep_frozen_bn_eval : bool
         Keep fully frozen BatchNorm layers in eval mode (running stats fixed).
         Default True: a layer the user froze stays exactly as loaded, as Keras
@@ -374,6 +391,10 @@ class TrainConfig:
     run_dir: str | None = None
     emit_every_ms: float = 40.0
     checkpoint_every_epoch: bool = True
+    checkpoint_every_steps: int = 0
+    accumulate_grad_batches: int = 1
+    activation_checkpointing: bool = False
+    compile: bool = False
     keep_frozen_bn_eval: bool = True
     tensorboard: bool = True
     channels_last: bool | str = field(default="auto", metadata={"auto": bool})
@@ -477,6 +498,13 @@ class TrainConfig:
                 raise ValueError(f"{name} = {value!r} is not one of {', '.join(allowed)}")
         if self.epochs < 0 or self.data.batch_size < 1:
             raise ValueError("epochs must be >= 0 and data.batch_size >= 1")
+        if isinstance(self.accumulate_grad_batches, bool) or not isinstance(self.accumulate_grad_batches, int) \
+                or self.accumulate_grad_batches < 1:
+            raise ValueError(f"accumulate_grad_batches = {self.accumulate_grad_batches!r}: expected a whole number >= 1")
+        if isinstance(self.checkpoint_every_steps, bool) or not isinstance(self.checkpoint_every_steps, int) \
+                or self.checkpoint_every_steps < 0:
+            raise ValueError(f"checkpoint_every_steps = {self.checkpoint_every_steps!r}: expected a whole number "
+                             ">= 0 (0 = off)")
         if self.data.max_length < 0 or self.data.block_size < 0 or self.task.max_new_tokens < 0:
             raise ValueError("data.max_length, data.block_size and task.max_new_tokens must be >= 0")
         if self.data.dataset == "text" and self.task.kind not in TEXT_KINDS:

@@ -191,9 +191,11 @@ class ModelTreeWidget(QWidget):
         view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)  # registration order until a header is clicked
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        # names elide at their start ("…rotary_emb"): the leaf and its index stay; the Name column takes the width
-        # the other columns (sized to their content) leave, so the last one (FLOPs, Change) is never cut
-        view.setTextElideMode(Qt.TextElideMode.ElideLeft)
+        # names elide in their middle ("word_…dings", "posit…dings"): the start that tells siblings apart and the
+        # end with the index both stay (at the start, word_ / position_ / token_type_embeddings all read
+        # "…mbeddings"); the Name column takes the width the other columns (sized to their content) leave,
+        # so the last one (FLOPs, Change) is never cut
+        view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         view.setIndentation(TREE_INDENT)
         self._elide_right = _ElideRight(view)
         for col in range(len(COLUMNS)):

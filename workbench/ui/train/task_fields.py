@@ -23,7 +23,7 @@ __all__ = ["TaskFields", "TASK_KINDS", "MAXIMIZED"]
 TASK_KINDS = [("Auto (the data's own)", "auto"), ("Classification", "classification"),
               ("Regression", "regression"), ("Multi-label", "multilabel"),
               ("The model returns its loss", "model_loss"), ("Text classification", "text_classification"),
-              ("Causal language model", "causal_lm")]
+              ("Token classification", "token_classification"), ("Causal language model", "causal_lm")]
 #: Monitor metrics for which larger is better: choosing one sets the mode to max.
 MAXIMIZED = {"val_acc", "val_accuracy", "val_top5", "val_r2", "val_f1", "val_map"}
 _MONITORS = ["val_loss", *dict.fromkeys(column(name) for name in BUILTIN_METRICS), "train_loss"]

@@ -55,10 +55,10 @@ def _add_head(session, config) -> str | None:
     from workbench.core.train.task.from_model import add_task_head
 
     classes = None
-    if config.task.kind == "text_classification":
-        from workbench.core.train.data.text import text_classes
+    if config.task.kind != "causal_lm":  # a classifier's head is sized to the data's classes (or tags)
+        from workbench.core.train.data.text import task_classes
 
-        classes = text_classes(config.data)
+        classes = task_classes(config.data, config.task.kind)
     added = add_task_head(session.model, session.arch_spec, config.task.kind, classes, list(session.edits))
     if added is None:
         return None

@@ -58,7 +58,7 @@ batch_size = 8
     assert all(isinstance(s["completion"], str) for s in samples) and samples[-2]["completion"]
 
     out = tmp_path / "exported"
-    assert main(["export", str(tmp_path / "out" / "best.pt"), "--out", str(out)]) == 0
+    assert main(["export", str(tmp_path / "out" / "best.pt"), "--format", "hf", "--out", str(out)]) == 0
     model = transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval()
     tok = transformers.AutoTokenizer.from_pretrained(str(out))
     ids = tok("the cat sees", return_tensors="pt", add_special_tokens=False)["input_ids"]

@@ -148,3 +148,63 @@ def test_user_loss_and_metric_specs(tmp_path):
     assert last["val_acc"] + last["val_wrong_share"] == pytest.approx(1.0)
     assert tr.history[-1]["val_loss"] < tr.history[0]["val_loss"]
     assert np.isfinite(last["val_loss"])
+
+
+class _Scorer(nn.Module):
+    """Returns its own loss, with ``logits`` (N, 2) when ``with_logits`` (a Hugging Face classifier's shape)."""
+
+    def __init__(self, with_logits: bool):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.with_logits = with_logits
+
+    def forward(self, x, labels):
+        logits = self.fc(x)
+        loss = nn.functional.cross_entropy(logits, labels)
+        return {"loss": loss, "logits": logits} if self.with_logits else {"loss": loss}
+
+
+class _Rows(torch.utils.data.Dataset):
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return {"x": self.x[i], "labels": self.y[i]}
+
+
+def _model_loss_fit(tmp_path, with_logits: bool, name: str) -> Trainer:
+    from torch.utils.data import DataLoader
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(96, 4, generator=g)
+    y = (x[:, 0] > 0).long()
+    loaders = (DataLoader(_Rows(x[:64], y[:64]), batch_size=16), DataLoader(_Rows(x[64:], y[64:]), batch_size=10))
+    cfg = TrainConfig(task=TaskConfig(kind="model_loss", metrics=["accuracy"]), epochs=2, lr=0.05,
+                      run_dir=str(tmp_path / name), tensorboard=False, checkpoint_every_epoch=False)
+    torch.manual_seed(0)
+    tr = Trainer(_Scorer(with_logits), cfg, data=loaders)
+    assert tr.fit() == "completed", tr.error
+    return tr
+
+
+def test_model_loss_accuracy_comes_from_the_outputs_logits_and_the_batchs_labels(tmp_path, caplog):
+    tr = _model_loss_fit(tmp_path, True, "logits")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(96, 4, generator=g)
+    with torch.no_grad():  # the accuracy of the trained model on the validation rows, computed here
+        want = (tr.model.fc(x[64:]).argmax(1) == (x[64:, 0] > 0).long()).float().mean().item()
+    assert tr.history[-1]["val_acc"] == pytest.approx(want)
+    assert "cannot be computed" not in caplog.text
+
+
+def test_model_loss_accuracy_without_logits_is_said_once(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="workbench.core.train.task.tasks"):
+        tr = _model_loss_fit(tmp_path, False, "no_logits")
+    assert all(math.isnan(h["val_acc"]) for h in tr.history)
+    said = [r.getMessage() for r in caplog.records if "cannot be computed" in r.getMessage()]
+    assert len(said) == 1, said  # two validations, one line
+    assert "metric accuracy cannot be computed for the model_loss task: the model's output (dict) has no logits" \
+        in said[0] and "val_acc stays empty" in said[0]

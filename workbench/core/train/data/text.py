@@ -9,6 +9,16 @@ truncated at ``max_length``: ``{"input_ids", "attention_mask"[, "token_type_ids"
 "labels"}``, which a Hugging Face ``*ForSequenceClassification`` takes as
 keyword arguments and returns its loss for.
 
+Token classification (``"token_classification"``): the column ``[data] text``
+(default ``"tokens"``) holds each row's words, ``[data] target`` (default
+``"tags"``) one tag per word: lists in JSON Lines / Parquet / a saved dataset,
+JSON lists (``["Paris", "is", "big"]``) in a CSV cell. The classes are the sorted
+distinct tags of the training rows. Each batch is tokenized with
+``is_split_into_words=True`` (a fast tokenizer, whose ``word_ids`` map sub-tokens
+to words) and each word's tag goes to its first sub-token; the other sub-tokens and
+the special tokens get ``-100``, which the loss and the metrics skip (as
+transformers' token-classification example does).
+
 Causal language modelling (``"causal_lm"``): see :mod:`workbench.core.train.data.lm_blocks`.
 
 Validation is ``[data] val`` (a file of the same columns), else the
@@ -21,6 +31,7 @@ naming the file and its line.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import torch
@@ -32,11 +43,15 @@ from workbench.core.train.data.loaders import EpochLoader, loader_settings
 from workbench.core.train.data.text_files import check_column, load_tokenizer, read_splits, row_name
 
 __all__ = ["MAX_LENGTH_CAP", "SCAN_BATCH", "text_loaders", "text_classes", "tokenizer_of", "max_length_of",
-           "ClassificationRows", "TokenizeBatch"]
+           "ClassificationRows", "TokenizeBatch", "TaggedRows", "TokenizeWords", "IGNORE_INDEX",
+           "tag_classes", "task_classes"]
 
 #: Longest default ``max_length`` (tokens): BERT-like encoders stop at 512 positions, and attention memory
 #: grows with its square; a tokenizer whose ``model_max_length`` is larger (or unset: 1e30) is capped here.
 MAX_LENGTH_CAP = 512
+#: The label of sub-tokens that carry no tag (a word's later pieces, special tokens, padding): the index
+#: ``torch.nn.CrossEntropyLoss`` ignores by default, so the loss and the metrics skip them.
+IGNORE_INDEX = -100
 #: Rows read at a time when a column is scanned (labels, empty texts): bounds the memory of a big file.
 SCAN_BATCH = 10_000
 
@@ -96,10 +111,10 @@ def _scan(table: Any, column: str):
         start += len(batch[column])
 
 
-def _target_column(cfg: DataConfig) -> str:
-    target = list(cfg.target) or ["label"]
+def _target_column(cfg: DataConfig, default: str = "label") -> str:
+    target = list(cfg.target) or [default]
     if len(target) != 1:
-        raise DataError(f"[data] target = {target}: text classification takes one label column; give one name")
+        raise DataError(f"[data] target = {target}: a text task takes one label column; give one name")
     return str(target[0])
 
 
@@ -209,6 +224,141 @@ def _classification(cfg: DataConfig, tokenizer: Any) -> tuple[Dataset, Dataset, 
             ClassificationRows(val, text, pair, target, label2id), fields)
 
 
+def _word_list(value: Any, path: str, index: int, column: str) -> list[str]:
+    """A row's list of words or tags: a list as stored, or a CSV cell holding a JSON list of strings."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, (list, tuple)) or not value or \
+            not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        raise DataError(f"{path}: {row_name(path, index)}: the column {column!r} is not a non-empty list of words "
+                        "or tags; write a list (JSON Lines) or a JSON list in the cell (CSV), e.g. "
+                        "[\"Paris\", \"is\", \"big\"]")
+    return [str(v) for v in value]
+
+
+def _check_tagged(table: Any, words: str, tags: str, path: str) -> None:
+    """Each row has as many tags as words (read :data:`SCAN_BATCH` rows at a time)."""
+    start = 0
+    for batch in table.select_columns([words, tags]).iter(batch_size=SCAN_BATCH):
+        for i, (w, t) in enumerate(zip(batch[words], batch[tags])):
+            n_words = len(_word_list(w, path, start + i, words))
+            n_tags = len(_word_list(t, path, start + i, tags))
+            if n_words != n_tags:
+                raise DataError(f"{path}: {row_name(path, start + i)}: {n_words} words in {words!r} but {n_tags} "
+                                f"tags in {tags!r}; give one tag per word")
+        start += len(batch[words])
+
+
+def _tags_of(table: Any, column: str, path: str) -> list[str]:
+    """The sorted distinct tags of the rows of ``table``."""
+    seen: set[str] = set()
+    for i, value in _scan(table, column):
+        seen.update(_word_list(value, path, i, column))
+    if len(seen) < 2:
+        raise DataError(f"{path}: the tag column {column!r} has {len(seen)} tag(s); a tagger needs 2 or more")
+    return sorted(seen)
+
+
+def tag_classes(cfg: DataConfig) -> list[str]:
+    """The classes of a token classification: the sorted distinct tags of the training rows.
+
+    Raises
+    ------
+    DataError
+        The file cannot be read, the tag column is missing, a row's tags are not a
+        list, or fewer than 2 distinct tags.
+    """
+    _, _, path, _, rows = _splits(cfg)
+    column = _target_column(cfg, "tags")
+    check_column(rows, column, path, "[data] target")
+    return _tags_of(rows, column, path)
+
+
+def task_classes(cfg: DataConfig, kind: str) -> list[str]:
+    """The classes a head of ``kind`` is sized to: :func:`text_classes` or :func:`tag_classes`.
+
+    Raises
+    ------
+    DataError
+        As those; ``kind`` has no classes (``"causal_lm"``).
+    """
+    if kind == "token_classification":
+        return tag_classes(cfg)
+    if kind == "text_classification":
+        return text_classes(cfg)
+    raise DataError(f"[task] kind = {kind!r} has no classes to read from the data")
+
+
+class TaggedRows(Dataset):
+    """``(words, tag indices)`` of each row of a table (memory-mapped, read per item)."""
+
+    def __init__(self, table: Any, words: str, tags: str, label2id: dict[str, int], path: str):
+        self.table, self.words, self.tags, self.label2id, self.path = table, words, tags, label2id, path
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, index: int):
+        row = self.table[int(index)]
+        words = _word_list(row[self.words], self.path, int(index), self.words)
+        return words, [self.label2id[t] for t in _word_list(row[self.tags], self.path, int(index), self.tags)]
+
+
+class TokenizeWords:
+    """Collate ``(words, tag indices)`` samples: one ``is_split_into_words`` tokenizer call per batch.
+
+    Each word's tag goes to its first sub-token; later sub-tokens, special tokens
+    and padding get :data:`IGNORE_INDEX`. Words past ``max_length`` are cut off.
+    Returns ``{"input_ids": (N, L) int64, "attention_mask": (N, L), ["token_type_ids"],
+    "labels": (N, L) int64}`` with ``L <= max_length``.
+    """
+
+    def __init__(self, tokenizer: Any, max_length: int):
+        self.tokenizer = tokenizer
+        self.max_length = int(max_length)
+
+    def __call__(self, samples: list) -> dict:
+        enc = self.tokenizer([s[0] for s in samples], is_split_into_words=True, truncation=True,
+                             max_length=self.max_length, padding=True, return_tensors="pt")
+        labels = torch.full(enc["input_ids"].shape, IGNORE_INDEX, dtype=torch.long)
+        for row, (_, tags) in enumerate(samples):
+            previous = None
+            for pos, word in enumerate(enc.word_ids(row)):
+                if word is not None and word != previous:
+                    labels[row, pos] = tags[word]
+                previous = word
+        batch = {k: v for k, v in enc.items()}
+        batch["labels"] = labels
+        return batch
+
+
+def _token_classification(cfg: DataConfig, tokenizer: Any) -> tuple[Dataset, Dataset, dict]:
+    if not getattr(tokenizer, "is_fast", False):
+        raise DataError(f"{cfg.tokenizer}: token classification needs a fast tokenizer (tokenizer.json), which maps "
+                        "sub-tokens to words; give a folder with tokenizer.json in [data] tokenizer")
+    words, tags = cfg.text or "tokens", _target_column(cfg, "tags")
+
+    def check(table, path):
+        check_column(table, words, path, "[data] text")
+        check_column(table, tags, path, "[data] target")
+        _check_tagged(table, words, tags, path)
+
+    train, val, path, val_path, rows = _splits(cfg, check)
+    classes = _tags_of(rows, tags, path)
+    label2id = {c: i for i, c in enumerate(classes)}
+    for i, value in _scan(val, tags):
+        unseen = [t for t in _word_list(value, val_path, i, tags) if t not in label2id]
+        if unseen:
+            raise DataError(f"{val_path}: {row_name(val_path, i)}: tag {unseen[0]!r} never appears in the training "
+                            f"data (tags: {', '.join(classes[:20])}); fix the row or add training rows with it")
+    fields = {"name": "text", "input_shape": (max_length_of(cfg, tokenizer),), "num_classes": len(classes),
+              "classes": classes, "train_size": len(train), "val_size": len(val), "task": "token_classification"}
+    return (TaggedRows(train, words, tags, label2id, path), TaggedRows(val, words, tags, label2id, val_path), fields)
+
+
 def text_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "cpu",
                  shard: tuple[int, int] = (0, 1), task: str = "") -> tuple[EpochLoader, EpochLoader, dict]:
     """``(train_loader, val_loader, info fields)`` of ``[data] dataset = "text"`` for the task ``task``.
@@ -221,7 +371,7 @@ def text_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "c
     ----------
     cfg : DataConfig
     task : str
-        ``"text_classification"`` or ``"causal_lm"``.
+        ``"text_classification"``, ``"token_classification"`` or ``"causal_lm"``.
 
     Returns
     -------
@@ -241,9 +391,12 @@ def text_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "c
     elif task == "text_classification":
         train_ds, val_ds, fields = _classification(cfg, tokenizer)
         collate = TokenizeBatch(tokenizer, max_length_of(cfg, tokenizer))
+    elif task == "token_classification":
+        train_ds, val_ds, fields = _token_classification(cfg, tokenizer)
+        collate = TokenizeWords(tokenizer, max_length_of(cfg, tokenizer))
     else:
-        raise DataError(f"[data] dataset = \"text\" needs [task] kind = \"text_classification\" or \"causal_lm\" "
-                        f"(not {task!r})")
+        raise DataError(f"[data] dataset = \"text\" needs [task] kind = \"text_classification\", "
+                        f"\"token_classification\" or \"causal_lm\" (not {task!r})")
     settings = loader_settings(cfg, device)
     if cfg.num_workers == "auto":
         settings = dataclasses.replace(settings, num_workers=0, persistent_workers=False,

@@ -10,7 +10,7 @@ to add, a bare decoder (``LlamaModel``) a causal language model with its LM head
 to add. The window's Task section and the Training dock follow it.
 
 :func:`model_for_task` builds the model of a run file whose ``[task] kind`` is
-``text_classification`` or ``causal_lm`` and whose ``[model] checkpoint`` is a
+``text_classification``, ``token_classification`` or ``causal_lm`` and whose ``[model] checkpoint`` is a
 model folder: the folder is opened by the one open policy
 (:func:`~workbench.core.model.opening.open_model`), and when the task needs
 another head (a bare encoder, a classifier with a head of another size) the
@@ -33,8 +33,11 @@ from torch import nn
 from workbench.core.errors import TrainingError
 from workbench.core.train.config import TEXT_KINDS, TrainConfig
 
-__all__ = ["TaskProposal", "propose_task", "head_class", "model_for_task", "align_frozen", "add_task_head"]
+__all__ = ["LABELLED_KINDS", "TaskProposal", "propose_task", "head_class", "model_for_task", "align_frozen",
+           "add_task_head"]
 
+#: The text kinds whose head is sized to the data's classes (``num_labels``, ``id2label``, ``label2id``).
+LABELLED_KINDS = ("text_classification", "token_classification")
 #: Display text of each kind a model may propose.
 KIND_TITLES = {"text_classification": "Text classification", "causal_lm": "Causal language model",
                "token_classification": "Token classification", "classification": "Image classification"}
@@ -235,17 +238,16 @@ def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = 
         raise TrainingError(f"{folder}: [task] kind = {cfg.task.kind!r} needs a transformers model folder; this "
                             f"one opens as {type(model).__name__}")
     kind = cfg.task.kind
-    extra: dict = {}
-    if kind == "text_classification":
-        from workbench.core.train.data.text import text_classes
+    classes: list[str] = []
+    if kind in LABELLED_KINDS:
+        from workbench.core.train.data.text import task_classes
 
-        classes = text_classes(cfg.data)
-        extra = {"num_labels": len(classes), "id2label": dict(enumerate(classes)),
-                 "label2id": {c: i for i, c in enumerate(classes)}}
+        classes = task_classes(cfg.data, kind)
+    extra = _label_config(kind, classes)
     proposal = propose_task(model, opened)
     fits = proposal.kind == kind and proposal.head == "present" and \
-        (kind != "text_classification" or model.config.num_labels == len(classes))
-    if fits and kind == "text_classification":
+        (kind not in LABELLED_KINDS or model.config.num_labels == len(classes))
+    if fits and kind in LABELLED_KINDS:
         model.config.id2label, model.config.label2id = extra["id2label"], extra["label2id"]
         config_json = json.dumps(model.config.to_diff_dict(), separators=(",", ":"), sort_keys=True, default=str)
         spec = ArchSpec(spec.name, {**spec.kwargs, "architecture": type(model).__name__, "config_json": config_json})
@@ -265,6 +267,14 @@ def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = 
     except UnknownPathError as e:
         raise TrainingError(f"[model] frozen: {e}") from e
     return model, spec
+
+
+def _label_config(kind: str, classes: list[str]) -> dict:
+    """``num_labels`` / ``id2label`` / ``label2id`` of a head sized to ``classes`` (``{}`` for a causal LM)."""
+    if kind not in LABELLED_KINDS:
+        return {}
+    return {"num_labels": len(classes), "id2label": dict(enumerate(classes)),
+            "label2id": {c: i for i, c in enumerate(classes)}}
 
 
 def _config_spec(spec: Any, model: nn.Module) -> Any:
@@ -301,7 +311,8 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
 
     What :func:`model_for_task` does for ``workbench train``, done on the live model of
     the window: a bare encoder (``BertModel``) becomes its ``*ForSequenceClassification``
-    with a new head of ``len(classes)`` outputs and the labels as ``id2label``; a classifier
+    (or ``*ForTokenClassification``) with a new head of ``len(classes)`` outputs and the labels as
+    ``id2label``; a classifier
     with a head of another size gets a new one; a bare decoder gets its LM head. The base
     model's weights and ``requires_grad`` flags are copied; the structural ``edits`` made
     on it (LoRA adapters) are replayed on the new model's base first, and the new head is
@@ -314,9 +325,9 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
     spec : ArchSpec
         Its spec (``build_hf_model`` keyword arguments).
     kind : str
-        ``"text_classification"`` or ``"causal_lm"``.
+        ``"text_classification"``, ``"token_classification"`` or ``"causal_lm"``.
     classes : list of str, optional
-        The data's classes (text classification).
+        The data's classes (text classification) or tags (token classification).
     edits : list of dict, optional
         The structural edits made on ``model`` since it was opened (replayed, paths prefixed).
 
@@ -336,13 +347,10 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
     if not _is_hf(model) or kind not in TEXT_KINDS:
         return None
     proposal = propose_task(model)
-    extra: dict = {}
-    if kind == "text_classification":
-        classes = list(classes or [])
-        extra = {"num_labels": len(classes), "id2label": dict(enumerate(classes)),
-                 "label2id": {c: i for i, c in enumerate(classes)}}
+    classes = list(classes or [])
+    extra = _label_config(kind, classes)
     if proposal.kind == kind and proposal.head == "present" and \
-            (kind != "text_classification" or model.config.num_labels == len(classes)):
+            (kind not in LABELLED_KINDS or model.config.num_labels == len(classes)):
         return None
     name = head_class(model, kind)
     if not name:
@@ -364,7 +372,12 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
     moved = [_prefixed_edit(e, prefix) for e in (edits or [])]
     if moved:
         apply_edits(new, moved)
-    new.base_model.load_state_dict(old_base.state_dict())
+    # strict for every weight the new base has; a part the head's class leaves out of its base (the pooler of a
+    # *ForTokenClassification: add_pooling_layer=False) is dropped
+    missing = new.base_model.load_state_dict(old_base.state_dict(), strict=False).missing_keys
+    if missing:
+        raise TrainingError(f"{type(model).__name__} -> {name}: the new model's {missing[0]} (and "
+                            f"{len(missing) - 1} more) is not in the model; choose another task")
     flags = {n: p.requires_grad for n, p in old_base.named_parameters()}
     for n, p in new.base_model.named_parameters():
         p.requires_grad_(flags.get(n, True))
@@ -374,7 +387,7 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
             p.requires_grad_(True)  # the new head trains, whatever LoRA froze
     new.train(model.training)
     new_spec = _config_spec(spec, new)
-    what = f"a head for {len(classes)} classes ({', '.join(map(str, classes[:5]))}{'…' if len(classes) > 5 else ''})" \
-        if kind == "text_classification" else "a language-model head"
+    shown = f"{', '.join(map(str, classes[:5]))}{'…' if len(classes) > 5 else ''}"
+    what = f"a head for {len(classes)} classes ({shown})" if kind in LABELLED_KINDS else "a language-model head"
     note = f"{type(model).__name__} -> {name}: the weights kept, {what} added (trainable)"
     return new, new_spec, moved, note

@@ -14,6 +14,8 @@ Built-in metrics by name (the column each writes into ``metrics.csv``, with the
 * text classification: ``accuracy`` (``val_acc``) and ``macro_f1`` (``val_f1``:
   the unweighted mean of the per-class F1, torchmetrics'
   ``multiclass_f1_score(average="macro")``);
+* token classification: ``accuracy`` (``val_acc``: token accuracy over the
+  labelled tokens, each word's first sub-token) and ``macro_f1`` (``val_f1``: macro F1 over tags);
 * causal language model: ``perplexity`` (``val_perplexity``: ``exp`` of the mean
   validation loss per sample, i.e. per token for packed blocks of equal length).
 
@@ -39,7 +41,7 @@ __all__ = ["Metric", "BUILTIN_METRICS", "DEFAULT_METRICS", "build_metric", "colu
 #: The built-in metrics of each task kind, used when ``[task] metrics`` is empty.
 DEFAULT_METRICS = {"classification": ("accuracy", "top5"), "regression": ("mae", "rmse", "r2"),
                    "multilabel": ("f1", "map"), "model_loss": (), "text_classification": ("accuracy", "macro_f1"),
-                   "causal_lm": ("perplexity",)}
+                   "token_classification": ("accuracy", "macro_f1"), "causal_lm": ("perplexity",)}
 #: Metrics whose ``metrics.csv`` column is not ``val_<name>``.
 _COLUMNS = {"accuracy": "val_acc", "macro_f1": "val_f1"}
 

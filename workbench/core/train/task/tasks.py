@@ -14,6 +14,7 @@ Hugging Face model that returns its own loss when the batch holds ``labels``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -23,10 +24,13 @@ from torch import nn
 
 from workbench.core.errors import StepError
 from workbench.core.train.data.batch import batch_size, describe, split_xy
-from workbench.core.train.task.metrics import Metric, build_metric
+from workbench.core.train.data.text import IGNORE_INDEX
+from workbench.core.train.task.metrics import BUILTIN_METRICS, Metric, build_metric, column
 
-__all__ = ["StepOutput", "Task", "CriterionTask", "ModelLossTask", "TextClassificationTask", "CausalLMTask", "StepTask",
-           "StepError"]
+__all__ = ["StepOutput", "Task", "CriterionTask", "ModelLossTask", "TextClassificationTask", "TokenClassificationTask",
+           "CausalLMTask", "StepTask", "StepError"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,7 +64,7 @@ class Task:
     ----------
     kind : str
         ``"classification"``, ``"regression"``, ``"multilabel"``, ``"model_loss"``, ``"text_classification"``,
-        ``"causal_lm"`` or ``"step"``.
+        ``"token_classification"``, ``"causal_lm"`` or ``"step"``.
     metric_names : tuple of str
         The validation metrics made by :meth:`new_metrics` (without the ``val_`` prefix).
     """
@@ -138,13 +142,58 @@ class ModelLossTask(Task):
 
     The loss is ``output.loss`` (a ``ModelOutput``), ``output["loss"]`` (a dict)
     or the output itself when it is a 0-d tensor.
+
+    Validation metrics (``[task] metrics``, e.g. ``accuracy``) see the output's
+    ``logits`` and the batch's ``labels`` when both are there (a Hugging Face
+    classifier's ``(N, C)`` logits and ``(N,)`` labels). When a built-in metric
+    cannot be computed from them (no logits, no labels, shapes that are not class
+    scores and class indices), its column stays empty and the run says why, once,
+    in its log (a warning; the window's progress line).
     """
 
     kind = "model_loss"
 
+    def __init__(self, metrics: tuple = ()):
+        super().__init__(metrics)
+        self._why_not = ""  # why this validation's built-in metrics saw no logits and labels ("" : they did)
+        self._said = False
+
     def train_step(self, model, batch):
         _, loss = self.forward(model, batch)
         return StepOutput(loss, batch_size(batch))
+
+    def eval_step(self, model, batch):
+        out, loss = self.forward(model, batch)
+        if not self.metric_specs:
+            return StepOutput(loss, batch_size(batch))
+        logits = getattr(out, "logits", None)
+        if logits is None and isinstance(out, Mapping):
+            logits = out.get("logits")
+        labels = batch.get("labels") if isinstance(batch, Mapping) else None
+        if not isinstance(logits, torch.Tensor):
+            self._why_not = f"the model's output ({type(out).__name__}) has no logits"
+        elif not isinstance(labels, torch.Tensor):
+            self._why_not = "the batch has no \"labels\"" if isinstance(batch, Mapping) else \
+                f"the batch is a {type(batch).__name__}, not a dict with \"labels\""
+        elif logits.dim() != 2 or labels.dim() != 1 or labels.is_floating_point():
+            self._why_not = f"the logits {describe(logits)} and labels {describe(labels)} are not (N, C) class " \
+                            "scores and (N,) class indices"
+        return StepOutput(loss, batch_size(batch), _float(logits) if isinstance(logits, torch.Tensor) else None,
+                          labels)
+
+    def after_validation(self, trainer: Any) -> None:
+        """Say once (log warning and the trainer's ``on_progress``) which built-in metrics cannot be computed."""
+        names = [name for name, fn in self.metric_specs if fn is None and name in BUILTIN_METRICS]
+        if not self._why_not or self._said or not names:
+            return
+        self._said = True
+        text = (f"metric {', '.join(names)} cannot be computed for the {self.kind} task: {self._why_not}, so "
+                f"{', '.join(column(n) for n in names)} stays empty; use a task kind that fits the model "
+                "(text_classification, token_classification) or a metric spec of your own")
+        log.warning(text)
+        call = getattr(trainer, "call", None)
+        if call is not None:
+            call("on_progress", trainer, text)
 
     def forward(self, model: nn.Module, batch: Any) -> tuple[Any, torch.Tensor]:
         """``(model output, its loss as a 0-d float32 tensor)``.
@@ -189,6 +238,29 @@ class TextClassificationTask(ModelLossTask):
         target = batch.get("labels") if isinstance(batch, Mapping) else None
         return StepOutput(loss, batch_size(batch), _float(logits) if isinstance(logits, torch.Tensor) else None,
                           target)
+
+
+class TokenClassificationTask(ModelLossTask):
+    """A Hugging Face ``*ForTokenClassification`` on ``{"input_ids", ..., "labels": (N, L)}`` batches: its own loss.
+
+    The validation metrics see the logits and labels of the labelled tokens only
+    (``labels != -100``: each word's first sub-token), flattened to ``(M, C)`` and
+    ``(M,)``: ``accuracy`` is token accuracy, ``macro_f1`` the macro F1 over tags.
+    """
+
+    kind = "token_classification"
+
+    def eval_step(self, model, batch):
+        out, loss = self.forward(model, batch)
+        logits = getattr(out, "logits", None)
+        labels = batch.get("labels") if isinstance(batch, Mapping) else None
+        if not isinstance(logits, torch.Tensor) or not isinstance(labels, torch.Tensor) or logits.dim() != 3 \
+                or labels.shape != logits.shape[:2]:
+            self._why_not = f"the logits {describe(logits)} and labels {describe(labels)} are not (N, L, C) tag " \
+                            "scores and (N, L) tag indices"
+            return StepOutput(loss, batch_size(batch))
+        keep = labels != IGNORE_INDEX
+        return StepOutput(loss, batch_size(batch), _float(logits[keep]), labels[keep])
 
 
 class CausalLMTask(ModelLossTask):
