@@ -465,14 +465,13 @@ class FileActions(QObject):
         bool
             True when written and every check passed.
         """
-        from workbench.core.export.api import export
+        from workbench.core.export.api import export, format_for_path
 
         session = self.session
-        suffix = Path(path).suffix.lower()
-        fmt = {".onnx": "onnx", ".pt2": "pt2", ".safetensors": "safetensors"}.get(suffix)
-        if fmt is None:
-            self.prompts.error(f"Export model: {Path(path).name}: choose a .onnx, .pt2 or .safetensors file "
-                               "(File > Save as model folder… writes a Hugging Face folder).")
+        try:
+            fmt = format_for_path(path)
+        except WorkbenchError as exc:
+            self.prompts.error(f"Export model: {exc} (File > Save as model folder… writes a Hugging Face folder).")
             return False
         if session.running:
             self.prompts.error("Export model: the model is training; stop the run (or wait for its end) and "

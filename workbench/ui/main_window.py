@@ -114,7 +114,7 @@ class MainWindow(QMainWindow):
         self.details = DetailsPanel(self)
         self.training_panel = TrainingPanel(self.session, self.prompts, self)
         self.probes_panel = ProbesPanel(self.session, self)
-        self.runs_panel = RunsPanel(default_runs_root(), self)
+        self.runs_panel = RunsPanel(default_runs_root(), self, prompts=self.prompts)
         self.graph_panel = GraphPanel(self.session, self)
         self._build_status_bar()
         self._build_docks()

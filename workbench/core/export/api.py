@@ -42,7 +42,7 @@ from workbench.core.export.quiet import first_line
 from workbench.core.export.report import REPORT_NAME, ExportError, ExportReport
 from workbench.core.model.example_input import ExampleInput, example_input
 
-__all__ = ["FORMATS", "export", "check_artifact", "target_path", "batch_from_run"]
+__all__ = ["FORMATS", "export", "check_artifact", "target_path", "format_for_path", "batch_from_run"]
 
 #: Formats, by name: the file suffix written (None: a folder) and what it is for.
 FORMATS: dict[str, tuple[str | None, str]] = {
@@ -85,6 +85,24 @@ def target_path(fmt: str, out: str | Path) -> Path:
     if out.is_dir() or not out.suffix:
         return out / f"model{suffix}"
     raise ExportError(f"{out}: a {fmt} export is a {suffix} file: name it {out.stem}{suffix} (or a folder)")
+
+
+def format_for_path(path: str | Path) -> str:
+    """The file format an export to ``path`` writes, by its suffix (``.onnx``, ``.pt2``, ``.safetensors``).
+
+    The window's File > Export model… and the Runs dock's Export… pick the format so.
+
+    Raises
+    ------
+    ExportError
+        Another suffix (``hf`` writes a folder, which a suffix cannot name).
+    """
+    suffix = Path(path).suffix.lower()
+    files = {suf: fmt for fmt, (suf, _) in FORMATS.items() if suf is not None}
+    if suffix in files:
+        return files[suffix]
+    *first, last = files
+    raise ExportError(f"{Path(path).name}: choose a {', '.join(first)} or {last} file")
 
 
 @contextlib.contextmanager

@@ -15,7 +15,11 @@ shorter than its first :data:`MIN_ROWS` runs, so every counted run is seen.
 "Resume" ask the window (signals) to open the run's checkpoint, and to resume
 it into its own folder; "Rename…" and "Delete" (to the system trash) are
 undoable with the dock's own "Undo" (a ``QUndoStack`` apart from the model's
-edits). Nothing here trains or loads a model.
+edits). A row's context menu (:meth:`RunsPanel.row_menu`) has these and
+"Export…": the run's ``best.pt`` (else ``last.pt``) exported and checked by
+:func:`workbench.core.export.api.export` on a worker thread, to a file whose
+suffix picks the format (:func:`~workbench.core.export.api.format_for_path`).
+Nothing here trains or loads a model.
 
 Every file is read by core's total readers: a run whose files cannot be read is
 listed with a warning icon, ``unreadable: <file>: <reason>`` in its state and
@@ -31,7 +35,7 @@ training, and say so.
 objectNames: ``runsPanel``, ``runsRootEdit``, ``runsRefreshButton``, ``runsTable``,
 ``runsMetricCombo``, ``runsXCombo``, ``runsPlot``, ``runsConfigDiff``, ``runsExportCsv``,
 ``runsOpenButton``, ``runsResumeButton``, ``runsRenameButton``, ``runsDeleteButton``, ``runsUndoButton``,
-``runsProgress``, ``runsStatus``.
+``runsProgress``, ``runsStatus``; the row menu's ``runsExportModelAction``.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
     QLineEdit,
+    QMainWindow,
+    QMenu,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -61,6 +67,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.errors import WorkbenchError
 from workbench.core.plot_lod import MinMaxPyramid
 from workbench.core.run_folder.printable import printable
 from workbench.core.train.runs.index import (
@@ -83,6 +90,7 @@ from workbench.core.train.runs.index import (
 )
 from workbench.core.train.runs.trash import TrashedRun, restore_run, trash_run
 from workbench.ui.plot_legend import fit_legend_row, legend_above
+from workbench.ui.prompts import Prompts
 from workbench.ui.threading import run_in_background
 
 COLUMNS = TABLE_COLUMNS
@@ -92,6 +100,10 @@ _METRIC_TITLES = {"train_loss": "train loss", "val_loss": "val loss", "val_acc":
 _X_TITLES = {"step": "step", "epoch": "epoch", "time_s": "wall time (s)"}
 #: The metric shown when the one chosen is not among the selected runs' (the first of these they have).
 _PREFERRED = ("val_loss", "train_loss", STEP_PREFIX + "train_loss")
+#: What the row menu's Export… offers, as file-dialog filters (the suffix picks the format: format_for_path).
+EXPORT_FILTERS = "ONNX (*.onnx);;torch.export program (*.pt2);;Weights: safetensors (*.safetensors)"
+#: How long the window's status bar shows an export's verdict, in milliseconds.
+STATUS_MS = 10000
 #: The table is at least this many rows tall (fewer runs: as many as there are), so the runs counted are seen.
 MIN_ROWS = 4
 
@@ -215,6 +227,9 @@ class RunsPanel(QWidget):
     root : str or Path
         The runs folder listed (``default_runs_root()`` in the window).
     parent : QWidget, optional
+    prompts : Prompts, optional
+        Asks Export…'s file and shows its errors; default the parent's ``prompts``
+        (the window's) when it has one, else dialogs of this panel's own.
 
     Signals
     -------
@@ -234,9 +249,10 @@ class RunsPanel(QWidget):
     openRequested = Signal(str)
     resumeRequested = Signal(str, str)
 
-    def __init__(self, root: str | Path, parent: QWidget | None = None):
+    def __init__(self, root: str | Path, parent: QWidget | None = None, prompts: Prompts | None = None):
         super().__init__(parent)
         self.setObjectName("runsPanel")
+        self.prompts = prompts if prompts is not None else getattr(parent, "prompts", None) or Prompts(self)
         self.curves: dict[str, pg.PlotDataItem | pg.PlotCurveItem] = {}
         #: run name -> the min/max pyramid of a long curve (the view draws its slice of the right level)
         self.pyramids: dict[str, MinMaxPyramid] = {}
@@ -253,6 +269,7 @@ class RunsPanel(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
         self.table.setWordWrap(False)
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.metric_combo = QComboBox(objectName="runsMetricCombo")
         self.metric_combo.setToolTip("Every metric the selected runs have: metrics.csv's columns (a task's own "
                                      "included) and the per-step curves")
@@ -351,6 +368,7 @@ class RunsPanel(QWidget):
         self.undo_stack.undoTextChanged.connect(
             lambda text: self.undo_button.setText(f"Undo {text}" if text else "Undo"))
         self.table.selectionModel().selectionChanged.connect(self._update_actions)
+        self.table.customContextMenuRequested.connect(self._on_row_menu_requested)
         self._update_actions()
         self._fit_rows()
         self.plot.getViewBox().sigXRangeChanged.connect(self._draw_levels)
@@ -658,6 +676,83 @@ class RunsPanel(QWidget):
             command.ok = True
             self.refresh()
 
+    # ------------------------------------------------------------------ the row menu and Export…
+    def row_menu(self) -> QMenu | None:
+        """Build (not show) the selected rows' context menu: Open, Resume, Rename…, Delete, Export…; None when
+        no row is selected."""
+        runs = self.selected_runs()
+        if not runs:
+            return None
+        menu = QMenu(self)
+        for button, slot in ((self.open_button, self.open_selected), (self.resume_button, self.resume_selected),
+                             (self.rename_button, self._on_rename), (self.delete_button, self.delete_selected)):
+            action = menu.addAction(button.text(), lambda slot=slot: slot())
+            action.setEnabled(button.isEnabled())
+        menu.addSeparator()
+        export = menu.addAction("Export…", self._on_export_model)
+        export.setObjectName("runsExportModelAction")
+        export.setToolTip("Export the run's best.pt (else last.pt) to ONNX, .pt2 or safetensors, checked on the "
+                          "run's validation data")
+        export.setEnabled(len(runs) == 1 and _export_checkpoint(runs[0]) is not None)
+        return menu
+
+    def _on_row_menu_requested(self, pos) -> None:
+        index = self.table.indexAt(pos)
+        if index.isValid() and not self.table.selectionModel().isRowSelected(index.row(), QModelIndex()):
+            self.table.selectRow(index.row())  # the menu acts on the row clicked
+        menu = self.row_menu()
+        if menu is not None:
+            menu.exec(self.table.viewport().mapToGlobal(pos))
+            menu.deleteLater()
+
+    def export_selected(self, path: str | Path) -> bool:
+        """Export the selected run's ``best.pt`` (else ``last.pt``) to ``path`` and check it on the run's data.
+
+        :func:`workbench.core.export.api.export` runs on a worker thread; the format
+        follows the suffix (:func:`~workbench.core.export.api.format_for_path`). The
+        verdict goes to the status line (and the window's status bar); a refused export
+        or a failed check to ``prompts.error``, with the report.
+
+        Returns
+        -------
+        bool
+            True when written and every check passed.
+        """
+        from workbench.core.export.api import export, format_for_path
+
+        runs = self.selected_runs()
+        ckpt = _export_checkpoint(runs[0]) if len(runs) == 1 else None
+        if ckpt is None:
+            self.status.setText("Select one run that has a checkpoint (best.pt or last.pt) to export.")
+            return False
+        title = f"Export {printable(runs[0].name)}"
+        try:
+            fmt = format_for_path(path)
+            report = run_in_background(lambda: export(ckpt, fmt, path),
+                                       f"Exporting {ckpt.name} to {Path(path).name} and checking it…", self)
+        except (WorkbenchError, ValueError, OSError, RuntimeError) as exc:
+            self.prompts.error(f"{title}: {printable(exc)}")
+            return False
+        if not report.passed:
+            self.prompts.error(f"{title}: the exported model does not answer as {ckpt.name} does.\n\n"
+                               + "\n".join(report.lines()))
+            return False
+        said = f"{title}: {report.summary}"
+        self.status.setText(said)
+        window = self.window()
+        if isinstance(window, QMainWindow):
+            window.statusBar().showMessage(said, STATUS_MS)
+        return True
+
+    def _on_export_model(self) -> None:
+        runs = self.selected_runs()
+        if len(runs) != 1:
+            return
+        default = str(Path(runs[0].path) / f"{runs[0].name}.onnx")
+        path = self.prompts.save_path(f"Export {printable(runs[0].name)}", EXPORT_FILTERS, default)
+        if path:
+            self.export_selected(path)
+
     def _ask_name(self, current: str) -> str | None:
         text, ok = QInputDialog.getText(self, "Rename run", "New folder name:", text=current)
         return text if ok else None
@@ -685,6 +780,15 @@ class RunsPanel(QWidget):
             self.status.setText(f"Export failed: {printable(exc)}")
         else:
             self.status.setText(f"Saved {path}")
+
+
+def _export_checkpoint(run: RunSummary) -> Path | None:
+    """The checkpoint Export… writes: the run's ``best.pt``, else its ``last.pt``, else None."""
+    for name in ("best.pt", "last.pt"):
+        path = Path(run.path) / name
+        if path.is_file():
+            return path
+    return None
 
 
 def _missing(run: RunSummary, metric: str) -> str:
