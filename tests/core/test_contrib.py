@@ -205,6 +205,12 @@ def test_a_file_with_relative_imports_is_imported_as_part_of_its_package(tmp_pat
     for mod in [m for m in sys.modules if m.split(".")[0] == name.split(".")[0]]:
         monkeypatch.delitem(sys.modules, mod)
     assert contrib.import_file_module(name, root / "models" / "net.py").make is not factory
+    # the top package alone, by its own name and its __init__.py (what a spawned DataLoader worker imports
+    # first: every file module the parent had, packages included), with its relative imports
+    top = name.split(".")[0]
+    for mod in [m for m in sys.modules if m.split(".")[0] == top]:
+        monkeypatch.delitem(sys.modules, mod)
+    assert contrib.import_file_module(top, root / "__init__.py").__path__ == [str(root.resolve())]
     # with trust, a relative path from a file still resolves next to that file
     origin = root / "run.toml"
     assert contrib.resolve("architecture", "models/net.py:make", origin=origin, trust=True)()[1].out_features == 2

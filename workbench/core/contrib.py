@@ -647,10 +647,10 @@ def import_file_module(name: str, path: str | Path):
         return sys.modules[name]
     path = Path(path).resolve()
     top, _, rest = name.partition(".")
-    if not rest:
+    if not rest and path.name != "__init__.py":
         return _exec_file(name, path)
-    root = path.parent
-    for _ in range(rest.count(".") + (path.name == "__init__.py")):
+    root = path.parent  # the top package's folder: a package itself (``pkg/__init__.py``) is its own top
+    for _ in range(rest.count(".") + (path.name == "__init__.py") if rest else 0):
         root = root.parent
     parent = str(root.parent)
     sys.path.insert(0, parent)

@@ -39,6 +39,7 @@ from workbench.ui.qsettings import make_settings
 from workbench.ui.runs.runs_panel import RunsPanel
 from workbench.ui.session import Session
 from workbench.ui.theme import ThemeChooser, apply_theme, remembered_theme
+from workbench.ui.threading import run_in_background
 from workbench.ui.train.panel import TrainingPanel
 from workbench.ui.training_menu import TrainingMenu
 from workbench.ui.wheel_guard import WheelGuard

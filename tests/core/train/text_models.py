@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 TOPICS = Path(__file__).resolve().parents[2] / "data" / "topics.csv"
 

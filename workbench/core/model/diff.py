@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from workbench.core.errors import CheckpointError
-from workbench.core.model.lora import is_lora_layer, lora_paths
+from workbench.core.model.lora import lora_paths
 from workbench.core.model.prefixes import strip_prefixes
 
 __all__ = ["ModuleChange", "Comparison", "SubtreeChange", "module_diff", "compare_models",

@@ -66,7 +66,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from workbench.core.model.example_input import ExampleInput, model_device_dtype, tensors_in
+from workbench.core.model.example_input import ExampleInput, model_device_dtype
 
 __all__ = [
     "MemoryEstimate",

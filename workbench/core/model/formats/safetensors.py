@@ -191,23 +191,26 @@ def _check_overlaps(entries: list[SafetensorsEntry], path: Path) -> None:
         previous = e
 
 
-def _raw_header(path: Path) -> tuple[bytes, int]:
-    """The header's bytes and the file's size, in one open."""
+def _raw_header(path: Path, f=None) -> tuple[bytes, int]:
+    """The header's bytes and the file's size, in one open (or from ``f``, a file open for reading, at its start)."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(8)
-            (n,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
-            if not 2 <= n <= min(MAX_SAFETENSORS_HEADER, size - 8):
-                raise _bad(path, f"its header length {n} does not fit the file ({size} bytes)")
-            return f.read(n), size
+        if f is None:
+            with open(path, "rb") as opened:
+                return _raw_header(path, opened)
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(8)
+        (n,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
+        if not 2 <= n <= min(MAX_SAFETENSORS_HEADER, size - 8):
+            raise _bad(path, f"its header length {n} does not fit the file ({size} bytes)")
+        return f.read(n), size
     except OSError as exc:
         raise CheckpointError(f"cannot be read ({exc.strerror}). Check its permissions.", path) from exc
 
 
-def _header(path: Path) -> tuple[dict[str, str], list[SafetensorsEntry], int, int]:
-    """``(__metadata__, entries, header length, file size)``, validated (see :func:`safetensors_header`)."""
-    raw, size = _raw_header(path)
+def _header(path: Path, f=None) -> tuple[dict[str, str], list[SafetensorsEntry], int, int]:
+    """``(__metadata__, entries, header length, file size)``, validated (see :func:`safetensors_header`);
+    read from ``f`` (open for reading, at its start) when given."""
+    raw, size = _raw_header(path, f)
     try:
         pairs = _header_pairs(raw.decode("utf-8"), path)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -378,11 +381,16 @@ def _read_into(f, out: torch.Tensor, offset: int, path: Path) -> None:
 
 
 def _as_tensor(raw: torch.Tensor, entry: SafetensorsEntry, dtype: torch.dtype, begin: int) -> torch.Tensor:
-    """Entry ``entry`` of the uint8 buffer ``raw`` (whose byte 0 is the data section's byte ``begin``)."""
-    part = raw[entry.begin - begin:entry.end - begin]
-    if (entry.begin - begin) % dtype.itemsize:  # unaligned: copy into aligned memory
-        part = part.clone()
-    return part.view(dtype).reshape(entry.shape)
+    """Entry ``entry`` of the uint8 buffer ``raw`` (whose byte 0 is the data section's byte ``begin``).
+
+    Not a view of ``raw``: a tensor of its own over ``raw``'s storage (``set_``), so each has its own autograd
+    version counter. Views would share one, and a BatchNorm's in-place running-stat update would then mark
+    every weight saved for backward as modified ("modified by an inplace operation").
+    """
+    offset = raw.storage_offset() + entry.begin - begin
+    if offset % dtype.itemsize:  # unaligned: copy into aligned memory (the copy is this tensor's alone)
+        return raw[entry.begin - begin:entry.end - begin].clone().view(dtype).reshape(entry.shape)
+    return torch.empty(0, dtype=dtype).set_(raw.untyped_storage(), offset // dtype.itemsize, tuple(entry.shape))
 
 
 def read_safetensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str, str], FileIdentity]:
@@ -410,11 +418,11 @@ def read_safetensors(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[st
         a file that changed while it was read, or one that cannot be read.
     """
     path = Path(path)
-    metadata, entries, header_len, size = _header(path)
-    dtypes = [_torch_dtype(e.name, e.dtype, path) for e in entries]
-    start = 8 + header_len
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f:  # one open: the header, then the data, of the same file
+            metadata, entries, header_len, size = _header(path, f)
+            dtypes = [_torch_dtype(e.name, e.dtype, path) for e in entries]
+            start = 8 + header_len
             st = os.fstat(f.fileno())
             if st.st_size != size:
                 raise CheckpointError("changed size while it was read. Open it again once it is complete.", path)

@@ -342,7 +342,6 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
         transformers has no class with that head for this model.
     """
     from workbench.core.model.edits import apply_edits
-    from workbench.core.model.spec import ArchSpec
 
     if not _is_hf(model) or kind not in TEXT_KINDS:
         return None
