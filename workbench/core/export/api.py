@@ -193,14 +193,21 @@ def _default_example(model: nn.Module, input_shape: Any) -> ExampleInput:
         raise ExportError(f"{exc} (--input-shape, or example= in Python)") from exc
 
 
-def _prepared(model: nn.Module, dtype: str, notes: list[str]) -> nn.Module:
-    """The model to export: a copy when LoRA adapters are merged or the dtype / device changes, in eval mode."""
+def _prepared(model: nn.Module, dtype: str, notes: list[str], fmt: str = "onnx") -> nn.Module:
+    """The model to export: a copy when LoRA adapters are merged, the key/value cache is turned off (a graph
+    export) or the dtype / device changes, in eval mode."""
     from workbench.core.model.lora import lora_paths, merged_copy
 
     work = model
     if lora_paths(model):
         work = merged_copy(model)
         notes.append("LoRA adapters merged into their base weights (W + alpha/r B A) for the export")
+    if fmt in ("onnx", "pt2") and getattr(getattr(work, "config", None), "use_cache", False):
+        # transformers' KV cache (DynamicCache) is a runtime object neither ONNX exporter returns: the graph
+        # computes what a forward without a cache does (the logits); a hf folder keeps its config as it is
+        work = copy.deepcopy(work) if work is model else work
+        work.config.use_cache = False
+        notes.append("use_cache turned off for the export: the graph returns the logits, not the key/value cache")
     target = DTYPES[dtype]
     tensors = list(work.parameters()) + list(work.buffers())
     if any((t.is_floating_point() and t.dtype != target) or t.device.type != "cpu" for t in tensors):
@@ -320,7 +327,7 @@ def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, 
         source = str(model_or_path)
         model, file_spec, edits, default = _open(Path(model_or_path), trust)
         spec = spec if spec is not None else file_spec
-    work = _prepared(model, dtype, notes)
+    work = _prepared(model, dtype, notes, fmt)
     ex, origin, check = _resolve_example(fmt, model, work, example, default, input_shape, source, batch_from,
                                          check, trust, notes)
     ex = cast_example(ex.to("cpu"), DTYPES[dtype])
