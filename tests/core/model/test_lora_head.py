@@ -29,6 +29,10 @@ def test_the_task_head_stays_trainable_and_is_saved_with_the_adapters(tmp_path):
             if p.requires_grad:
                 p.add_(torch.randn_like(p) * 0.1)
     save_adapters(model, tmp_path / "adapters")
+    import json
+
+    config = json.loads((tmp_path / "adapters" / "adapter_config.json").read_text())
+    assert config["task_type"] == "SEQ_CLS" and config["modules_to_save"] == ["classifier"]
     fresh = _classifier()  # the same pretrained weights, a fresh (untrained) head
     loaded = peft.PeftModel.from_pretrained(fresh, str(tmp_path / "adapters")).eval()
     ids = torch.randint(0, 100, (2, 9))

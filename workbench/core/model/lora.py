@@ -396,10 +396,17 @@ def adapter_config(model: nn.Module):
     numbers = {p: _layer_numbers(model.get_submodule(p)) for p in paths}
     r, alpha, dropout = Counter(numbers.values()).most_common(1)[0][0]
     peft = _peft()
+    name = type(model).__name__
+    # peft's task types by the class's head (what PeftModel.from_pretrained / AutoPeftModel* read back)
+    task_type = next((t for suffix, t in (("ForSequenceClassification", "SEQ_CLS"),
+                                          ("ForTokenClassification", "TOKEN_CLS"), ("ForCausalLM", "CAUSAL_LM"),
+                                          ("LMHeadModel", "CAUSAL_LM"), ("ForQuestionAnswering", "QUESTION_ANS"))
+                      if name.endswith(suffix)), None)
+    base = getattr(getattr(model, "config", None), "_name_or_path", "") or None
     return peft.LoraConfig(
         r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none",
         target_modules="|".join(f"(?:{re.escape(p)})" for p in paths),
-        modules_to_save=head_paths(model) or None,
+        modules_to_save=head_paths(model) or None, task_type=task_type, base_model_name_or_path=base,
         rank_pattern={f"^{re.escape(p)}$": n[0] for p, n in numbers.items() if n[0] != r},
         alpha_pattern={f"^{re.escape(p)}$": n[1] for p, n in numbers.items() if n[1] != alpha})
 
