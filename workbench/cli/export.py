@@ -21,7 +21,8 @@ DESCRIPTION = ("Write a checkpoint (a run's best.pt or last.pt) or a model folde
 EPILOG = """examples:
   workbench export runs/r1/best.pt --format onnx --out model.onnx
   workbench export runs/r1/best.pt --format pt2 --out model.pt2 --batch-from runs/r1/run.toml
-  workbench export resnet18.pth --format safetensors --out out/ --input-shape 1,3,224,224"""
+  workbench export resnet18.pth --format safetensors --out out/ --input-shape 1,3,224,224
+  workbench export runs/r1/best.pt --format hf --adapters separate --out adapters/"""
 SUBJECT = "checkpoint"
 
 
@@ -45,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-check", action="store_true", help="write the export without running it")
     parser.add_argument("--tokenizer", default=None, metavar="FOLDER",
                         help="hf: copy the tokenizer of FOLDER (default: the one the run's run.toml names)")
+    parser.add_argument("--adapters", choices=("merged", "separate"), default="merged",
+                        help="LoRA adapters merged into the weights (default), or, with --format hf, saved apart in "
+                             "peft's format (adapter_config.json + adapter_model.safetensors) for the base folder")
     add_trust(parser, FILE_TRUST + "; a run file's dataset factory (--batch-from)")
 
 
@@ -56,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         report = export(args.checkpoint, args.format, args.out, batch_from=args.batch_from,
                         input_shape=args.input_shape,
                         dynamic_batch=args.dynamic_batch, check=not args.no_check, opset=args.opset,
-                        dtype=args.dtype, trust=args.trust, tokenizer=args.tokenizer)
+                        dtype=args.dtype, trust=args.trust, tokenizer=args.tokenizer,
+                        adapters=args.adapters)
     except ExportError as exc:
         from workbench.cli.guard import CommandFailed
 

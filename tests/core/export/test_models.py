@@ -243,3 +243,45 @@ def test_gpt2_exports_to_onnx_with_its_kv_cache_off_and_answers_as_the_model(tok
     with torch.no_grad():
         want = model.eval()(**batch, use_cache=False).logits
     _assert_close(got, want)
+
+def test_lora_adapters_saved_apart_load_with_peft_onto_the_base_folder_and_answer_as_the_model(
+        tokenizer_folder, tmp_path):
+    """``--format hf --adapters separate``: peft's adapter folder (the trained head as ``modules_to_save``, the
+    base folder as ``base_model_name_or_path``) and the tokenizer; the check loads them onto the base with
+    ``PeftModel.from_pretrained`` and compares with the adapted model."""
+    import peft
+    import transformers
+
+    from workbench.core.export import ExportError
+    from workbench.core.model.lora import add_lora
+
+    folder, tok = tokenizer_folder
+    base = tmp_path / "base"
+    _seeded(lambda: _bert(len(tok))).save_pretrained(str(base))
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(base))
+    add_lora(model, ["bert.encoder.layer.0.attention.self.query", "bert.encoder.layer.1.attention.self.value"],
+             r=4, alpha=8)
+    torch.manual_seed(3)
+    with torch.no_grad():  # trained adapters and a trained head: both must travel
+        for name, p in model.named_parameters():
+            if "lora_" in name or name.startswith("classifier."):
+                p.copy_(torch.randn_like(p) * 0.3)
+    model.eval()
+    batch = _batch(tok)
+    out = tmp_path / "adapters"
+    report = export(model, "hf", out, example=batch, tokenizer=folder, adapters="separate")
+    _assert_passed(report)
+    names = {p.name for p in out.iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json"} <= names
+    assert "config.json" not in names and "model.safetensors" not in names  # the base weights stay in the base
+    config = peft.PeftConfig.from_pretrained(str(out))
+    assert config.base_model_name_or_path == str(base) and config.task_type == "SEQ_CLS"
+    fresh = transformers.AutoModelForSequenceClassification.from_pretrained(str(base))
+    back = peft.PeftModel.from_pretrained(fresh, str(out)).eval()
+    with torch.no_grad():
+        _assert_close(back(**batch).logits, model(**batch).logits)
+    with pytest.raises(ExportError, match="only with the hf format"):
+        export(model, "onnx", tmp_path / "m.onnx", example=batch, adapters="separate")
+    with pytest.raises(ExportError, match="no LoRA adapters"):
+        export(_seeded(lambda: _bert(len(tok))), "hf", tmp_path / "plain", example=batch, adapters="separate")
+    assert not (tmp_path / "m.onnx").exists() and not (tmp_path / "plain").exists()

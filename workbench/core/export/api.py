@@ -193,13 +193,13 @@ def _default_example(model: nn.Module, input_shape: Any) -> ExampleInput:
         raise ExportError(f"{exc} (--input-shape, or example= in Python)") from exc
 
 
-def _prepared(model: nn.Module, dtype: str, notes: list[str], fmt: str = "onnx") -> nn.Module:
+def _prepared(model: nn.Module, dtype: str, notes: list[str], fmt: str = "onnx", merge: bool = True) -> nn.Module:
     """The model to export: a copy when LoRA adapters are merged, the key/value cache is turned off (a graph
     export) or the dtype / device changes, in eval mode."""
     from workbench.core.model.lora import lora_paths, merged_copy
 
     work = model
-    if lora_paths(model):
+    if merge and lora_paths(model):
         work = merged_copy(model)
         notes.append("LoRA adapters merged into their base weights (W + alpha/r B A) for the export")
     if fmt in ("onnx", "pt2") and getattr(getattr(work, "config", None), "use_cache", False):
@@ -260,7 +260,8 @@ def _resolve_example(fmt: str, model: nn.Module, work: nn.Module, example: Any, 
 def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, example: Any = None,
            input_shape: Sequence[int] | str | None = None, dynamic_batch: bool = True, check: bool = True,
            opset: int | None = None, dtype: str = "fp32", trust: bool = False, arch: Any = None,
-           tokenizer: str | Path | None = None, batch_from: str | Path | None = None) -> ExportReport:
+           tokenizer: str | Path | None = None, batch_from: str | Path | None = None,
+           adapters: str = "merged") -> ExportReport:
     """Export a model and prove the artifact answers as the model does on a real batch.
 
     Parameters
@@ -298,6 +299,12 @@ def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, 
         ``hf``: the tokenizer folder to copy (default: the one the run beside the checkpoint names).
     batch_from : str or Path, optional
         A run file whose first validation samples are the example (:func:`batch_from_run`).
+    adapters : {"merged", "separate"}
+        LoRA adapters merged into their base weights (``W + alpha/r B A``, every
+        format), or, for ``hf`` only, saved apart in peft's format (``adapter_config.json``
+        + ``adapter_model.safetensors``, the trained head as ``modules_to_save``) beside the
+        tokenizer; the check then loads the base model folder with
+        ``peft.PeftModel.from_pretrained`` and compares it with the adapted model.
 
     Returns
     -------
@@ -310,7 +317,8 @@ def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, 
     ExportError
         The exporter refused the model (one line: the model, the reason), the
         extra is missing, the target cannot be written, or no example can be made;
-        nothing is written at ``out``.
+        ``adapters="separate"`` with another format than ``hf`` or a model without
+        adapters; nothing is written at ``out``.
     WorkbenchError
         The file cannot be opened (as ``open_model``).
     """
@@ -318,6 +326,7 @@ def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, 
 
     start = time.perf_counter()
     tolerance(dtype)
+    apart = _adapters_apart(adapters, fmt)
     target = target_path(fmt, out)
     notes: list[str] = []
     source, spec, edits, default = "", as_spec(arch), [], None
@@ -327,14 +336,18 @@ def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, 
         source = str(model_or_path)
         model, file_spec, edits, default = _open(Path(model_or_path), trust)
         spec = spec if spec is not None else file_spec
-    work = _prepared(model, dtype, notes, fmt)
+    base = adapter_base(model, source) if apart else ""
+    if apart and not Path(base).is_dir():
+        notes.append(f"not checked: the base model {base!r} is not a folder here (the adapters load onto it)")
+        check = False
+    work = _prepared(model, dtype, notes, fmt, merge=not apart)
     ex, origin, check = _resolve_example(fmt, model, work, example, default, input_shape, source, batch_from,
                                          check, trust, notes)
     ex = cast_example(ex.to("cpu"), DTYPES[dtype])
     with _eval_mode(work), _staging(target) as tmp:
         staged = tmp / target.name
         exporter, reason = _write(fmt, work, ex, staged, dynamic_batch=dynamic_batch, opset=opset, spec=spec,
-                                  edits=edits, source=source, tokenizer=tokenizer)
+                                  edits=edits, source=source, tokenizer=tokenizer, base=base)
         if check:
             report = check_artifact(work, fmt, staged, ex, dtype=dtype, dynamic_batch=dynamic_batch and
                                     fmt in ("onnx", "pt2"), spec=spec)
@@ -351,7 +364,7 @@ def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, 
 
 
 def _write(fmt: str, model: nn.Module, ex: ExampleInput, staged: Path, *, dynamic_batch: bool, opset: int | None,
-           spec: Any, edits: list[dict], source: str, tokenizer: Any) -> tuple[str, str]:
+           spec: Any, edits: list[dict], source: str, tokenizer: Any, base: str = "") -> tuple[str, str]:
     traced = with_batch(ex, _TRACE_BATCH) if dynamic_batch and batch_size(ex) < _TRACE_BATCH else ex
     if fmt == "onnx":
         from workbench.core.export.onnx_format import export_onnx
@@ -367,10 +380,55 @@ def _write(fmt: str, model: nn.Module, ex: ExampleInput, staged: Path, *, dynami
 
         save_weights(model, staged, spec=spec, edits=edits, source=source)
         return "safetensors", ""
+    if base:
+        from workbench.core.export.weights import save_adapter_folder
+
+        save_adapter_folder(model, staged, base=base, source=source, tokenizer=tokenizer)
+        return "peft save_pretrained (adapters apart)", ""
     from workbench.core.export.weights import save_folder
 
     save_folder(model, staged, source=source, tokenizer=tokenizer)
     return "save_pretrained", ""
+
+
+def _adapters_apart(adapters: str, fmt: str) -> bool:
+    """True for ``adapters="separate"``; raises ExportError for an unknown choice or a format that cannot keep them."""
+    if adapters not in ("merged", "separate"):
+        raise ExportError(f"adapters must be 'merged' or 'separate', not {adapters!r}")
+    if adapters == "separate" and fmt != "hf":
+        raise ExportError(f"adapters are saved apart only with the hf format (peft's adapter folder); "
+                          f"{fmt} merges them: leave out --adapters separate")
+    return adapters == "separate"
+
+
+def adapter_base(model: nn.Module, source: str = "") -> str:
+    """The base model the adapters of ``model`` load onto: the model folder of the run ``source`` belongs to
+    (``[model] checkpoint`` / ``source`` of the ``run.toml`` beside it), else the model config's ``_name_or_path``.
+
+    Raises
+    ------
+    ExportError
+        The model has no LoRA adapters, or no base model is known.
+    """
+    from workbench.core.model.lora import lora_paths
+    from workbench.core.train.config import TrainConfig
+
+    if not lora_paths(model):
+        raise ExportError("the model has no LoRA adapters to save apart: export it with the adapters merged")
+    run_toml = Path(source).with_name("run.toml") if source else None
+    if run_toml is not None and run_toml.is_file():
+        try:
+            cfg = TrainConfig.from_toml(run_toml)
+        except (OSError, ValueError, TypeError):
+            cfg = None
+        for candidate in (cfg.model.checkpoint, cfg.model.source) if cfg is not None else ():
+            if candidate and (Path(candidate) / "config.json").is_file():
+                return str(candidate)
+    base = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
+    if not base:
+        raise ExportError("no base model is known for the adapters (the model was not opened from a model "
+                          "folder): export it with the adapters merged")
+    return str(base)
 
 
 def _write_report(report: ExportReport, target: Path, fmt: str) -> None:

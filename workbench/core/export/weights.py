@@ -17,7 +17,7 @@ from torch import nn
 
 from workbench.core.export.report import ExportError
 
-__all__ = ["save_weights", "save_folder", "reload"]
+__all__ = ["save_weights", "save_folder", "save_adapter_folder", "reload"]
 
 
 def _run_folder(source: str) -> str:
@@ -76,6 +76,50 @@ def save_folder(model: nn.Module, folder: Path, *, source: str = "", tokenizer: 
     return save_model_folder(model, folder, tok)
 
 
+def save_adapter_folder(model: nn.Module, folder: Path, *, base: str, source: str = "",
+                        tokenizer: Any = None) -> list[Path]:
+    """Write ``model``'s LoRA adapters apart, in peft's format, with the tokenizer the run used (or ``tokenizer``).
+
+    ``adapter_config.json`` (``base_model_name_or_path`` = ``base``, ``task_type``,
+    the trained head as ``modules_to_save``) and ``adapter_model.safetensors``:
+    ``peft.PeftModel.from_pretrained(AutoModelFor...from_pretrained(base), folder)`` loads them.
+
+    Raises
+    ------
+    ExportError
+        peft is missing or the folder cannot be written.
+    """
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.model.lora import save_adapters
+    from workbench.core.train.task.hf_export import run_tokenizer, save_tokenizer
+
+    try:
+        save_adapters(model, folder, base=base)
+    except WorkbenchError as exc:
+        raise ExportError(str(exc)) from exc
+    written = sorted(p for p in folder.iterdir() if p.is_file())
+    tok = tokenizer or (run_tokenizer(source) if source else None)
+    return written + (save_tokenizer(tok, folder) if tok else [])
+
+
+def _reload_adapters(path: Path, model: nn.Module) -> nn.Module:
+    """An adapter folder loaded as a user would: the model's class ``from_pretrained`` on the base folder (with
+    the model's config: its head and labels), then ``peft.PeftModel.from_pretrained``."""
+    import json
+
+    try:
+        import peft
+    except ImportError as exc:
+        raise ExportError("peft is not installed: pip install 'workbench[export]' to check adapters") from exc
+    base = json.loads((path / "adapter_config.json").read_text(encoding="utf-8"))["base_model_name_or_path"]
+    cls = type(model)
+    if not hasattr(cls, "from_pretrained"):
+        raise ExportError(f"{cls.__name__} is not a transformers model: adapters apart need one")
+    config = copy.deepcopy(model.config)
+    base_model = cls.from_pretrained(base, config=config, local_files_only=True)
+    return peft.PeftModel.from_pretrained(base_model, str(path))
+
+
 def reload(fmt: str, path: Path, model: nn.Module, spec: Any = None) -> nn.Module:
     """The exported weights back in a model, as a user would load them, in eval mode.
 
@@ -93,12 +137,14 @@ def reload(fmt: str, path: Path, model: nn.Module, spec: Any = None) -> nn.Modul
     from workbench.core.model.opening import open_model
 
     try:
-        if fmt == "hf" or spec is not None:
+        if fmt == "hf" and (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+            back = _reload_adapters(path, model)
+        elif fmt == "hf" or spec is not None:
             back = open_model(path).model
         else:
             back = copy.deepcopy(model)
             back.load_state_dict(read_checkpoint(path).state_dict, strict=True)
-    except (WorkbenchError, RuntimeError) as exc:
+    except (WorkbenchError, RuntimeError, OSError, ValueError) as exc:
         raise ExportError(f"{path.name}: cannot be loaded back: {str(exc).splitlines()[0]}") from exc
     dtype = next((t.dtype for t in model.parameters() if t.is_floating_point()), None)
     return (back.to(dtype) if dtype is not None else back).eval()

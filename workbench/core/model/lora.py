@@ -382,8 +382,10 @@ def _layer_numbers(layer: nn.Module) -> tuple[int, float, float]:
     return int(layer.r[ADAPTER_NAME]), float(layer.lora_alpha[ADAPTER_NAME]), float(getattr(drop, "p", 0.0))
 
 
-def adapter_config(model: nn.Module):
+def adapter_config(model: nn.Module, base: str | None = None):
     """The ``peft.LoraConfig`` that describes the model's adapters (per-module ranks in ``rank_pattern``).
+
+    ``base_model_name_or_path`` is ``base``, else the model config's ``_name_or_path``.
 
     Raises
     ------
@@ -402,7 +404,7 @@ def adapter_config(model: nn.Module):
                                           ("ForTokenClassification", "TOKEN_CLS"), ("ForCausalLM", "CAUSAL_LM"),
                                           ("LMHeadModel", "CAUSAL_LM"), ("ForQuestionAnswering", "QUESTION_ANS"))
                       if name.endswith(suffix)), None)
-    base = getattr(getattr(model, "config", None), "_name_or_path", "") or None
+    base = base or getattr(getattr(model, "config", None), "_name_or_path", "") or None
     return peft.LoraConfig(
         r=r, lora_alpha=alpha, lora_dropout=dropout, bias="none",
         target_modules="|".join(f"(?:{re.escape(p)})" for p in paths),
@@ -432,7 +434,7 @@ def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_adapters(model: nn.Module, folder: str | Path) -> Path:
+def save_adapters(model: nn.Module, folder: str | Path, base: str | None = None) -> Path:
     """Write only the adapters, in peft's format: ``folder/adapter_model.safetensors`` + ``adapter_config.json``.
 
     Load them back onto a fresh base model with
@@ -444,6 +446,8 @@ def save_adapters(model: nn.Module, folder: str | Path) -> Path:
         A model with adapters (:func:`add_lora`).
     folder : str or Path
         Created if needed; the two files in it are replaced.
+    base : str, optional
+        ``base_model_name_or_path`` (default: the model config's ``_name_or_path``).
 
     Returns
     -------
@@ -459,7 +463,7 @@ def save_adapters(model: nn.Module, folder: str | Path) -> Path:
 
     folder = Path(folder)
     tensors = adapter_state_dict(model)
-    config = adapter_config(model)
+    config = adapter_config(model, base)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         save_file(tensors, str(folder / ADAPTER_WEIGHTS), metadata={"format": "pt"})
