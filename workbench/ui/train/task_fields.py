@@ -17,13 +17,15 @@ from workbench.core.train.task.losses import LOSS_NAMES
 from workbench.core.train.task.metrics import BUILTIN_METRICS, DEFAULT_METRICS, column
 from workbench.ui.train.collapsible import line_edit
 
-__all__ = ["TaskFields", "TASK_KINDS", "MAXIMIZED"]
+__all__ = ["TaskFields", "TASK_KINDS", "MAXIMIZED", "PROMPT_SEPARATOR"]
 
 #: (label, TaskConfig.kind) in combo order.
 TASK_KINDS = [("Auto (the data's own)", "auto"), ("Classification", "classification"),
               ("Regression", "regression"), ("Multi-label", "multilabel"),
               ("The model returns its loss", "model_loss"), ("Text classification", "text_classification"),
               ("Token classification", "token_classification"), ("Causal language model", "causal_lm")]
+#: Separates the prompts in the Prompts field (a comma is common inside a prompt; " | " is not).
+PROMPT_SEPARATOR = "|"
 #: Monitor metrics for which larger is better: choosing one sets the mode to max.
 MAXIMIZED = {"val_acc", "val_accuracy", "val_top5", "val_r2", "val_f1", "val_map"}
 _MONITORS = ["val_loss", *dict.fromkeys(column(name) for name in BUILTIN_METRICS), "train_loss"]
@@ -37,6 +39,9 @@ class TaskFields:
     kind_combo, step_edit, validation_step_edit, loss_edit, metrics_edit, monitor_combo, mode_combo
         objectNames ``taskKindCombo``, ``stepEdit``, ``validationStepEdit``, ``lossSpecEdit``,
         ``metricsEdit``, ``monitorCombo`` (editable) and ``modeCombo``.
+    prompts_edit : QLineEdit
+        ``promptsEdit``: a causal language model's prompts (``[task] prompts``), separated by
+        :data:`PROMPT_SEPARATOR`; its row is shown for that task only.
     code_note : QLabel
         ``codeSpecNote``: shown while settings read from a file name code that has not been confirmed.
     """
@@ -70,6 +75,11 @@ class TaskFields:
         self.mode_combo = QComboBox(objectName="modeCombo")
         self.mode_combo.addItem("min (smaller is better)", "min")
         self.mode_combo.addItem("max (larger is better)", "max")
+        self.prompts_edit = line_edit("promptsEdit", "the first words of the first validation rows",
+                                      "Texts the model completes at every evaluation (greedy), kept in the run "
+                                      f"folder's samples.jsonl and shown in the Samples tab; several separated by "
+                                      f"'{PROMPT_SEPARATOR}'")
+        self._form: QFormLayout | None = None
         self.code_note = QLabel(objectName="codeSpecNote")
         self.code_note.setWordWrap(True)
         self.code_note.setVisible(False)
@@ -85,12 +95,15 @@ class TaskFields:
         form.addRow("Validation step", self.validation_step_edit)
         form.addRow("Task loss", self.loss_edit)
         form.addRow("Metrics", self.metrics_edit)
+        form.addRow("Prompts", self.prompts_edit)
         form.addRow("Best checkpoint by", self.monitor_combo)
         form.addRow("Mode", self.mode_combo)
+        self._form = form
+        self._on_kind_changed()
 
     def edits(self) -> list[QLineEdit]:
         """The text fields (for change notifications)."""
-        return [self.step_edit, self.validation_step_edit, self.loss_edit, self.metrics_edit]
+        return [self.step_edit, self.validation_step_edit, self.loss_edit, self.metrics_edit, self.prompts_edit]
 
     def combos(self) -> list[QComboBox]:
         """The choice fields (for change notifications)."""
@@ -99,8 +112,9 @@ class TaskFields:
     def read(self, base: TaskConfig) -> TaskConfig:
         """A :class:`TaskConfig` from the widgets (``files`` from ``base``)."""
         metrics = [m.strip() for m in self.metrics_edit.text().split(",") if m.strip()]
+        prompts = [p.strip() for p in self.prompts_edit.text().split(PROMPT_SEPARATOR) if p.strip()]
         return dataclasses.replace(
-            base, kind=self.kind_combo.currentData(), step=self.step_edit.text().strip(),
+            base, kind=self.kind_combo.currentData(), step=self.step_edit.text().strip(), prompts=prompts,
             validation_step=self.validation_step_edit.text().strip(), loss=self.loss_edit.text().strip(),
             metrics=metrics, monitor=self.monitor_combo.currentText().strip() or "val_loss",
             mode=self.mode_combo.currentData())
@@ -113,6 +127,7 @@ class TaskFields:
         self.validation_step_edit.setText(task.validation_step)
         self.loss_edit.setText(task.loss)
         self.metrics_edit.setText(", ".join(str(m) for m in task.metrics))
+        self.prompts_edit.setText(f" {PROMPT_SEPARATOR} ".join(str(p) for p in task.prompts))
         self.monitor_combo.setEditText(task.monitor or "val_loss")
         self.mode_combo.setCurrentIndex(max(self.mode_combo.findData(task.mode), 0))
 
@@ -135,3 +150,5 @@ class TaskFields:
         else:
             text = ", ".join(defaults) if defaults else "none (your step's values)"
         self.metrics_edit.setPlaceholderText(text)
+        if self._form is not None:
+            self._form.setRowVisible(self.prompts_edit, kind == "causal_lm")
