@@ -77,7 +77,7 @@ def test_an_unknown_command_word_is_a_usage_error_and_opens_no_window(monkeypatc
     monkeypatch.chdir(tmp_path)
     assert cli.main(["foo"]) == 2
     out, err = capsys.readouterr()
-    assert err == "error: no such file or command: foo; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, remote\n"
+    assert err == "error: no such file or command: foo; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, submit, pull, cancel, remote\n"
     assert out == "" and calls == []
     assert cli.main(["--trust", "lr_find"]) == 2  # after options too; a near miss is named
     assert capsys.readouterr().err.rstrip().endswith("did you mean lr-find?")
@@ -94,4 +94,4 @@ def test_an_unknown_command_in_a_subprocess_exits_2_without_a_window(tmp_path):
                           cwd=tmp_path, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, remote"]
+        "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, submit, pull, cancel, remote"]

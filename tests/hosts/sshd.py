@@ -117,7 +117,7 @@ class SshHost:
                            check=False)
 
 
-def start_host(tmp: Path, venv_bin: Path) -> SshHost:
+def start_host(tmp: Path, venv_bin: Path, env: dict[str, str] | None = None) -> SshHost:
     """Create the test user and keys, start a private sshd on 127.0.0.1, write the client config; the host.
 
     Parameters
@@ -126,6 +126,8 @@ def start_host(tmp: Path, venv_bin: Path) -> SshHost:
         An empty folder for the server's and the client's files (root's).
     venv_bin : Path
         The ``bin`` folder whose ``workbench`` the test user runs (first on its PATH).
+    env : dict of str to str, optional
+        More variables of the test user's commands (``SLURM_CONF`` of the test cluster); no spaces in values.
 
     Raises
     ------
@@ -164,11 +166,12 @@ def start_host(tmp: Path, venv_bin: Path) -> SshHost:
                 acl_dirs.append((d, bool(extended.stdout.strip())))
     port = _free_port()
     path = f"{venv_bin}:/usr/local/bin:/usr/bin:/bin"
+    extra = "".join(f" {k}={v}" for k, v in (env or {}).items())
     (server / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {server / 'host_ed25519'}\nPidFile {server / 'sshd.pid'}\n"
         f"UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
         f"AllowUsers {USER}\nAuthorizedKeysFile .ssh/authorized_keys\nStrictModes yes\n"
-        f"SetEnv PATH={path} OMP_NUM_THREADS=1\nSubsystem sftp internal-sftp\nLogLevel ERROR\n")
+        f"SetEnv PATH={path} OMP_NUM_THREADS=1{extra}\nSubsystem sftp internal-sftp\nLogLevel ERROR\n")
     (client / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
     common = (f"  HostName 127.0.0.1\n  Port {port}\n  User {USER}\n  IdentityFile {client / 'id_ed25519'}\n"
               f"  IdentitiesOnly yes\n  UserKnownHostsFile {client / 'known_hosts'}\n")

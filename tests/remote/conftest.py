@@ -1,18 +1,22 @@
-"""The SSH test host of the remote-run tests: one real sshd on 127.0.0.1 for the whole session (tests/hosts/sshd.py).
+"""The hosts of the remote-run tests, each started once per session: a real sshd on 127.0.0.1
+(tests/hosts/sshd.py) and, for the SLURM tests, a one-node SLURM cluster on 127.0.0.1 (tests/hosts/slurm.py).
 
 These tests run in ``make test`` like the others. A machine without the server fails them (never skips):
-``tests/hosts/install.sh`` installs it, and ``.ci/run`` runs that script as root.
+``tests/hosts/install.sh`` installs it, and ``.ci/run`` runs that script as root. The SLURM tests skip only
+when this is not root and slurm-wlm / munge are missing.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.hosts import slurm
 from tests.hosts.sshd import SshHost, start_host
 
 
@@ -21,14 +25,37 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def ssh_host(tmp_path_factory) -> SshHost:
+def slurm_folder() -> Path:
+    """The test cluster's folder, made first: the test sshd gives the test user ``SLURM_CONF`` inside it."""
+    folder = slurm.cluster_folder()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ssh_host(tmp_path_factory, slurm_folder) -> SshHost:
     """The running test host (started once per session, stopped by its pid at the end)."""
     try:
-        host = start_host(tmp_path_factory.mktemp("sshd"), Path(sys.executable).parent)
+        host = start_host(tmp_path_factory.mktemp("sshd"), Path(sys.executable).parent,
+                          env={"SLURM_CONF": str(slurm_folder / "slurm.conf")})
     except (RuntimeError, OSError) as e:
         pytest.fail(f"SSH test host: {e}", pytrace=False)
     yield host
     host.close()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(slurm_folder, ssh_host) -> slurm.SlurmCluster:
+    """The running one-node SLURM cluster (started once per session after the ssh host, stopped at the end)."""
+    reason = slurm.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    try:
+        cluster = slurm.start_cluster(slurm_folder)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        pytest.fail(f"SLURM test cluster: {e}", pytrace=False)
+    yield cluster
+    cluster.close()
 
 
 @pytest.fixture(scope="session")

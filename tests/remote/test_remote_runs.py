@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.hosts.sshd import ALIAS, UNKNOWN_ALIAS
-from workbench import cli
+from workbench import cli, remote
 from workbench.core.remote import jobs
 from workbench.core.remote.bundle import bundle, stage
 from workbench.core.remote.ssh import Ssh
@@ -121,14 +121,26 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def test_stop_ends_the_run_at_a_step_with_last_pt_saved(ssh_host, remote_dir, tmp_path, capsys):
+def test_cancel_ends_the_run_at_a_step_with_last_pt_saved(ssh_host, remote_dir, tmp_path, capsys):
+    """``workbench submit`` to a plain host (with a ``--sync`` folder) starts it detached; ``cancel`` stops it as
+    Ctrl+C (SIGTERM)."""
     name = "to stop"
-    assert _cli(ssh_host, remote_dir, "start", str(_run_toml(tmp_path, LONG_EPOCHS)), "--name", name) == 0
+    host_args = ["--host", ALIAS, "--ssh-config", str(ssh_host.config), "--remote-dir", remote_dir]
+    extra = tmp_path / "extra data"
+    extra.mkdir()
+    (extra / "labels.txt").write_text("a\nb\n")
+    assert cli.main(["submit", str(_run_toml(tmp_path, LONG_EPOCHS)), "--name", name, "--sync", str(extra),
+                     *host_args]) == 0
+    assert (ssh_host.home / remote_dir / name / "extra data" / "labels.txt").read_text() == "a\nb\n"
+    assert f"submitted {name} to {ALIAS}: started detached" in capsys.readouterr().out
+    [run] = [r for r in remote.runs(ALIAS, remote_dir=remote_dir, ssh_config=ssh_host.config) if r.id == name]
+    assert run.job is None and run.run_dir == f"{ssh_host.home / remote_dir / name}/run"
     _wait(lambda: _epochs_logged(ssh_host, remote_dir, name) >= 1, "a first epoch on the host")
-    capsys.readouterr()
-    assert _cli(ssh_host, remote_dir, "stop", name) == 0
-    out = capsys.readouterr().out
-    assert "not running" in out and "state: stopped (stopped)" in out
+    assert run.state() == "running"
+    assert cli.main(["cancel", name, *host_args]) == 0
+    assert capsys.readouterr().out.strip() == f"{name} on {ALIAS}: cancelled"
+    st = _status(ssh_host, remote_dir, name)
+    assert not st.alive and (st.state, st.reason) == ("stopped", "stopped")
     run = ssh_host.home / remote_dir / name / "run"
     assert (run / "last.pt").is_file()
     log = (ssh_host.home / remote_dir / name / jobs.LOG_FILE).read_text()

@@ -1,5 +1,8 @@
 """``workbench remote start|status|stop|pull HOST ...``: a run on an SSH host, detached, through the system ssh/rsync.
 
+The same as ``workbench submit``, ``runs --host``, ``cancel --host`` and ``pull --host`` (:mod:`.submit`,
+:mod:`.runs`, :mod:`.cancel`, :mod:`.pull`), which also reach a SLURM cluster; kept for scripts that use it.
+
 HOST is what ``ssh`` accepts: an alias of ``~/.ssh/config`` (or of the file
 ``--ssh-config`` / ``$WORKBENCH_SSH_CONFIG`` names), or ``user@host``. The host
 needs ``workbench`` on its PATH (``pip install workbench``) and ``rsync``.
@@ -13,7 +16,7 @@ import shlex
 from workbench.cli.arguments import RUN_TRUST
 from workbench.cli.output import escaped, write_out
 
-__all__ = ["NAME", "USAGE", "SUMMARY", "add_arguments", "run"]
+__all__ = ["NAME", "USAGE", "SUMMARY", "add_arguments", "run", "add_host_options", "DEFAULT_REMOTE_DIR"]
 
 NAME = "remote"
 USAGE = "start|status|stop|pull HOST ..."
@@ -28,17 +31,29 @@ EPILOG = """examples:
 SUBJECT = "host"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The four actions, each with the host, ``--ssh-config`` and ``--remote-dir``."""
-    from workbench.core.remote.jobs import DEFAULT_REMOTE_DIR
+#: The runs folder on a host unless ``--remote-dir`` says otherwise (``jobs.DEFAULT_REMOTE_DIR``, spelled out so
+#: that ``--help`` stays instant).
+DEFAULT_REMOTE_DIR = "~/workbench-runs"
 
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("host", help="an ssh destination: an alias of your ssh config, or user@host")
-    common.add_argument("--ssh-config", default=None, metavar="FILE",
+
+def add_host_options(parser: argparse.ArgumentParser, *, host: str = "positional") -> None:
+    """Add the host (``positional``, ``--host`` ``required`` or ``optional``), ``--ssh-config``, ``--remote-dir``."""
+    text = "an ssh destination: an alias of your ssh config, or user@host"
+    if host == "positional":
+        parser.add_argument("host", help=text)
+    else:
+        parser.add_argument("--host", required=host == "required", default=None, metavar="HOST", help=text)
+    parser.add_argument("--ssh-config", default=None, metavar="FILE",
                         help="ssh client configuration (ssh -F FILE); default $WORKBENCH_SSH_CONFIG, else "
                              "your ~/.ssh/config")
-    common.add_argument("--remote-dir", default=DEFAULT_REMOTE_DIR, metavar="DIR",
+    parser.add_argument("--remote-dir", default=DEFAULT_REMOTE_DIR, metavar="DIR",
                         help=f"the folder of runs on the host (default {DEFAULT_REMOTE_DIR})")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The four actions, each with the host, ``--ssh-config`` and ``--remote-dir``."""
+    common = argparse.ArgumentParser(add_help=False)
+    add_host_options(common)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     start = actions.add_parser("start", parents=[common], help="copy a run file and what it needs, start it")
     start.add_argument("config", metavar="RUN.toml")

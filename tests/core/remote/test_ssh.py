@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +51,14 @@ def test_rsync_s_reason_is_the_cause_not_its_summary():
     refused = ("Host key verification failed.\nrsync: connection unexpectedly closed (0 bytes received so far)\n"
                "rsync error: unexplained error (code 255) at io.c(232)\n")
     assert _rsync_reason(refused) == ("Host key verification failed.", True)
+
+
+def test_commands_to_one_host_share_a_private_connection_and_two_aliases_never_do():
+    a, b = Ssh("cfg").control_options("gpu-box"), Ssh("cfg").control_options("gpu-box-2")
+    assert "ControlMaster=auto" in a and Ssh("cfg").control_options("gpu-box") == a
+    path_a = next(o for o in a if o.startswith("ControlPath="))
+    assert path_a != next(o for o in b if o.startswith("ControlPath="))  # each alias checks its own host key
+    assert path_a != next(o for o in Ssh("other").control_options("gpu-box") if o.startswith("ControlPath="))
+    folder = Path(path_a.partition("=")[2]).parent
+    assert folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid()
+    assert Ssh("cfg").ssh_argv("gpu-box")[-len(a):] == a and "ControlMaster=auto" not in Ssh("cfg").ssh_argv()

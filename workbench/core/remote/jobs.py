@@ -26,7 +26,8 @@ from workbench.core.remote.bundle import RUN_SUBDIR, bundle, stage
 from workbench.core.remote.ssh import RemoteError, Ssh, home_relative
 
 __all__ = ["DEFAULT_REMOTE_DIR", "STOP_WAIT_S", "Started", "RemoteStatus", "default_name", "check_name",
-           "launch_line", "start", "status", "stop", "pull", "remote_folder"]
+           "launch_line", "upload", "start", "status", "stop", "pull", "remote_folder",
+           "alive_test", "sh", "READ_PID"]
 
 #: Where runs go on a host unless ``--remote-dir`` says otherwise (relative to the remote home folder).
 DEFAULT_REMOTE_DIR = "~/workbench-runs"
@@ -39,12 +40,12 @@ PID_FILE, LOG_FILE = "pid", "train.log"
 _STATUS_BYTES = 65536
 _MARK = "--workbench-remote--"
 #: Shell: ``pid`` from the pid file, emptied unless it is a number (a damaged file names no process).
-_READ_PID = f"pid=$(head -c 32 {PID_FILE} 2>/dev/null); case \"$pid\" in ''|*[!0-9]*) pid= ;; esac"
+READ_PID = f"pid=$(head -c 32 {PID_FILE} 2>/dev/null); case \"$pid\" in ''|*[!0-9]*) pid= ;; esac"
 
 
 @dataclass(frozen=True)
 class Started:
-    """A run started on a host: ``folder`` its remote folder (relative to the remote home unless absolute)."""
+    """A run started on a host: ``folder`` its remote folder (absolute, as the host's ``pwd`` says)."""
 
     host: str
     name: str
@@ -105,26 +106,83 @@ def remote_folder(remote_dir: str, name: str) -> str:
     return f"{home_relative(remote_dir).rstrip('/') or '/'}/{check_name(name)}".replace("//", "/")
 
 
-def _sh(script: str) -> str:
+def sh(script: str) -> str:
     """``script`` run by ``sh`` whatever the remote login shell is (fish, csh...)."""
     return f"sh -c {shlex.quote(script)}"
 
 
-def launch_line(*, trust: bool = False) -> str:
+def launch_line(*, trust: bool = False, nproc_per_node: int = 0) -> str:
     """The shell line, run in a remote run folder, that starts ``workbench train run.toml`` detached; prints the pid.
 
     ``setsid`` gives it a session of its own and ``nohup`` ignores SIGHUP: a connection that drops (a terminal
     that closes) does not end it. Output goes to ``train.log`` unbuffered, input is ``/dev/null``.
     """
     argv = ["workbench", "train", "run.toml"] + (["--trust"] if trust else [])
+    if nproc_per_node > 1:
+        argv += ["--nproc-per-node", str(int(nproc_per_node))]
     return (f"command -v workbench >/dev/null || {{ echo 'workbench is not on the PATH of the host; "
             f"pip install workbench there' >&2; exit 127; }}; "
             f"PYTHONUNBUFFERED=1 setsid nohup {shlex.join(argv)} > {LOG_FILE} 2>&1 < /dev/null & "
             f"echo $! > {PID_FILE}; echo $!")
 
 
+def upload(ssh: Ssh, host: str, run_toml: str | Path, *, remote_dir: str = DEFAULT_REMOTE_DIR,
+           name: str | None = None, sync: tuple[str | Path, ...] | list = (),
+           extra: dict[str, str] | None = None) -> tuple[str, str]:
+    """Copy ``run_toml``, what it needs, the ``sync`` folders and the ``extra`` files into a new run folder on ``host``.
+
+    Parameters
+    ----------
+    sync : sequence of path
+        Local folders (or files) copied as they are to the run folder's top (``data/`` arrives as ``data/``), for
+        what a run reads without its run file naming it. Relative paths in the run file start at the run folder.
+    extra : dict of str to str
+        More files to write there: name -> text (a batch script).
+
+    Returns
+    -------
+    (str, str)
+        The run's name and its remote folder (home-relative unless ``remote_dir`` is absolute).
+
+    Raises
+    ------
+    RemoteError
+        A file is missing here (the key named), the name is taken, a sync folder is missing or clashes with a
+        carried name, or ssh / rsync failed (the half-copied folder is removed).
+    """
+    b = bundle(run_toml)
+    for item in sync:
+        local = Path(item).expanduser()
+        if not local.exists():
+            raise RemoteError(f"--sync {item}: no such folder here; give an existing folder to copy")
+        top = local.resolve().name
+        if top in b.files or top in ("run.toml", RUN_SUBDIR, PID_FILE, LOG_FILE) or top in (extra or {}):
+            raise RemoteError(f"--sync {item}: its name {top!r} is taken in the run folder; rename the folder")
+        b.files[top] = local.resolve()
+    name = check_name(name or default_name(run_toml))
+    folder = remote_folder(remote_dir, name)
+    q = shlex.quote(folder)
+    made = ssh.run(host, sh(f"if [ -e {q} ]; then echo exists; else mkdir -p -- {q} && echo made; fi"),
+                   what=f"make the run folder {folder}")
+    if made.strip() != "made":
+        raise RemoteError(f"{host}: {folder} exists already; choose another --name")
+    try:
+        with tempfile.TemporaryDirectory(prefix="workbench-remote-") as tmp:
+            stage(b, tmp)
+            for file, text in (extra or {}).items():
+                (Path(tmp) / file).write_text(text)
+            ssh.rsync(host, [f"{tmp}/"], f"{host}:{folder}/", what=f"copy the run to {folder}",
+                      options=("--copy-links",))
+    except (RemoteError, OSError):
+        with contextlib.suppress(RemoteError):  # no half-copied run left to be mistaken for one
+            ssh.run(host, sh(f"rm -rf -- {q}"), what=f"remove the half-copied {folder}")
+        raise
+    return name, folder
+
+
 def start(ssh: Ssh, host: str, run_toml: str | Path, *, remote_dir: str = DEFAULT_REMOTE_DIR,
-          name: str | None = None, trust: bool = False) -> Started:
+          name: str | None = None, trust: bool = False, sync: tuple[str | Path, ...] | list = (),
+          nproc_per_node: int = 0) -> Started:
     """Copy ``run_toml`` and what it needs to ``host`` and start it there detached.
 
     Parameters
@@ -138,6 +196,10 @@ def start(ssh: Ssh, host: str, run_toml: str | Path, *, remote_dir: str = DEFAUL
         The run's folder name there (default :func:`default_name`); an existing one is refused.
     trust : bool
         Pass ``--trust`` (the run file names code; the caller decided to trust it).
+    sync : sequence of path
+        Local folders copied beside the run file (:func:`upload`).
+    nproc_per_node : int
+        More than 1: ``workbench train --nproc-per-node N`` (data-parallel on the host's GPUs or CPUs).
 
     Raises
     ------
@@ -145,33 +207,20 @@ def start(ssh: Ssh, host: str, run_toml: str | Path, *, remote_dir: str = DEFAUL
         The run file or a file it names is missing here, the name is taken, ssh or rsync failed, or the
         host lacks ``workbench``.
     """
-    b = bundle(run_toml)
-    name = check_name(name or default_name(run_toml))
-    folder = remote_folder(remote_dir, name)
+    name, folder = upload(ssh, host, run_toml, remote_dir=remote_dir, name=name, sync=sync)
     q = shlex.quote(folder)
-    made = ssh.run(host, _sh(f"if [ -e {q} ]; then echo exists; else mkdir -p -- {q} && echo made; fi"),
-                   what=f"make the run folder {folder}")
-    if made.strip() != "made":
-        raise RemoteError(f"{host}: {folder} exists already; choose another --name")
+    out = ssh.run(host, sh(f"cd -- {q} && pwd && {launch_line(trust=trust, nproc_per_node=nproc_per_node)}"),
+                  what="start the run")
+    lines = out.strip().splitlines()
     try:
-        with tempfile.TemporaryDirectory(prefix="workbench-remote-") as tmp:
-            stage(b, tmp)
-            ssh.rsync(host, [f"{tmp}/"], f"{host}:{folder}/", what=f"copy the run to {folder}",
-                      options=("--copy-links",))
-    except (RemoteError, OSError):
-        with contextlib.suppress(RemoteError):  # no half-copied run left to be mistaken for one
-            ssh.run(host, _sh(f"rm -rf -- {q}"), what=f"remove the half-copied {folder}")
-        raise
-    out = ssh.run(host, _sh(f"cd -- {q} && {launch_line(trust=trust)}"), what="start the run")
-    try:
-        pid = int(out.strip().splitlines()[-1])
+        pid = int(lines[-1])
     except (ValueError, IndexError):
         raise RemoteError(f"{host}: the run did not start (the host said {out.strip()[-200:]!r}); "
                           f"see {folder}/{LOG_FILE}") from None
-    return Started(host, name, folder, pid)
+    return Started(host, name, lines[0] if len(lines) > 1 else folder, pid)
 
 
-def _alive_test(pid_var: str = "$pid") -> str:
+def alive_test(pid_var: str = "$pid") -> str:
     """A shell test: the process ``pid_var`` is a live ``workbench`` (a zombie or a reused pid is not)."""
     return (f"[ -n \"{pid_var}\" ] && [ -r /proc/{pid_var}/cmdline ] && "
             f"tr '\\0' ' ' < /proc/{pid_var}/cmdline | grep -q workbench")
@@ -188,12 +237,12 @@ def status(ssh: Ssh, host: str, name: str, *, remote_dir: str = DEFAULT_REMOTE_D
     folder = remote_folder(remote_dir, name)
     q = shlex.quote(folder)
     script = (f"cd -- {q} 2>/dev/null || {{ echo 'no such run folder' >&2; exit 3; }}; "
-              f"{_READ_PID}; echo \"$pid\"; "
-              f"if {_alive_test()}; then echo alive; else echo gone; fi; echo {_MARK}; "
+              f"{READ_PID}; echo \"$pid\"; "
+              f"if {alive_test()}; then echo alive; else echo gone; fi; echo {_MARK}; "
               f"head -c {_STATUS_BYTES} {RUN_SUBDIR}/status.json 2>/dev/null; echo; echo {_MARK}; "
               f"tail -n 5 {LOG_FILE} 2>/dev/null; true")
     try:
-        out = ssh.run(host, _sh(script), what=f"read the run {name!r}")
+        out = ssh.run(host, sh(script), what=f"read the run {name!r}")
     except RemoteError as e:
         if "(exit 3)" in str(e):
             raise RemoteError(f"{host}: no run {name!r} in {home_relative(remote_dir)}; "
@@ -216,11 +265,14 @@ def status(ssh: Ssh, host: str, name: str, *, remote_dir: str = DEFAULT_REMOTE_D
 
 
 def stop(ssh: Ssh, host: str, name: str, *, remote_dir: str = DEFAULT_REMOTE_DIR,
-         wait_s: float = STOP_WAIT_S) -> RemoteStatus:
+         wait_s: float = STOP_WAIT_S, mark: str | None = None) -> RemoteStatus:
     """Stop run ``name`` as Ctrl+C does (SIGTERM: the next step boundary, ``last.pt`` saved); wait up to ``wait_s``.
 
     SIGTERM goes to the training process (the session leader), not to its whole group: its data loader
     workers and ranks are ended by it, after the save.
+
+    ``mark`` names a file made in the run's folder once the run is found running, before the signal
+    (``cancelled``: :func:`workbench.core.remote.listing.probe` then says so).
 
     Returns
     -------
@@ -235,11 +287,12 @@ def stop(ssh: Ssh, host: str, name: str, *, remote_dir: str = DEFAULT_REMOTE_DIR
     folder = remote_folder(remote_dir, name)
     ticks = max(1, int(wait_s / 0.2))
     script = (f"cd -- {shlex.quote(folder)} 2>/dev/null || {{ echo 'no such run folder' >&2; exit 3; }}; "
-              f"{_READ_PID}; {_alive_test()} || {{ echo 'not running' >&2; exit 4; }}; "
-              f"kill -TERM \"$pid\"; i=0; while {_alive_test()} && [ $i -lt {ticks} ]; do sleep 0.2; "
+              f"{READ_PID}; {alive_test()} || {{ echo 'not running' >&2; exit 4; }}; "
+              + (f": > {shlex.quote(mark)}; " if mark else "") +
+              f"kill -TERM \"$pid\"; i=0; while {alive_test()} && [ $i -lt {ticks} ]; do sleep 0.2; "
               f"i=$((i+1)); done")
     try:
-        ssh.run(host, _sh(script), what=f"stop the run {name!r}", timeout=wait_s + 60)
+        ssh.run(host, sh(script), what=f"stop the run {name!r}", timeout=wait_s + 60)
     except RemoteError as e:
         if "(exit 3)" in str(e):
             raise RemoteError(f"{host}: no run {name!r} in {home_relative(remote_dir)}; check the name") from None
