@@ -27,9 +27,11 @@ import tomli_w
 DATASETS = ("digits", "mnist", "fashionmnist", "cifar10", "imagefolder", "fake", "csv", "text")
 #: ``[task] kind``: ``"auto"`` takes the dataset's own (a CSV's inferred task) or classification.
 TASK_KINDS = ("auto", "classification", "regression", "multilabel", "model_loss", "text_classification",
-              "token_classification", "causal_lm")
+              "token_classification", "causal_lm", "image_classification")
 #: The kinds whose batches are tokenized text (``[data] dataset = "text"``) fed to a Hugging Face model.
 TEXT_KINDS = ("text_classification", "token_classification", "causal_lm")
+#: The kinds trained on a transformers model folder, with the head the task needs (``task.from_model``).
+HF_KINDS = TEXT_KINDS + ("image_classification",)
 #: How a CSV's categorical (non-numeric) feature columns become numbers.
 CATEGORICAL = ("onehot", "codes")
 NORMALIZE_PRESETS = ("auto", "imagenet", "mnist", "cifar10", "digits", "none")
@@ -37,6 +39,8 @@ CHANNELS = ("keep", "grayscale", "rgb")
 LOSSES = ("cross_entropy", "mse", "bce_with_logits", "l1")
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 SCHEDULERS = ("none", "step", "multistep", "cosine", "onecycle", "plateau")
+#: How a run on several ranks spans them (``strategy``): a replica per rank (DDP), or sharded (FSDP2).
+STRATEGIES = ("auto", "ddp", "fsdp")
 
 
 @dataclass
@@ -126,6 +130,16 @@ class DataConfig:
         ``model_max_length``, at most 512.
     block_size : int
         ``"text"``, causal LM: tokens per packed block; 0 = ``min(model_max_length, 128)``.
+    prompt, response : str
+        ``"text"``, causal LM: an instruction column and its answer column; each row is one example
+        (rendered with the tokenizer's chat template when it has one), the loss on the answer only.
+    messages : str
+        ``"text"``, causal LM: a column of conversations (lists of ``{role, content}``) rendered with
+        the tokenizer's chat template, the loss on the assistant's turns only.
+    processor : str
+        ``"imagefolder"`` with ``[task] kind = "image_classification"``: the folder of the model's image
+        processor (``AutoImageProcessor``, local files, no remote code), which resizes and normalizes
+        each image; empty: the model folder of ``[model] checkpoint``.
     """
 
     dataset: str = "digits"
@@ -160,6 +174,10 @@ class DataConfig:
     tokenizer: str = ""
     max_length: int = 0
     block_size: int = 0
+    prompt: str = ""
+    response: str = ""
+    messages: str = ""
+    processor: str = ""
 
 
 @dataclass
@@ -178,7 +196,10 @@ class TaskConfig:
         ``"text_classification"`` (a Hugging Face ``*ForSequenceClassification`` on
         tokenized text; a bare encoder folder gets a new head sized to the data's
         classes), ``"token_classification"`` (a ``*ForTokenClassification`` on words and
-        one tag per word) or ``"causal_lm"`` (a ``*ForCausalLM`` on packed blocks of tokens).
+        one tag per word), ``"causal_lm"`` (a ``*ForCausalLM`` on packed blocks of tokens, or on
+        prompt / response rows with the loss on the response) or ``"image_classification"`` (a
+        ``*ForImageClassification`` on an ImageFolder through the folder's own image processor; a
+        bare ``ViTModel`` gets a head sized to the folder's classes).
     step : str
         A training step ``(model, batch) -> loss`` or ``-> {"loss": loss, "<metric>": value, ...}``:
         a registered step name or a spec (``"file.py:training_step"``). Empty: the
@@ -345,6 +366,12 @@ class TrainConfig:
     compile : bool
         ``torch.compile`` the model for the training step (graph breaks and recompilations
         are said in the run's log; steps with a probe's hooks run uncompiled).
+    strategy : str
+        How a run launched on several ranks (``workbench train --nproc-per-node N``) spans
+        them: ``"auto"`` / ``"ddp"`` (``DistributedDataParallel``: a full replica per rank) or
+        ``"fsdp"`` (FSDP2 ``fully_shard``: parameters, gradients and optimizer state sharded
+        over the ranks, checkpoints as ``torch.distributed.checkpoint`` folders; README
+        "Fitting big models"). One process trains alone whatever it says.
     keep_frozen_bn_eval : bool
         Keep fully frozen BatchNorm layers in eval mode (running stats fixed).
         Default True: a layer the user froze stays exactly as loaded, as Keras
@@ -395,6 +422,7 @@ class TrainConfig:
     accumulate_grad_batches: int = 1
     activation_checkpointing: bool = False
     compile: bool = False
+    strategy: str = "auto"
     keep_frozen_bn_eval: bool = True
     tensorboard: bool = True
     channels_last: bool | str = field(default="auto", metadata={"auto": bool})
@@ -487,6 +515,7 @@ class TrainConfig:
             ("optimizer", self.optimizer, OPTIMIZERS),
             ("scheduler", self.scheduler, SCHEDULERS),
             ("amp_dtype", self.amp_dtype, ("bfloat16", "float16")),
+            ("strategy", self.strategy, STRATEGIES),
         ]
         if self.data.dataset not in DATASETS and not _names_code_or_plugin(self.data.dataset):
             raise ValueError(f"data.dataset = {self.data.dataset!r} is not one of {', '.join(DATASETS)}, "
@@ -507,6 +536,13 @@ class TrainConfig:
                              ">= 0 (0 = off)")
         if self.data.max_length < 0 or self.data.block_size < 0 or self.task.max_new_tokens < 0:
             raise ValueError("data.max_length, data.block_size and task.max_new_tokens must be >= 0")
+        d = self.data
+        if bool(d.prompt) != bool(d.response) or (d.messages and d.prompt):
+            raise ValueError("data.prompt and data.response name an instruction column and its answer column (give "
+                             "both), data.messages a column of conversations (instead of them)")
+        if (d.prompt or d.messages) and (d.dataset != "text" or self.task.kind != "causal_lm"):
+            raise ValueError("data.prompt / data.response / data.messages need data.dataset = \"text\" and "
+                             "task.kind = \"causal_lm\"")
         if self.data.dataset == "text" and self.task.kind not in TEXT_KINDS:
             raise ValueError(f"data.dataset = \"text\" needs task.kind = one of {', '.join(TEXT_KINDS)} "
                              f"(not {self.task.kind!r})")

@@ -79,6 +79,8 @@ class DataSourceFields:
     text_edit, text_pair_edit, val_file_edit, tokenizer_edit, max_length_spin
         ``textColumnEdit``, ``textPairEdit``, ``valFileEdit``, ``tokenizerEdit``, ``maxLengthSpin``
         (dataset ``"text"``; its label column is ``target_edit``).
+    processor_edit
+        ``processorEdit``: the image processor's folder (``[data] processor``, dataset ``"imagefolder"``).
     """
 
     def __init__(self):
@@ -104,6 +106,10 @@ class DataSourceFields:
         self.tokenizer_edit = line_edit("tokenizerEdit", "the model folder's own",
                                         "A folder with the tokenizer (tokenizer.json / vocab); empty: the opened "
                                         "model folder's")
+        self.processor_edit = line_edit("processorEdit", "none (the transforms below)",
+                                        "A model folder whose image processor (preprocessor_config.json) resizes "
+                                        "and normalizes the images, as the model was pretrained; empty: the "
+                                        "Transforms section's settings")
         self.max_length_spin = QSpinBox(objectName="maxLengthSpin")
         self.max_length_spin.setRange(0, 8192)
         self.max_length_spin.setSpecialValueText("tokenizer's own")
@@ -133,7 +139,8 @@ class DataSourceFields:
         out = {"target": parse_columns(self.target_edit.text()), "features": parse_columns(self.features_edit.text()),
                "categorical": self.categorical_combo.currentData(), "kwargs": parse_kwargs(self.kwargs_edit.text()),
                "text": self.text_edit.text().strip(), "text_pair": self.text_pair_edit.text().strip(),
-               "val": self.val_file_edit.text().strip(), "tokenizer": self.tokenizer_edit.text().strip()}
+               "val": self.val_file_edit.text().strip(), "tokenizer": self.tokenizer_edit.text().strip(),
+               "processor": self.processor_edit.text().strip()}
         length = self.max_length_spin.value()
         out["max_length"] = out["block_size"] = length
         if choice == SPEC:
@@ -153,4 +160,5 @@ class DataSourceFields:
         self.text_pair_edit.setText(data.text_pair)
         self.val_file_edit.setText(data.val)
         self.tokenizer_edit.setText(data.tokenizer)
+        self.processor_edit.setText(data.processor)
         self.max_length_spin.setValue(max(data.max_length, data.block_size))

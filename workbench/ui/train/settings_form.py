@@ -410,6 +410,7 @@ class TrainingSettings(QWidget):
         data.addRow("Validation file", src.val_file_edit)
         data.addRow("Tokenizer", src.tokenizer_edit)
         data.addRow("Max tokens", src.max_length_spin)
+        data.addRow("Image processor", src.processor_edit)
         data.addRow(self.download_check)
         data.addRow("Fake C,H,W", self.fake_shape_edit)
         data.addRow("Fake samples", self.fake_size_spin)
@@ -527,7 +528,7 @@ class TrainingSettings(QWidget):
         for edit in (self.root_edit, self.milestones_edit, self.run_dir_edit, self.fake_shape_edit,
                      self.unfreeze_edit, src.target_edit, src.features_edit, src.spec_edit, src.kwargs_edit,
                      src.text_edit, src.text_pair_edit, src.val_file_edit, src.tokenizer_edit,
-                     *self.task_fields.edits()):
+                     src.processor_edit, *self.task_fields.edits()):
             edit.textChanged.connect(self._on_changed)
         src.max_length_spin.valueChanged.connect(self._on_changed)
         for combo in (src.categorical_combo, *self.task_fields.combos()):
@@ -850,6 +851,7 @@ class TrainingSettings(QWidget):
             self._data_form.setRowVisible(widget, name == "csv" or (name == "text" and widget is self.source_fields.target_edit))
         for widget in self.source_fields.text_widgets():
             self._data_form.setRowVisible(widget, name == "text")
+        self._data_form.setRowVisible(self.source_fields.processor_edit, name == "imagefolder")
         kind = self.task_fields.kind_combo
         if name == "text" and kind.currentData() not in TEXT_KINDS:  # text data trains a text task
             kind.setCurrentIndex(kind.findData("text_classification"))

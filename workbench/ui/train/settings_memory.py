@@ -89,7 +89,8 @@ class SettingsMemory:
         return f"Training settings from {Path(ckpt.path).name}: {cfg.optimizer}, lr {cfg.lr:.3g}{done}"
 
     def follow_task(self, model, ckpt) -> str | None:
-        """Show the task ``model`` was built for, when it is a text task (the file recorded no settings).
+        """Show the task ``model`` was built for, when it is a Hugging Face task (text, or image classification with
+        the folder's image processor; the file recorded no settings).
 
         Parameters
         ----------
@@ -106,23 +107,31 @@ class SettingsMemory:
         """
         from types import SimpleNamespace
 
-        from workbench.core.train.config import TEXT_KINDS
+        from workbench.core.train.config import HF_KINDS
         from workbench.core.train.task.from_model import propose_task
 
         proposal = propose_task(model, SimpleNamespace(checkpoint=ckpt))
         form = self.form
-        if proposal.kind not in TEXT_KINDS or (form.task_fields.kind_combo.currentData() == proposal.kind
-                                               and form.dataset_combo.currentData() == "text"):
-            return None  # not a text model, or the form already trains its task (the user's settings stay)
-        form.dataset_combo.setCurrentIndex(form.dataset_combo.findData("text"))
+        dataset = "imagefolder" if proposal.kind == "image_classification" else "text"
+        folder = Path(ckpt.path) if ckpt is not None and ckpt.path else None
+        if folder is None or not folder.is_dir():
+            folder = None
+        if proposal.kind not in HF_KINDS or (form.task_fields.kind_combo.currentData() == proposal.kind
+                                             and form.dataset_combo.currentData() == dataset):
+            return None  # not a Hugging Face task, or the form already trains it (the user's settings stay)
+        if dataset == "imagefolder" and (folder is None or not (folder / "preprocessor_config.json").is_file()):
+            return None  # no image processor: the image settings the form has stay (transforms, sizes)
+        form.dataset_combo.setCurrentIndex(form.dataset_combo.findData(dataset))
         kinds = form.task_fields.kind_combo
         kinds.setCurrentIndex(kinds.findData(proposal.kind))
         form.optimizer_combo.setCurrentIndex(form.optimizer_combo.findData("adamw"))
         form.lr_spin.setValue(TEXT_LR)
-        folder = Path(ckpt.path) if ckpt is not None and ckpt.path else None
-        if folder is not None and folder.is_dir():
-            form.source_fields.tokenizer_edit.setText(str(folder))
-        data = "a text file under Root (a .txt file or a text column)" if proposal.kind == "causal_lm" else \
-            "a text file under Root with a text and a label column"
+        if folder is not None:
+            edit = form.source_fields.processor_edit if dataset == "imagefolder" else form.source_fields.tokenizer_edit
+            edit.setText(str(folder))
+        data = {"causal_lm": "a text file under Root (a .txt file or a text column)",
+                "image_classification": "an ImageFolder under Root (one subfolder per class); the folder's image "
+                                        "processor resizes and normalizes"}.get(
+            proposal.kind, "a text file under Root with a text and a label column")
         note = f"; {proposal.note}" if proposal.note else ""
         return f"{proposal.title} ({type(model).__name__}): choose {data}{note}"

@@ -23,7 +23,8 @@ __all__ = ["TaskFields", "TASK_KINDS", "MAXIMIZED", "PROMPT_SEPARATOR"]
 TASK_KINDS = [("Auto (the data's own)", "auto"), ("Classification", "classification"),
               ("Regression", "regression"), ("Multi-label", "multilabel"),
               ("The model returns its loss", "model_loss"), ("Text classification", "text_classification"),
-              ("Token classification", "token_classification"), ("Causal language model", "causal_lm")]
+              ("Token classification", "token_classification"), ("Causal language model", "causal_lm"),
+              ("Image classification", "image_classification")]
 #: Separates the prompts in the Prompts field (a comma is common inside a prompt; " | " is not).
 PROMPT_SEPARATOR = "|"
 #: Monitor metrics for which larger is better: choosing one sets the mode to max.

@@ -12,6 +12,8 @@ model in the session, with the edits made before replayed on it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = ["ensure_task_head", "extend_finished_run"]
 
 
@@ -50,12 +52,22 @@ def ensure_task_head(session, config, error, status) -> bool:
 def _add_head(session, config) -> str | None:
     from workbench.core.train.config import TEXT_KINDS
 
-    if config.task.kind not in TEXT_KINDS or config.data.dataset != "text":
+    image = config.task.kind == "image_classification" and config.data.dataset == "imagefolder"
+    if not image and (config.task.kind not in TEXT_KINDS or config.data.dataset != "text"):
         return None
     from workbench.core.train.task.from_model import add_task_head
 
     classes = None
-    if config.task.kind != "causal_lm":  # a classifier's head is sized to the data's classes (or tags)
+    if image:  # the ImageFolder's class subfolders, through the opened folder's image processor by default
+        from workbench.core.train.data.image_processor import image_classes, load_image_processor
+
+        path = getattr(session.checkpoint, "path", None)
+        if not config.data.processor and path and (Path(path) / "preprocessor_config.json").is_file():
+            config.data.processor = str(Path(path).resolve())
+        if config.data.processor:
+            load_image_processor(config.data.processor)  # a folder without one: one line, before the run
+        classes = image_classes(config.data)
+    elif config.task.kind != "causal_lm":  # a classifier's head is sized to the data's classes (or tags)
         from workbench.core.train.data.text import task_classes
 
         classes = task_classes(config.data, config.task.kind)

@@ -225,6 +225,10 @@ def build_datasets(cfg: DataConfig, encoded: bool = False, task: str = "") -> tu
     if name in ("mnist", "fashionmnist", "cifar10"):
         return _torchvision(cfg)
     if name == "imagefolder":
+        if cfg.processor:  # a transformers model's own image processor (data.image_processor)
+            from workbench.core.train.data.image_processor import processor_transforms
+
+            return _imagefolder(cfg, False, processor_transforms(cfg))
         return _imagefolder(cfg, encoded)
     if name == "csv":
         from workbench.core.train.data.tabular import table_datasets
@@ -257,7 +261,7 @@ def build_loaders(cfg: DataConfig, seed: int = 0, device: str | torch.device = "
     """
     device = torch.device(device)
     on = cfg.decode_on_gpu is True or (cfg.decode_on_gpu == "auto" and device.type == "cuda")
-    encoded = cfg.dataset == "imagefolder" and on
+    encoded = cfg.dataset == "imagefolder" and on and not cfg.processor
     if cfg.dataset == "text":  # tokenized text for Hugging Face models (workbench.core.train.data.text)
         from workbench.core.train.data.text import text_loaders
 
@@ -487,7 +491,7 @@ def _torchvision(cfg: DataConfig):
     return train, val, info
 
 
-def _imagefolder(cfg: DataConfig, encoded: bool = False):
+def _imagefolder(cfg: DataConfig, encoded: bool = False, transforms: tuple | None = None):
     from torchvision.datasets import ImageFolder
 
     if not cfg.root:
@@ -498,7 +502,9 @@ def _imagefolder(cfg: DataConfig, encoded: bool = False):
         raise DataError(f"{root}: folder not found; point the dataset root at a folder holding "
                         "train/ and val/ (or one subfolder per class)")
     extra = {}
-    if encoded:  # workers read bytes; the batch is decoded and transformed on the device
+    if transforms is not None:  # (train, val) given: an image processor's
+        t_train, t_val = transforms
+    elif encoded:  # workers read bytes; the batch is decoded and transformed on the device
         from workbench.core.train.data.gpu_images import DrawAugment, read_encoded
 
         t_train, t_val = DrawAugment(cfg.random_flip, cfg.random_crop), DrawAugment(False, 0)

@@ -10,6 +10,10 @@ a ``*ForCausalLM`` shifts the labels itself and returns the mean next-token loss
 
 Validation is ``[data] val`` (packed the same way), else ``val_fraction`` of the
 blocks (at least one) chosen with ``split_seed``.
+
+Instruction or chat columns (``[data] prompt`` / ``response``, ``messages``) are
+not packed: each row is one example with the loss on its answer
+(:mod:`workbench.core.train.data.lm_chat`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from torch.utils.data import Dataset
 
 from workbench.core.errors import DataError
 from workbench.core.train.config import DataConfig
+from workbench.core.train.data.lm_chat import chat_datasets, uses_chat
 from workbench.core.train.data.text_files import check_column, read_splits
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "TOKENIZE_BATCH", "block_size_of", "pack", "Blocks", "stack_blocks", "lm_datasets"]
@@ -92,7 +97,7 @@ def _packed(cfg: DataConfig, table: Any, path: str, tokenizer: Any, size: int, s
 
 
 def lm_datasets(cfg: DataConfig, tokenizer: Any) -> tuple[Blocks, Blocks, dict, Any]:
-    """``(train, val, info fields, collate)`` of packed token blocks for a causal LM.
+    """``(train, val, info fields, collate)`` of packed token blocks (or instruction / chat rows) for a causal LM.
 
     Raises
     ------
@@ -100,6 +105,8 @@ def lm_datasets(cfg: DataConfig, tokenizer: Any) -> tuple[Blocks, Blocks, dict, 
         A missing file or column, or too little text for one block (named with the file).
     """
     size = block_size_of(cfg, tokenizer)
+    if uses_chat(cfg):  # instruction / chat rows, the loss on the answer (data.lm_chat)
+        return chat_datasets(cfg, tokenizer, size)
     train_table, saved_val = read_splits(cfg.root, "[data] root")
     train = _packed(cfg, train_table, cfg.root, tokenizer, size, "[data] root")
     if cfg.val or saved_val is not None:

@@ -9,8 +9,8 @@ from workbench.core.train.config import TrainConfig
 from workbench.core.train.data.batch import split_xy
 from workbench.core.train.task.losses import LOSS_NAMES, build_loss
 from workbench.core.train.task.metrics import BUILTIN_METRICS, DEFAULT_METRICS
-from workbench.core.train.task.tasks import (CausalLMTask, CriterionTask, ModelLossTask, StepTask, Task,
-                                             TextClassificationTask, TokenClassificationTask)
+from workbench.core.train.task.tasks import (CausalLMTask, CriterionTask, ImageClassificationTask, ModelLossTask,
+                                             StepTask, Task, TextClassificationTask, TokenClassificationTask)
 
 __all__ = ["build_task", "resolve_kind", "infer_kind"]
 
@@ -74,6 +74,8 @@ def build_task(cfg: TrainConfig, kind: str) -> Task:
         return TextClassificationTask(_metrics(cfg, kind))
     if kind == "token_classification":
         return TokenClassificationTask(_metrics(cfg, kind))
+    if kind == "image_classification":
+        return ImageClassificationTask(_metrics(cfg, kind))
     if kind == "causal_lm":
         from workbench.core.train.task.samples import Samples
 

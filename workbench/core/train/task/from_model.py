@@ -4,14 +4,15 @@
 Face config's ``architectures``): ``*ForSequenceClassification`` is text
 classification, ``*ForCausalLM`` / ``*LMHeadModel`` a causal language model,
 ``*ForTokenClassification`` token classification, ``*ForImageClassification``
-and timm / torchvision classifiers image classification (the ``classification``
-kind); a bare encoder (``BertModel``) proposes text classification with a head
+image classification (``image_classification``: the folder's image processor on an
+ImageFolder), timm / torchvision classifiers the ``classification`` kind; a bare
+vision encoder (``ViTModel``) image classification with a head to add; a bare encoder (``BertModel``) proposes text classification with a head
 to add, a bare decoder (``LlamaModel``) a causal language model with its LM head
 to add. The window's Task section and the Training dock follow it.
 
 :func:`model_for_task` builds the model of a run file whose ``[task] kind`` is
-``text_classification``, ``token_classification`` or ``causal_lm`` and whose ``[model] checkpoint`` is a
-model folder: the folder is opened by the one open policy
+``text_classification``, ``token_classification``, ``causal_lm`` or ``image_classification`` and whose
+``[model] checkpoint`` is a model folder: the folder is opened by the one open policy
 (:func:`~workbench.core.model.opening.open_model`), and when the task needs
 another head (a bare encoder, a classifier with a head of another size) the
 transformers class with that head is built from the folder's config
@@ -31,16 +32,17 @@ from typing import Any, Callable
 from torch import nn
 
 from workbench.core.errors import TrainingError
-from workbench.core.train.config import TEXT_KINDS, TrainConfig
+from workbench.core.train.config import HF_KINDS, TrainConfig
 
 __all__ = ["LABELLED_KINDS", "TaskProposal", "propose_task", "head_class", "model_for_task", "align_frozen",
            "add_task_head"]
 
 #: The text kinds whose head is sized to the data's classes (``num_labels``, ``id2label``, ``label2id``).
-LABELLED_KINDS = ("text_classification", "token_classification")
+LABELLED_KINDS = ("text_classification", "token_classification", "image_classification")
 #: Display text of each kind a model may propose.
 KIND_TITLES = {"text_classification": "Text classification", "causal_lm": "Causal language model",
-               "token_classification": "Token classification", "classification": "Image classification"}
+               "token_classification": "Token classification", "classification": "Image classification",
+               "image_classification": "Image classification"}
 
 
 @dataclass
@@ -51,7 +53,7 @@ class TaskProposal:
     ----------
     kind : str
         A ``[task] kind`` (``"text_classification"``, ``"causal_lm"``,
-        ``"token_classification"``, ``"classification"``), or ``""`` when the model does not say.
+        ``"token_classification"``, ``"image_classification"``, ``"classification"``), or ``""`` when the model does not say.
     title : str
         What the window shows (``"Text classification"``).
     head : str
@@ -91,12 +93,13 @@ def head_class(model_or_config: Any, kind: str) -> str:
 
     ``"text_classification"``: ``AutoModelForSequenceClassification``'s class;
     ``"causal_lm"``: ``AutoModelForCausalLM``'s; ``"token_classification"``:
-    ``AutoModelForTokenClassification``'s.
+    ``AutoModelForTokenClassification``'s; ``"image_classification"``: ``AutoModelForImageClassification``'s.
     """
     transformers = _transformers()
     config = getattr(model_or_config, "config", model_or_config)
     auto = {"text_classification": "AutoModelForSequenceClassification", "causal_lm": "AutoModelForCausalLM",
-            "token_classification": "AutoModelForTokenClassification"}.get(kind)
+            "token_classification": "AutoModelForTokenClassification",
+            "image_classification": "AutoModelForImageClassification"}.get(kind)
     if transformers is None or auto is None:
         return ""
     try:
@@ -137,7 +140,7 @@ def propose_task(model: nn.Module, opened: Any = None) -> TaskProposal:
         for suffix, kind, dataset in (("ForSequenceClassification", "text_classification", "text"),
                                       ("ForCausalLM", "causal_lm", "text"), ("LMHeadModel", "causal_lm", "text"),
                                       ("ForTokenClassification", "token_classification", "text"),
-                                      ("ForImageClassification", "classification", "imagefolder")):
+                                      ("ForImageClassification", "image_classification", "imagefolder")):
             if name.endswith(suffix):
                 return TaskProposal(kind, KIND_TITLES[kind], "present", name, dataset)
     if _is_hf(model):
@@ -145,6 +148,12 @@ def propose_task(model: nn.Module, opened: Any = None) -> TaskProposal:
         config = model.config
         if getattr(config, "is_encoder_decoder", False):
             return TaskProposal("", note=f"{names[0]} is an encoder-decoder model; Workbench has no task for it yet")
+        if _mapped(transformers, "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING", config) and \
+                not _mapped(transformers, "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING", config):
+            cls = head_class(config, "image_classification")
+            return TaskProposal("image_classification", KIND_TITLES["image_classification"], "add", cls, "imagefolder",
+                                f"{names[0]} has no head: training adds a classification head sized to your "
+                                f"classes ({cls})")
         causal = _mapped(transformers, "MODEL_FOR_CAUSAL_LM_MAPPING", config) and \
             not _mapped(transformers, "MODEL_FOR_MASKED_LM_MAPPING", config)
         kind = "causal_lm" if causal else "text_classification"
@@ -190,16 +199,17 @@ def _folder(cfg: TrainConfig, base: Path | None) -> Path | None:
 
 def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = False,
                    out: Callable[[str], Any] | None = None) -> tuple[nn.Module, Any] | None:
-    """The model of a text run on a model folder, with the head its task needs; None for any other run.
+    """The model of a text or image run on a model folder, with the head its task needs; None for any other run.
 
     Also settles ``[data] tokenizer`` (the folder, when not set) so that the data and the
-    causal LM's samples tokenize with the model's own tokenizer, and applies ``[model] frozen``
-    (:func:`align_frozen`).
+    causal LM's samples tokenize with the model's own tokenizer, ``[data] processor`` (the
+    folder, when not set; image classification on an ImageFolder) so that images go through
+    the model's own image processor, and applies ``[model] frozen`` (:func:`align_frozen`).
 
     Parameters
     ----------
     cfg : TrainConfig
-        ``task.kind`` in :data:`~workbench.core.train.config.TEXT_KINDS`, ``model.checkpoint`` a model folder
+        ``task.kind`` in :data:`~workbench.core.train.config.HF_KINDS`, ``model.checkpoint`` a model folder
         (neither ``init`` nor ``resume``); else None is returned and nothing is read.
     base : Path, optional
         The run file's folder (relative paths start there).
@@ -220,7 +230,7 @@ def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = 
     TrainingError, WorkbenchError
         The folder cannot be opened, has no class with the task's head, or ``frozen`` names a missing parameter.
     """
-    folder = _folder(cfg, base) if cfg.task.kind in TEXT_KINDS else None
+    folder = _folder(cfg, base) if cfg.task.kind in HF_KINDS else None
     if folder is None:
         return None
     from workbench.core.model.freezing import apply_frozen
@@ -231,6 +241,12 @@ def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = 
 
     if cfg.data.dataset == "text" and not cfg.data.tokenizer:
         cfg.data.tokenizer = str(folder.resolve())
+    if cfg.task.kind == "image_classification" and cfg.data.dataset == "imagefolder":
+        from workbench.core.train.data.image_processor import load_image_processor
+
+        if not cfg.data.processor:
+            cfg.data.processor = str(folder.resolve())
+        load_image_processor(cfg.data.processor)  # a folder without one: one line, before any run folder
     ckpt = read_checkpoint(folder, trust=trust)
     opened = open_checkpoint(ckpt, None, trust=trust)
     model, spec = opened.model, opened.spec
@@ -239,7 +255,11 @@ def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = 
                             f"one opens as {type(model).__name__}")
     kind = cfg.task.kind
     classes: list[str] = []
-    if kind in LABELLED_KINDS:
+    if kind == "image_classification":
+        from workbench.core.train.data.image_processor import image_classes
+
+        classes = image_classes(cfg.data)
+    elif kind in LABELLED_KINDS:
         from workbench.core.train.data.text import task_classes
 
         classes = task_classes(cfg.data, kind)
@@ -325,9 +345,9 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
     spec : ArchSpec
         Its spec (``build_hf_model`` keyword arguments).
     kind : str
-        ``"text_classification"``, ``"token_classification"`` or ``"causal_lm"``.
+        ``"text_classification"``, ``"token_classification"``, ``"causal_lm"`` or ``"image_classification"``.
     classes : list of str, optional
-        The data's classes (text classification) or tags (token classification).
+        The data's classes (text or image classification) or tags (token classification).
     edits : list of dict, optional
         The structural edits made on ``model`` since it was opened (replayed, paths prefixed).
 
@@ -343,7 +363,7 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
     """
     from workbench.core.model.edits import apply_edits
 
-    if not _is_hf(model) or kind not in TEXT_KINDS:
+    if not _is_hf(model) or kind not in HF_KINDS:
         return None
     proposal = propose_task(model)
     classes = list(classes or [])

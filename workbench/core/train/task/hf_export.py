@@ -6,7 +6,8 @@
 tokenizer beside it (``tokenizer.save_pretrained``), so that
 ``AutoModelForSequenceClassification.from_pretrained(folder)`` /
 ``AutoModelForCausalLM.from_pretrained(folder)`` and ``AutoTokenizer`` load
-it back, and Workbench reopens it as itself. :func:`export_checkpoint` does it
+it back (an image model's image processor is copied the same way, for
+``AutoImageProcessor``), and Workbench reopens it as itself. :func:`export_checkpoint` does it
 for a run's ``best.pt`` / ``last.pt``: the tokenizer is the one the run's
 ``run.toml`` (beside the file) names. ``workbench export`` calls it. Qt-free.
 """
@@ -23,7 +24,7 @@ from torch import nn
 
 from workbench.core.errors import CheckpointError
 
-__all__ = ["save_model_folder", "save_tokenizer", "run_tokenizer", "export_checkpoint"]
+__all__ = ["save_model_folder", "save_tokenizer", "save_image_processor", "run_tokenizer", "export_checkpoint"]
 
 
 def save_tokenizer(tokenizer_folder: str | Path, folder: str | Path) -> list[Path]:
@@ -41,15 +42,18 @@ def save_tokenizer(tokenizer_folder: str | Path, folder: str | Path) -> list[Pat
     """
     from workbench.core.train.data.text_files import load_tokenizer
 
-    tokenizer = load_tokenizer(tokenizer_folder, "the tokenizer")
-    folder = Path(folder)
+    return _save_into(load_tokenizer(tokenizer_folder, "the tokenizer"), Path(folder))
+
+
+def _save_into(saver: Any, folder: Path) -> list[Path]:
+    """``saver.save_pretrained`` into a temporary folder beside ``folder``, moved in file by file."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tok", dir=folder.parent))
     except OSError as exc:
         raise CheckpointError(f"cannot be written ({exc.strerror}).", folder) from exc
     try:
-        tokenizer.save_pretrained(str(tmp))
+        saver.save_pretrained(str(tmp))
         written = sorted(p.name for p in tmp.iterdir() if p.is_file())
         for name in written:
             os.replace(tmp / name, folder / name)
@@ -58,6 +62,21 @@ def save_tokenizer(tokenizer_folder: str | Path, folder: str | Path) -> list[Pat
         raise CheckpointError(f"cannot be written ({exc.strerror}).", folder) from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_image_processor(processor_folder: str | Path, folder: str | Path) -> list[Path]:
+    """Copy the image processor of ``processor_folder`` into ``folder`` (``AutoImageProcessor``, ``save_pretrained``).
+
+    Raises
+    ------
+    DataError
+        No ``preprocessor_config.json`` there (:func:`~workbench.core.train.data.image_processor.load_image_processor`).
+    CheckpointError
+        ``folder`` cannot be written.
+    """
+    from workbench.core.train.data.image_processor import load_image_processor
+
+    return _save_into(load_image_processor(processor_folder, "the image processor"), Path(folder))
 
 
 def save_model_folder(model: nn.Module, folder: str | Path, tokenizer: str | Path | None = None) -> list[Path]:
@@ -70,7 +89,8 @@ def save_model_folder(model: nn.Module, folder: str | Path, tokenizer: str | Pat
     folder : str or Path
         Created when missing; files of an earlier save are replaced.
     tokenizer : str or Path, optional
-        A folder holding the tokenizer to copy (the model folder the run started from).
+        A folder holding the tokenizer to copy (the model folder the run started from); its image
+        processor (``preprocessor_config.json``) is copied too, and alone when it has no tokenizer.
 
     Returns
     -------
@@ -88,19 +108,27 @@ def save_model_folder(model: nn.Module, folder: str | Path, tokenizer: str | Pat
     """
     from workbench.core.model.hf_build import save_hf_folder
 
+    from workbench.core.train.data.image_processor import PROCESSOR_FILE
+    from workbench.core.train.data.text_files import TOKENIZER_FILES
+
     written = save_hf_folder(model, folder)
     if tokenizer:
-        written += save_tokenizer(tokenizer, folder)
+        has_processor = (Path(tokenizer) / PROCESSOR_FILE).is_file()
+        if not has_processor or any((Path(tokenizer) / n).is_file() for n in TOKENIZER_FILES):
+            written += save_tokenizer(tokenizer, folder)  # none at all: its one-line DataError
+        if has_processor:
+            written += save_image_processor(tokenizer, folder)
     return written
 
 
 def run_tokenizer(checkpoint: str | Path) -> str | None:
-    """The tokenizer folder of the run a checkpoint belongs to (``[data] tokenizer`` of ``run.toml`` beside it).
+    """The tokenizer (or image processor) folder of the run a checkpoint belongs to, from ``run.toml`` beside it.
 
-    ``[model] source`` or ``checkpoint`` when that is a folder with a tokenizer; None when
-    there is no run file or it names none.
+    ``[data] tokenizer``, ``[data] processor``, or ``[model] source`` or ``checkpoint`` when that is a
+    folder with a tokenizer or an image processor; None when there is no run file or it names none.
     """
     from workbench.core.train.config import TrainConfig
+    from workbench.core.train.data.image_processor import PROCESSOR_FILE
     from workbench.core.train.data.text_files import TOKENIZER_FILES
 
     run_toml = Path(checkpoint).with_name("run.toml")
@@ -110,8 +138,9 @@ def run_tokenizer(checkpoint: str | Path) -> str | None:
         cfg = None
     if cfg is None:
         return None
-    for candidate in (cfg.data.tokenizer, cfg.model.source, cfg.model.checkpoint):
-        if candidate and Path(candidate).is_dir() and any((Path(candidate) / n).is_file() for n in TOKENIZER_FILES):
+    for candidate in (cfg.data.tokenizer, cfg.data.processor, cfg.model.source, cfg.model.checkpoint):
+        if candidate and Path(candidate).is_dir() and \
+                any((Path(candidate) / n).is_file() for n in (*TOKENIZER_FILES, PROCESSOR_FILE)):
             return str(candidate)
     return None
 

@@ -41,7 +41,8 @@ __all__ = ["Metric", "BUILTIN_METRICS", "DEFAULT_METRICS", "build_metric", "colu
 #: The built-in metrics of each task kind, used when ``[task] metrics`` is empty.
 DEFAULT_METRICS = {"classification": ("accuracy", "top5"), "regression": ("mae", "rmse", "r2"),
                    "multilabel": ("f1", "map"), "model_loss": (), "text_classification": ("accuracy", "macro_f1"),
-                   "token_classification": ("accuracy", "macro_f1"), "causal_lm": ("perplexity",)}
+                   "token_classification": ("accuracy", "macro_f1"), "causal_lm": ("perplexity",),
+                   "image_classification": ("accuracy", "macro_f1")}
 #: Metrics whose ``metrics.csv`` column is not ``val_<name>``.
 _COLUMNS = {"accuracy": "val_acc", "macro_f1": "val_f1"}
 

@@ -10,7 +10,7 @@ and one JSON object a line is appended to the run folder's ``samples.jsonl``::
 
 ``epoch`` is 0-based, as ``metrics.csv``'s. The prompts are ``[task] prompts``,
 else the first :data:`PROMPT_TOKENS` tokens of the first :data:`DEFAULT_PROMPTS`
-validation rows. Generating stops for the evaluation once it has taken
+validation rows (instruction / chat rows: each row's prompt, up to its answer). Generating stops for the evaluation once it has taken
 :data:`TIME_BUDGET_S` (the remaining prompts wait for the next one), so that
 sampling never dominates a run. Only the main process of a data-parallel run writes.
 """
@@ -68,8 +68,14 @@ class Samples:
         """Keep the first rows of the first validation batch as the default prompts (no prompts given)."""
         if self.prompts or self._default_ids or not isinstance(batch.get("input_ids"), torch.Tensor):
             return
-        ids = batch["input_ids"][:DEFAULT_PROMPTS, :PROMPT_TOKENS]
-        self._default_ids = [row.tolist() for row in ids.cpu()]
+        ids, labels = batch["input_ids"][:DEFAULT_PROMPTS].cpu(), batch.get("labels")
+        if isinstance(labels, torch.Tensor) and bool((labels[:DEFAULT_PROMPTS] == -100).any()):
+            # instruction / chat rows (data.lm_chat): each row's prompt, up to its answer's first token
+            answer = (labels[:DEFAULT_PROMPTS] != -100).cpu()
+            self._default_ids = [row[:int(a.nonzero()[0])].tolist() if a.any() else row[:PROMPT_TOKENS].tolist()
+                                 for row, a in zip(ids, answer)]
+            return
+        self._default_ids = [row.tolist() for row in ids[:, :PROMPT_TOKENS]]
 
     def _prompt_ids(self) -> list[tuple[str, list[int]]]:
         tok = self.tokenizer()

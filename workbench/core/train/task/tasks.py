@@ -25,10 +25,11 @@ from torch import nn
 from workbench.core.errors import StepError
 from workbench.core.train.data.batch import batch_size, describe, split_xy
 from workbench.core.train.data.text import IGNORE_INDEX
+from workbench.core.train.task.class_report import ClassReport, tagged_rows
 from workbench.core.train.task.metrics import BUILTIN_METRICS, Metric, build_metric, column
 
 __all__ = ["StepOutput", "Task", "CriterionTask", "ModelLossTask", "TextClassificationTask", "TokenClassificationTask",
-           "CausalLMTask", "StepTask", "StepError"]
+           "CausalLMTask", "ImageClassificationTask", "StepTask", "StepError"]
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +65,14 @@ class Task:
     ----------
     kind : str
         ``"classification"``, ``"regression"``, ``"multilabel"``, ``"model_loss"``, ``"text_classification"``,
-        ``"token_classification"``, ``"causal_lm"`` or ``"step"``.
+        ``"token_classification"``, ``"causal_lm"``, ``"image_classification"`` or ``"step"``.
     metric_names : tuple of str
         The validation metrics made by :meth:`new_metrics` (without the ``val_`` prefix).
     """
 
     kind = ""
+    #: A classifier's confusion matrix and worst rows (:mod:`~workbench.core.train.task.class_report`); None: none.
+    report: ClassReport | None = None
 
     def __init__(self, metrics: tuple = ()):
         #: (name, fn or None) of each validation metric
@@ -96,6 +99,21 @@ class Task:
     def new_metrics(self) -> list[Metric]:
         """Fresh accumulators of the validation metrics of one epoch."""
         return [build_metric(name, fn) for name, fn in self.metric_specs]
+
+    def before_validation(self, trainer: Any) -> None:
+        """Called by validation before its first batch: the :attr:`report` starts empty (a pre-flight batch or
+        the last evaluation's never counts)."""
+        if self.report is not None:
+            self.report.start()
+
+    def write_report(self, trainer: Any) -> None:
+        """Write the :attr:`report` into the run folder (a failed write is logged; it never ends the run)."""
+        if self.report is None:
+            return
+        try:
+            self.report.write(trainer)
+        except OSError as e:
+            log.warning("the class report cannot be written into %s: %s", getattr(trainer, "run_dir", None), e)
 
 
 def _float(t: torch.Tensor) -> torch.Tensor:
@@ -232,6 +250,21 @@ class TextClassificationTask(ModelLossTask):
 
     kind = "text_classification"
 
+    def __init__(self, metrics: tuple = ()):
+        super().__init__(metrics)
+        self.report = ClassReport()
+
+    def eval_step(self, model, batch):
+        out = super().eval_step(model, batch)
+        if isinstance(out.output, torch.Tensor) and isinstance(out.target, torch.Tensor) and out.output.dim() == 2:
+            self.report.add(out.output, out.target)
+        return out
+
+    def after_validation(self, trainer: Any) -> None:
+        """Say which metrics cannot be computed (once), and write the class report."""
+        super().after_validation(trainer)
+        self.write_report(trainer)
+
     def train_step(self, model, batch):
         out, loss = self.forward(model, batch)
         logits = getattr(out, "logits", None)
@@ -250,6 +283,15 @@ class TokenClassificationTask(ModelLossTask):
 
     kind = "token_classification"
 
+    def __init__(self, metrics: tuple = ()):
+        super().__init__(metrics)
+        self.report = ClassReport()
+
+    def after_validation(self, trainer: Any) -> None:
+        """Say which metrics cannot be computed (once), and write the class report (rows: sentences)."""
+        super().after_validation(trainer)
+        self.write_report(trainer)
+
     def eval_step(self, model, batch):
         out, loss = self.forward(model, batch)
         logits = getattr(out, "logits", None)
@@ -260,6 +302,7 @@ class TokenClassificationTask(ModelLossTask):
                             "scores and (N, L) tag indices"
             return StepOutput(loss, batch_size(batch))
         keep = labels != IGNORE_INDEX
+        self.report.add(logits[keep], labels[keep], tagged_rows(logits, labels, IGNORE_INDEX))
         return StepOutput(loss, batch_size(batch), _float(logits[keep]), labels[keep])
 
 
@@ -288,6 +331,47 @@ class CausalLMTask(ModelLossTask):
         """Complete the prompts with the model in eval mode (called by validation, under ``no_grad``)."""
         if self.samples is not None:
             self.samples.write(trainer)
+
+
+class ImageClassificationTask(CriterionTask):
+    """A transformers ``*ForImageClassification`` on ``(pixel_values (N, C, H, W), class (N,))`` batches.
+
+    The loss is cross-entropy of the output's ``logits`` ``(N, C)`` (a plain tensor output is
+    taken as the logits), so the head's ``problem_type`` never decides it; the validation
+    metrics (``accuracy``, ``macro_f1`` by default) see the logits and the classes.
+    """
+
+    def __init__(self, metrics: tuple = ()):
+        super().__init__("image_classification", nn.CrossEntropyLoss(), metrics)
+        self.report = ClassReport()
+
+    def eval_step(self, model, batch):
+        out = self.train_step(model, batch)
+        self.report.add(out.output, out.target)
+        return out
+
+    def after_validation(self, trainer: Any) -> None:
+        """Write the class report (called by validation)."""
+        self.write_report(trainer)
+
+    def train_step(self, model, batch):
+        try:
+            x, y = split_xy(batch, self.kind)
+        except ValueError as e:
+            raise StepError(str(e)) from None
+        out = model(x)
+        logits = out if isinstance(out, torch.Tensor) else getattr(out, "logits", None)
+        if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
+            raise StepError(f"the model returned {type(out).__name__} without (N, C) logits for the "
+                            "image_classification task: open a *ForImageClassification folder (or a bare ViTModel, "
+                            "which gets a head)")
+        logits = _float(logits)
+        try:
+            loss = self.criterion(logits, y)
+        except Exception as e:  # noqa: BLE001 - named with the shapes that met
+            raise StepError(f"the image_classification loss cannot compare the logits {describe(logits)} with the "
+                            f"target {describe(y)}: {type(e).__name__}: {e}") from e
+        return StepOutput(_scalar(loss, "the loss"), batch_size(x), logits, y)
 
 
 class StepTask(Task):

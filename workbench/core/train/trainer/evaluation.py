@@ -43,6 +43,9 @@ def validate(trainer: TrainerLike) -> dict[str, float]:
     total, loss_sum = 0, None
     metrics = task.new_metrics()
     logged: dict[str, Mean] = {}
+    before = getattr(task, "before_validation", None)  # a classifier's class report starts empty
+    if before is not None:
+        before(trainer)
     try:
         with torch.no_grad():
             loader = trainer.val_loader
