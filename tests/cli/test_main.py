@@ -95,3 +95,18 @@ def test_an_unknown_command_in_a_subprocess_exits_2_without_a_window(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, submit, pull, cancel, remote"]
+
+
+def test_the_window_without_qt_is_one_line_and_exit_1(tmp_path):
+    """A server install (no PySide6): plain ``workbench`` says what to install, not a traceback."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "PySide6"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('no Qt here', name='PySide6')\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path), "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, "-m", "workbench"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs PySide6" in lines[0] and "Traceback" not in out.stderr, out.stderr

@@ -6,6 +6,8 @@ command instead (``workbench foo``: a usage error that opens no window).
 
 from __future__ import annotations
 
+import sys
+
 import argparse
 import re
 from collections.abc import Sequence
@@ -35,7 +37,19 @@ def looks_like_a_command(word: str) -> bool:
 
 
 def open_window(argv: Sequence[str]) -> int:
-    """Open the desktop app on ``argv`` (:func:`workbench.ui.app.main`); its exit code."""
+    """Open the desktop app on ``argv`` (:func:`workbench.ui.app.main`); its exit code.
+
+    Without Qt (PySide6) or pyqtgraph (a server install) it prints one line saying what to install
+    and returns 1, instead of a traceback.
+    """
+    try:
+        import PySide6.QtWidgets  # noqa: F401 - a server install has no Qt: say so, not a traceback
+        import pyqtgraph  # noqa: F401
+    except ImportError as exc:
+        print(f"error: the window needs {exc.name or 'PySide6'}, which is not installed here (a server install?): "
+              "pip install PySide6-Essentials pyqtgraph, or use the commands (workbench train, submit, runs; "
+              "workbench --help)", file=sys.stderr)
+        return 1
     from workbench.ui.app import main as gui_main
 
     return gui_main(list(argv))
