@@ -5,7 +5,8 @@ The list shows the scripts on this machine that called ``workbench.attach``
 a discovery folder others may write into lists nothing, and the dialog says why);
 picking one fills in its address and token. A script on another machine is
 reached through ``ssh -L`` (the dialog shows the command to copy) and its
-token typed in.
+token typed in. "Take over steering" takes the run from a window that steers it
+(that window is told and watches read-only).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QListWidget,
+from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QListWidget,
                                QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
 
 from workbench.core.attach.discovery import scan_waiting
@@ -36,7 +37,8 @@ def _row_text(info: dict) -> str:
 
 
 class AttachDialog(QDialog):
-    """The scripts waiting here (``waitingList``), an address (``addressEdit``) and a token (``tokenEdit``)."""
+    """The scripts waiting here (``waitingList``), an address (``addressEdit``), a token (``tokenEdit``) and
+    whether to take the steering from another window (``takeCheck``)."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -60,9 +62,12 @@ class AttachDialog(QDialog):
         hint = QLabel(SSH_HINT, self)
         hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         hint.setWordWrap(True)
+        self.take = QCheckBox("Take over steering if another window steers it (that window becomes read-only)", self)
+        self.take.setObjectName("takeCheck")
         form = QFormLayout()
         form.addRow("Address", self.address)
         form.addRow("Token", self.token)
+        form.addRow("", self.take)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel,
                                         self)
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Attach")
@@ -108,13 +113,14 @@ class AttachDialog(QDialog):
         ok = bool(self.address.text().strip() and self.token.text().strip())
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(ok)
 
-    def target(self) -> tuple[str, str]:
-        """``(address, token)`` as entered."""
-        return self.address.text().strip(), self.token.text().strip()
+    def target(self) -> tuple[str, str] | tuple[str, str, str]:
+        """``(address, token)`` as entered, and ``"take"`` third when the steering is to be taken over."""
+        chosen = (self.address.text().strip(), self.token.text().strip())
+        return (*chosen, "take") if self.take.isChecked() else chosen
 
 
-def ask_attach_target(parent: QWidget | None = None) -> tuple[str, str] | None:
-    """Show :class:`AttachDialog`; ``(address, token)``, or None when cancelled."""
+def ask_attach_target(parent: QWidget | None = None) -> tuple[str, str] | tuple[str, str, str] | None:
+    """Show :class:`AttachDialog`; ``(address, token)`` (``"take"`` third to take over steering), or None."""
     dialog = AttachDialog(parent)
     try:
         return dialog.target() if dialog.exec() == QDialog.DialogCode.Accepted else None

@@ -6,6 +6,11 @@ QThread, ``pause`` / ``resume`` / ``stop`` / ``queue`` from the GUI thread).
 From Python, :meth:`AttachedRun.events` yields the same typed events and
 :meth:`~AttachedRun.freeze`, :meth:`~AttachedRun.set_lr`... steer. Messages
 are :mod:`~workbench.core.attach.wire`'s data-only encoding in both directions.
+
+While it steers, a run renews its pause lease (:mod:`~workbench.core.attach.lease`)
+from a thread of its own; a window whose steering another window took over (or
+whose lapsed lease freed it) gets a :class:`~workbench.core.attach.notice.Notice`
+(``"read_only"``) and steers no more.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import threading
 from typing import Any, Callable, Iterator
 
 from workbench.core.attach import script as _script  # registers the probe dataclasses for the wire
-from workbench.core.attach.schema import SchemaError, check_ack, check_event, check_welcome
+from workbench.core.attach.lease import renew_interval
+from workbench.core.attach.notice import Notice
+from workbench.core.attach.schema import SchemaError, check_ack, check_event, check_steering, check_welcome
 from workbench.core.attach.wire import MAX_MESSAGE_BYTES, UnknownType, WireError, recv_message, send_message
 from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
@@ -118,7 +125,7 @@ def parse_address(address) -> tuple[str, int]:
     return host, n
 
 
-def connect(address, token: str, *, steer: bool = True, callbacks=(), cancel: ConnectCancel | None = None,
+def connect(address, token: str, *, steer: bool | str = True, callbacks=(), cancel: ConnectCancel | None = None,
             timeout: float | None = None) -> "AttachedRun":
     """Attach to a script that called :func:`workbench.attach`.
 
@@ -128,8 +135,9 @@ def connect(address, token: str, *, steer: bool = True, callbacks=(), cancel: Co
         ``"host:port"`` the script printed (through ``ssh -L``: the local end).
     token : str
         The run's token, printed by the script and in its discovery file.
-    steer : bool
-        Ask to steer; False watches read-only (so does a second window while one steers).
+    steer : bool or "take"
+        Ask to steer; False watches read-only (so does a second window while one steers); ``"take"`` takes
+        the steering from the window that has it (that one is told, and watches read-only).
     callbacks : sequence of ProbeCallback
         The window's live probes: their copies run in the script, their reports come back to ``sink``.
     cancel : ConnectCancel, optional
@@ -144,12 +152,16 @@ def connect(address, token: str, *, steer: bool = True, callbacks=(), cancel: Co
 
     Raises
     ------
+    ValueError
+        ``steer`` is not True, False or ``"take"``.
     AttachError
         Nothing listens there, the token is wrong, the peer is not a Workbench script, its welcome did not
         come whole within ``timeout`` seconds, is larger than :data:`MAX_WELCOME_BYTES` or fails
         :func:`~workbench.core.attach.schema.check_welcome` (a wrong type, a model past its limits), or
         ``cancel`` was used.
     """
+    if steer not in (True, False, "take"):
+        raise ValueError(f"steer must be True, False or 'take', not {steer!r}")
     host, port = parse_address(address)
     where = f"{host}:{port}"
     timeout = CONNECT_TIMEOUT_S if timeout is None else float(timeout)
@@ -192,7 +204,7 @@ def connect(address, token: str, *, steer: bool = True, callbacks=(), cancel: Co
     return AttachedRun(sock, reply, where, callbacks)
 
 
-def _hello(host: str, port: int, token: str, steer: bool, timeout: float, guard: ConnectCancel):
+def _hello(host: str, port: int, token: str, steer: bool | str, timeout: float, guard: ConnectCancel):
     """``(socket, reply)``: connected, hello sent, one message read (``guard`` may shut the socket meanwhile).
 
     Raises ``OSError`` when no address connects, ``WireError`` when the peer fails after connecting.
@@ -211,7 +223,8 @@ def _hello(host: str, port: int, token: str, steer: bool, timeout: float, guard:
                 break
             continue
         try:
-            send_message(sock, {"type": "hello", "token": str(token), "steer": bool(steer), "version": 1})
+            send_message(sock, {"type": "hello", "token": str(token), "steer": bool(steer), "take": steer == "take",
+                                "version": 1})
             reply = recv_message(sock, MAX_WELCOME_BYTES)
         except OSError as exc:  # connected: the peer, not the address, failed
             sock.close()
@@ -235,7 +248,7 @@ class AttachedRun:
         The script's welcome: ``name``, ``pid``, ``run_dir``, ``model`` (its structure,
         :func:`~workbench.core.model.skeleton.describe_structure`), ``step``, ``paused``, ``lrs``...
     steering : bool
-        This connection may steer (False: another window steers, or ``steer=False``).
+        This connection may steer (False: another window steers, or took over, or ``steer=False``).
     steered_elsewhere : bool
         Another window steered the run when this one attached.
     reason : str or None
@@ -271,6 +284,11 @@ class AttachedRun:
         self._listeners: list = []
         self._reader = threading.Thread(target=self._read_loop, name="workbench-attach-client", daemon=True)
         self._reader.start()
+        self._no_renew = threading.Event()
+        lease = self.info.get("pause_lease_s")  # a script without leases is not sent renewals
+        if self.steering and isinstance(lease, (int, float)) and not isinstance(lease, bool) and lease > 0:
+            threading.Thread(target=self._renew_loop, args=(renew_interval(lease),), name="workbench-attach-renew",
+                             daemon=True).start()
         if self.callbacks and self.steering:
             self._install_callbacks()
 
@@ -351,6 +369,7 @@ class AttachedRun:
         except OSError:
             pass
         self._closed = True
+        self._no_renew.set()
         for cb, listener in self._listeners:
             cb.remove_listener(listener)
         self._listeners = []
@@ -420,6 +439,16 @@ class AttachedRun:
             emit(Finished(reason))
 
     # ------------------------------------------------------------------ internals
+    def _renew_loop(self, every: float) -> None:
+        """Renew the pause lease every ``every`` seconds while this side steers (a thread of its own)."""
+        while not self._no_renew.wait(every):
+            if not self.steering or self._closed:
+                return
+            try:
+                self._send({"type": "renew"})
+            except OSError:
+                return
+
     def _install_callbacks(self) -> None:
         specs = []
         for index, cb in enumerate(self.callbacks):
@@ -485,6 +514,13 @@ class AttachedRun:
                 self._acked.notify_all()
             if not msg.get("ok"):  # the window says so (a status line), never silently
                 self._events.put(ProgressText(f"The script refused a command: {msg.get('error')}"))
+            return
+        if msg.get("type") == "steering":
+            check_steering(msg)
+            if self.steering and not msg["steering"]:
+                self.steering = False
+                self._no_renew.set()
+                self._events.put(Notice("read_only", str(msg.get("reason") or "this window is read-only now")))
             return
         event = msg.get("event")
         if msg.get("type") != "event" or type(event).__name__ not in SCRIPT_EVENTS:

@@ -25,13 +25,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from workbench.core.attach.notice import NOTICE_KINDS, Notice
 from workbench.core.probe import activations, callback, layer_stats, stats
 from workbench.core.train.events import (CommandApplied, EpochEnded, Finished, FitStarted, Metrics, NonFinite, Paused,
                                          ProgressText, RunError, Sink)
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
 
-__all__ = ["SchemaError", "check_welcome", "check_event", "check_ack", "MAX_MODULES", "MAX_TENSORS", "MAX_DEPTH",
+__all__ = ["SchemaError", "check_welcome", "check_event", "check_ack", "check_steering", "MAX_MODULES", "MAX_TENSORS", "MAX_DEPTH",
            "MAX_NAME_CHARS", "MAX_TENSOR_DIMS", "MAX_TEXT_CHARS"]
 
 #: The most modules a welcome's model may list. The largest common models list far fewer (a 70B Llama ~1,100,
@@ -281,11 +282,17 @@ def _activation(v: activations.ActivationStats, w: str) -> None:
 
 
 #: Relations between the fields of one dataclass (checked before its fields).
+def _notice(v: Notice, w: str) -> None:
+    if v.kind not in NOTICE_KINDS:
+        raise SchemaError(f"{w}.kind: {_short(v.kind)} is not a notice Workbench knows")
+
+
 _AFTER: dict[type, Callable[[Any, str], None]] = {
-    stats.Histogram: _histogram, layer_stats.LayerSnapshot: _snapshot, activations.ActivationStats: _activation}
+    stats.Histogram: _histogram, layer_stats.LayerSnapshot: _snapshot, activations.ActivationStats: _activation,
+    Notice: _notice}
 #: The events a window takes from a script (:data:`workbench.core.attach.script.PUBLISHED`); others never pass.
 _EVENTS = (FitStarted, Metrics, ProgressText, EpochEnded, CommandApplied, NonFinite, RunError, Paused, Sink,
-           Finished)
+           Finished, Notice)
 
 
 def check_event(event: Any) -> None:
@@ -312,6 +319,19 @@ def check_ack(msg: dict) -> None:
         A field of the wrong type.
     """
     _check(msg, _ACK, "reply")
+
+
+def check_steering(msg: dict) -> None:
+    """Check a change of this window's steering (``{"type": "steering", "steering": bool, "reason": str}``).
+
+    Raises
+    ------
+    SchemaError
+        A field missing or of the wrong type.
+    """
+    if not isinstance(msg.get("steering"), bool):
+        raise SchemaError("steering: expected true/false")
+    _check(msg, _STEERING, "steering")
 
 
 def check_welcome(msg: Any) -> dict:
@@ -385,7 +405,8 @@ def _structure(v: dict, w: str) -> list:
 def _info(v: dict, w: str) -> list:
     return _typed_keys(v, w, {
         "name": str, "pid": int, "address": str, "run_dir": str, "model_class": str, "step": int,
-        "epoch": float, "paused": bool, "lrs": list[float], "device": str, "torch": str, "model": _structure})
+        "epoch": float, "paused": bool, "lrs": list[float], "device": str, "torch": str, "model": _structure,
+        "stopping": bool, "pause_lease_s": float, "pause_lease": str, "problems": list[str]})
 
 
 @_rule("a welcome", _is_table)
@@ -400,4 +421,9 @@ def _ack(v: dict, w: str) -> list:
     return _typed_keys(v, w, {"id": int | None, "ok": bool, "error": str | None})
 
 
-_WELCOME, _ACK = _welcome, _ack
+@_rule("a change of steering", _is_table)
+def _steering(v: dict, w: str) -> list:
+    return _typed_keys(v, w, {"steering": bool, "reason": str})
+
+
+_WELCOME, _ACK, _STEERING = _welcome, _ack, _steering

@@ -13,7 +13,10 @@ With no window attached a step costs a few microseconds: a row appended to a
 list, a clock read, and every :data:`EMIT_S` seconds the rows packed into one
 :class:`~workbench.core.train.events.Metrics` event kept in the run's bounded
 history (:class:`~workbench.core.attach.server.History`). The script never
-waits for a window; only a pause the user asked for blocks ``step``.
+waits for a window; only a pause the user asked for blocks ``step``, and only
+while the window that paused it renews its lease (:mod:`.lease`). A write that
+fails (a full disk) is told to the window and logged, never raised
+(:mod:`.notice`).
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ from torch import nn
 
 from workbench.core.attach.ddp_guard import DDPGuard
 from workbench.core.attach.discovery import remove_discovery, write_discovery
+from workbench.core.attach.lease import PAUSE_LEASE_S, PauseLease, check_lease
+from workbench.core.attach.notice import Notice, ReportingEditLog, WriteReporter
 from workbench.core.attach.server import AttachServer
 from workbench.core.attach.script_run import ScriptRun
+from workbench.core.attach.script_values import distributed, output_sum, read_tensors, unwrap_optimizer
 from workbench.core.attach.wire import register
 from workbench.core.model.skeleton import describe_structure
 from workbench.core.probe import activations, cadence, callback, gradients, health, layer_stats, stats
@@ -54,7 +60,8 @@ log = logging.getLogger("workbench.attach")
 
 #: The events a script publishes; with the commands they carry and the probes' reports, the dataclasses
 #: the socket rebuilds (:func:`~workbench.core.attach.wire.register`): no other type crosses it.
-PUBLISHED = (FitStarted, Metrics, ProgressText, EpochEnded, CommandApplied, NonFinite, RunError, Paused, Sink, Finished)
+PUBLISHED = (FitStarted, Metrics, ProgressText, EpochEnded, CommandApplied, NonFinite, RunError, Paused, Sink, Finished,
+             Notice)
 register(*PUBLISHED, SetTrainable, SetLR, SaveNow)
 register(callback.ProbeReport, activations.ActivationStats, cadence.CadencePlan, gradients.GradNorms,
          gradients.LayerNorm, health.Badge, health.HealthThresholds, layer_stats.LayerSnapshot, stats.Histogram)
@@ -120,7 +127,8 @@ class _CallbackCall:
 
 
 def attach(model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, name: str | None = None,
-           host: str = "127.0.0.1", port: int = 0) -> "Attached":
+           host: str = "127.0.0.1", port: int = 0, pause_lease_s: float = PAUSE_LEASE_S,
+           pause_lease: str = "resume") -> "Attached":
     """Let Workbench's window see and steer this script's training (see :class:`Attached`).
 
     Parameters
@@ -140,6 +148,12 @@ def attach(model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, na
     host, port : str, int
         Where to listen: ``127.0.0.1`` (this machine only; reach it from another
         machine with ``ssh -L``) and a free port.
+    pause_lease_s : float
+        Seconds a pause outlives the last renewal of the window that holds it
+        (:data:`~workbench.core.attach.lease.PAUSE_LEASE_S`): a window that went to sleep never
+        keeps the run paused for longer.
+    pause_lease : {"resume", "hold"}
+        What a lapsed lease does: resume the training, or keep the pause and let another window steer.
 
     Returns
     -------
@@ -149,10 +163,13 @@ def attach(model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, na
     ------
     TypeError
         ``model`` is not an ``nn.Module``.
+    ValueError
+        ``pause_lease_s`` or ``pause_lease`` is not one the lease takes.
     OSError
         The address cannot be bound or the run folder written.
     """
-    return Attached(model, optimizer, scheduler=scheduler, run_dir=run_dir, name=name, host=host, port=port)
+    return Attached(model, optimizer, scheduler=scheduler, run_dir=run_dir, name=name, host=host, port=port,
+                    pause_lease_s=pause_lease_s, pause_lease=pause_lease)
 
 
 class Attached:
@@ -169,15 +186,21 @@ class Attached:
         What the steering parts act on: the model, optimizer, control, run folder and step.
     ddp_guard : DDPGuard or None
         Set by :meth:`use_ddp`: what the script's ``DistributedDataParallel`` wrapper can follow.
+    lease : PauseLease
+        The pause lease of the steering window (rank 0; ``pause_lease_s``, ``pause_lease`` of :func:`attach`).
+    writes : WriteReporter
+        The run files that fail to be written now (told to the window).
     """
 
     def __init__(self, model: nn.Module, optimizer=None, *, scheduler=None, run_dir=None, name=None,
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, pause_lease_s: float = PAUSE_LEASE_S,
+                 pause_lease: str = "resume"):
         if not isinstance(model, nn.Module):
             raise TypeError(f"workbench.attach needs the nn.Module being trained, not {type(model).__name__}")
-        optimizer = _unwrap_optimizer(optimizer)
+        lease_s, self.lease_mode = check_lease(pause_lease_s, pause_lease)
+        optimizer = unwrap_optimizer(optimizer)
         self.name = name or Path(sys.argv[0] or "python").stem or "script"
-        rank, world = _distributed()
+        rank, world = distributed()
         self.rank = rank
         if rank == 0:
             self.run_dir = Path(run_dir) if run_dir is not None else new_run_dir(name=None)
@@ -188,6 +211,11 @@ class Attached:
         self.state = ScriptRun(model, optimizer, scheduler, self.run_dir, self.control, self.name,
                                rank=rank, world_size=world, apply_one=self.apply_one, lockstep_paused=self.on_pause)
         self.sync = RankSync(self.state) if world > 1 else None
+        self.writes = WriteReporter(self._publish)
+        if self.state.edit_log is not None:  # a full disk never ends the script from a freeze or a pause
+            self.state.edit_log = ReportingEditLog(self.run_dir, self.writes)
+        self.lease = PauseLease(lease_s, self._lease_lapsed, lambda: self.control.is_paused)
+        self._lapsed: str | None = None  # the line of a lease that lapsed, for the resume's edit log entry
         try:
             self._device = next(model.parameters()).device
         except StopIteration:
@@ -218,7 +246,8 @@ class Attached:
         self._steps = StepsCSV(self.run_dir / "steps.csv")
         write_status(self.run_dir, None, self._started,
                      {"model": type(model).__name__, "dataset": self.name, "attached": True})
-        self.server = AttachServer(self.token, self._welcome, self._on_command, self._on_lost, host, port)
+        self.server = AttachServer(self.token, self._welcome, self._on_command, self._on_lost, host, port,
+                                   on_renew=self.lease.renew, on_steering=self._on_steering)
         self.address = self.server.address
         self._publish(FitStarted({"epoch": 0, "step": 0, "epochs": 0, "run_dir": str(self.run_dir),
                                   "data_note": f"attached script {self.name}", "history": []}))
@@ -327,8 +356,10 @@ class Attached:
         tr.history.append(m)
         try:
             self._csv.append(m)
-        except OSError as exc:
-            log.warning("workbench attach: metrics.csv not written: %s", exc)
+        except OSError as exc:  # the row stays in memory: the next epoch's write carries it
+            self.writes.failed(self._csv.path, exc)
+        else:
+            self.writes.ok(self._csv.path)
         self._probe_hook("on_epoch_end", tr, m)
         self._publish(EpochEnded(dict(m)))
         tr.epoch += 1
@@ -359,6 +390,7 @@ class Attached:
         except OSError:
             pass
         self._publish(Finished(reason))
+        self.lease.close()
         self.server.close()
         remove_discovery(self._discovery)
 
@@ -421,7 +453,7 @@ class Attached:
         t = now - self._t0
         lr = tr.lr
         epoch = tr.epoch
-        _read_tensors(rows)  # every other tensor value of the batch in one read (one device sync)
+        read_tensors(rows)  # every other tensor value of the batch in one read (one device sync)
         for r in rows:
             loss = r.get("loss")
             if isinstance(loss, (int, float)) and math.isfinite(loss):
@@ -431,7 +463,13 @@ class Attached:
             r.setdefault("time", t)
             r.setdefault("epoch", epoch)
         if self._steps is not None:
+            self._steps.problem = ""  # each batch is a new try: said once while it fails, and when it works again
             self._steps.append(rows)
+            if self._steps.problem:
+                self.writes.failed(self._steps.path, self._steps.problem.partition(": ")[2] or self._steps.problem,
+                                   "rows not written")
+            else:
+                self.writes.ok(self._steps.path)
         self._publish(Metrics(pack_metrics(rows)))
         self._probe_hook("on_metrics", tr, rows)
 
@@ -443,7 +481,7 @@ class Attached:
         trace: dict = {}
         if self._last_batch is not None and self.rank == 0:  # a forward on one rank alone: no collective waits
             try:
-                trace = trace_nonfinite(tr.model, self._last_batch, _output_sum, step, exact=False).to_dict()
+                trace = trace_nonfinite(tr.model, self._last_batch, output_sum, step, exact=False).to_dict()
             except Exception as exc:  # noqa: BLE001 - the trace is a help, never the run's end
                 log.warning("workbench attach: could not trace the non-finite loss: %s", exc)
         self._publish(NonFinite(int(step), float(loss), trace))
@@ -458,8 +496,12 @@ class Attached:
             self._publish(Paused(step))
             self.state.edit_log.write(step, {"op": "pause"})
             self._probe_hook("on_pause", self.state)
+            if self.server is not None and self.server.steered:
+                self.lease.arm()
             self.control.wait_while_paused(self._apply)
-            self.state.edit_log.write(int(self.state.step), {"op": "resume"})
+            self.lease.disarm()
+            why, self._lapsed = self._lapsed, None
+            self.state.edit_log.write(int(self.state.step), {"op": "resume", **({"why": why} if why else {})})
             self._last_emit = time.perf_counter()
 
     def _apply(self) -> None:
@@ -496,6 +538,11 @@ class Attached:
                 apply_command(tr, cmd)
         except Exception as exc:  # noqa: BLE001 - a command that cannot apply is reported, never fatal
             log.warning("workbench attach: %s not applied: %s", type(cmd).__name__, exc)
+            if isinstance(cmd, SaveNow):
+                where = str(cmd.path or tr.run_dir / "last.pt")
+                self._publish(Notice("save_failed", f"Save now failed: {exc}"[:2000], where))
+            elif not isinstance(cmd, SetTrainable):
+                self._publish(Notice("command_failed", f"{type(cmd).__name__} not applied: {exc}"[:2000]))
             if not isinstance(cmd, SetTrainable):
                 return
             cmd.error = str(exc)
@@ -519,6 +566,8 @@ class Attached:
         self._flush(time.perf_counter())
         self._publish(Paused(int(self.state.step)))
         self._probe_hook("on_pause", self.state)
+        if self.server is not None and self.server.steered:
+            self.lease.arm()
 
     def _set_probes(self, specs: list) -> None:
         self._probe_hook("on_fit_end", self.state, "stopped")
@@ -568,6 +617,8 @@ class Attached:
         return {"name": self.name, "pid": os.getpid(), "address": self.address, "run_dir": str(self.run_dir),
                 "model": describe_structure(tr.model), "model_class": type(tr.model).__name__,
                 "step": tr.step, "epoch": tr.epoch, "paused": self.control.is_paused,
+                "stopping": self.control.stop_requested, "pause_lease_s": self.lease.seconds,
+                "pause_lease": self.lease_mode, "problems": self.writes.problems(),
                 "lrs": [float(g["lr"]) for g in opt.param_groups] if opt is not None else [],
                 "device": str(self._device), "torch": torch.__version__}
 
@@ -643,11 +694,38 @@ class Attached:
         return None
 
     def _on_lost(self, clean: bool) -> None:
-        """The steering window went away: its probes go; a pause ends unless it detached on purpose."""
+        """The steering window went away: its probes go; a pause ends unless it detached on purpose (or
+        ``pause_lease="hold"``), and no lease counts until a window steers again."""
         self.control.queue(_Callbacks([]))
         self._pending = True
+        self.lease.disarm()
         if not clean and self.control.is_paused:
+            if self.lease_mode == "hold":
+                log.warning("workbench attach: the window that paused this run went away; still paused "
+                            "(pause_lease='hold'): attach a window to resume it")
+                return
             log.warning("workbench attach: the window that paused this run went away; resuming")
+            self._lapsed = "the window that paused the run went away"
+            self.control.resume()
+
+    def _on_steering(self) -> None:
+        """A window steers from now on (attached, or took over): a pause is its lease from now."""
+        if self.control.is_paused and not self.control.stop_requested:
+            self.lease.arm()
+
+    def _lease_lapsed(self) -> None:
+        """No renewal from the steering window for the lease's seconds (the lease's thread)."""
+        if self.control.stop_requested:
+            return
+        hold = self.lease_mode == "hold"
+        text = f"pause lease lapsed after {self.lease.seconds:g} s: " + (
+            "still paused (pause_lease='hold'); the steering is free for another window" if hold else "resumed")
+        log.warning("workbench attach: %s", text)
+        self._publish(Notice("lease_lapsed", text))  # before the steering window is told it is read-only
+        if hold:
+            self.server.release_steering(text)
+        else:
+            self._lapsed = text
             self.control.resume()
 
 
@@ -663,66 +741,3 @@ def _callback_args_problem(method: str, args: list) -> str | None:
             return "set_cadence's budget must be a share in (0, 1]"
         return None
     return f"callback method {method!r} refused"
-
-
-def _unwrap_optimizer(optimizer):
-    """The torch optimizer inside a framework's wrapper (accelerate's ``AcceleratedOptimizer``,
-    Lightning's ``LightningOptimizer``): its ``param_groups`` and step hooks are the real ones."""
-    for _ in range(3):
-        if optimizer is None or isinstance(optimizer, torch.optim.Optimizer):
-            return optimizer
-        inner = getattr(optimizer, "optimizer", None) or getattr(optimizer, "_optimizer", None)
-        if inner is None:
-            return optimizer
-        optimizer = inner
-    return optimizer
-
-
-def _read_tensors(rows: list[dict]) -> None:
-    """Replace every tensor value in ``rows`` by its float (a tensor's mean), reading each device once."""
-    where: list[tuple[dict, str]] = []
-    values: list[torch.Tensor] = []
-    for r in rows:
-        for k, v in r.items():
-            if isinstance(v, torch.Tensor):
-                where.append((r, k))
-                values.append(v.detach().float().mean())
-    if not values:
-        return
-    by_device: dict = {}
-    for i, v in enumerate(values):
-        by_device.setdefault(v.device, []).append(i)
-    for idx in by_device.values():
-        for i, x in zip(idx, torch.stack([values[i] for i in idx]).tolist()):
-            r, k = where[i]
-            r[k] = x
-
-
-def _distributed() -> tuple[int, int]:
-    """``(rank, world_size)`` of an initialized data-parallel process group, else ``(0, 1)``."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _output_sum(model: nn.Module, batch: Any) -> torch.Tensor:
-    """A scalar of the model's output for the NaN trace (the script's own loss function is not known here)."""
-    if isinstance(batch, dict):
-        out = model(**{k: v for k, v in batch.items() if k not in ("labels", "label", "target", "targets", "y")})
-    elif isinstance(batch, (list, tuple)):
-        out = model(batch[0])
-    else:
-        out = model(batch)
-    first = out
-    while not isinstance(first, torch.Tensor):
-        if isinstance(first, dict):
-            first = next(iter(first.values()))
-        elif isinstance(first, (list, tuple)):
-            first = first[0]
-        elif hasattr(first, "logits"):
-            first = first.logits
-        else:
-            raise TypeError(f"cannot find a tensor in the model's output ({type(out).__name__})")
-    return first.float().sum()

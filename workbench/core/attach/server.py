@@ -10,9 +10,13 @@ Every connection first sends ``{"type": "hello", "token", "steer"}`` within
 ``hmac.compare_digest``), a message that is not one (:mod:`.wire`), or one
 larger than its limit closes the connection and is logged
 (``logging.getLogger("workbench.attach")``); the script goes on. One window at
-a time steers; others watch read-only. A window that attaches gets the
-welcome (``{"type": "welcome", "info", "steering", "steered_elsewhere"}``), then the run's history
-(:class:`History`), then every event as it happens.
+a time steers; others watch read-only. A window whose hello says ``"take": true``
+takes the steering over: the window that steered is told
+(``{"type": "steering", "steering": false, "reason"}``) and watches read-only from
+then on. A window that attaches gets the welcome (``{"type": "welcome", "info",
+"steering", "steered_elsewhere"}``), then the run's history (:class:`History`),
+then every event as it happens. The steering window sends ``{"type": "renew"}``
+every few seconds (its pause lease, :mod:`.lease`); nothing answers it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from workbench.core.attach.notice import Notice
 from workbench.core.attach.wire import encode, recv_message, send_message
 from workbench.core.train.events import Event, Metrics, Sink
 
@@ -72,10 +77,10 @@ class History:
         self._stride = 1  # one row kept of every ``_stride`` received (doubles each time the history is full)
 
     def add(self, event: Event) -> None:
-        """Keep ``event`` (probe reports are live only: not kept)."""
+        """Keep ``event`` (probe reports and notices are live only: not kept)."""
         if isinstance(event, Metrics):
             self._add_rows(event.values)
-        elif not isinstance(event, Sink):
+        elif not isinstance(event, (Sink, Notice)):
             self.events.append(event)
 
     def _add_rows(self, values: dict) -> None:
@@ -162,8 +167,12 @@ class AttachServer:
         ``on_command(message, steering) -> str or None``: a window's command
         (``{"type": "command", "op": ...}``); returns an error text to send back, or None.
     on_lost : callable
-        ``on_lost(clean)``: the steering window went away (``clean``: it said detach).
+        ``on_lost(clean)``: the steering window went away (``clean``: it said detach, or another took over).
     host, port : str, int
+    on_renew : callable, optional
+        ``on_renew()``: the steering window renewed its pause lease (a reader thread).
+    on_steering : callable, optional
+        ``on_steering()``: a window steers from now on (it attached steering, or took over).
 
     Raises
     ------
@@ -172,11 +181,14 @@ class AttachServer:
     """
 
     def __init__(self, token: str, welcome: Callable[[], dict], on_command: Callable[[dict, bool], str | None],
-                 on_lost: Callable[[bool], None], host: str = "127.0.0.1", port: int = 0):
+                 on_lost: Callable[[bool], None], host: str = "127.0.0.1", port: int = 0, *,
+                 on_renew: Callable[[], None] | None = None, on_steering: Callable[[], None] | None = None):
         self.token = str(token)
         self._welcome = welcome
         self._on_command = on_command
         self._on_lost = on_lost
+        self._on_renew = on_renew
+        self._on_steering = on_steering
         self.history = History()
         self._lock = threading.Lock()
         self._clients: list[_Client] = []
@@ -198,6 +210,23 @@ class AttachServer:
         """Windows attached now."""
         with self._lock:
             return len(self._clients)
+
+    @property
+    def steered(self) -> bool:
+        """A window steers the run now."""
+        with self._lock:
+            return any(c.steering and not (c.closed or c.detached) for c in self._clients)
+
+    def release_steering(self, reason: str) -> bool:
+        """The steering window watches read-only from now on, and is told ``reason``; False when none steered."""
+        with self._lock:
+            released = [c for c in self._clients if c.steering and not (c.closed or c.detached)]
+            for c in released:
+                c.steering = False
+                c.queue.put(_Ack({"type": "steering", "steering": False, "reason": str(reason)}))
+        for c in released:
+            log.info("workbench attach: %s is read-only now: %s", c.peer, reason)
+        return bool(released)
 
     def publish(self, event: Event) -> None:
         """Keep ``event`` in the history and queue it for every window (training thread; never blocks)."""
@@ -296,11 +325,21 @@ class AttachServer:
             if self._closed:
                 conn.close()
                 return None
-            steered = any(c.steering and not (c.closed or c.detached) for c in self._clients)  # not one letting go
-            steering = bool(msg.get("steer", True)) and not steered
+            steerers = [c for c in self._clients if c.steering and not (c.closed or c.detached)]  # not one letting go
+            steered = bool(steerers)
+            take = bool(msg.get("steer", True)) and msg.get("take") is True and steered
+            steering = bool(msg.get("steer", True)) and (not steered or take)
+            for c in steerers if take else ():  # told before anything the new window's commands change
+                c.steering = False
+                c.queue.put(_Ack({"type": "steering", "steering": False,
+                                  "reason": f"another window ({peer}) took over steering this run: this window "
+                                            "is read-only now"}))
             client = _Client(conn, peer, steering)
             replay = self.history.replay()
             self._clients.append(client)  # events published from here on queue behind the replay
+        if take:
+            log.info("workbench attach: %s took over steering", peer)
+            self._lost(True)  # the old window's probes go before the new window's arrive
         try:
             conn.settimeout(30.0)
             welcome = {"type": "welcome", "info": self._welcome(), "steering": steering,
@@ -316,6 +355,11 @@ class AttachServer:
                                          daemon=True)
         client.writer.start()
         log.info("workbench attach: %s attached (%s)", peer, "steering" if steering else "read-only")
+        if steering and self._on_steering is not None:
+            try:
+                self._on_steering()
+            except Exception:  # noqa: BLE001
+                log.exception("workbench attach: on_steering failed")
         return client
 
     def _write_loop(self, client: _Client) -> None:
@@ -334,6 +378,10 @@ class AttachServer:
                 return
 
     def _command(self, client: _Client, msg: Any) -> None:
+        if isinstance(msg, dict) and msg.get("type") == "renew":  # the steering window is alive: no reply
+            if client.steering and self._on_renew is not None:
+                self._on_renew()
+            return
         cid = msg.get("id") if isinstance(msg, dict) else None
         if not isinstance(msg, dict) or msg.get("type") != "command" or not isinstance(msg.get("op"), str):
             log.warning("workbench attach: refused a message from %s: not a command", client.peer)
@@ -368,10 +416,13 @@ class AttachServer:
         client.close()
         log.info("workbench attach: %s %s", client.peer, "detached" if client.detached else "went away")
         if was_steering:
-            try:
-                self._on_lost(client.detached)
-            except Exception:  # noqa: BLE001
-                log.exception("workbench attach: on_lost failed")
+            self._lost(client.detached)
+
+    def _lost(self, clean: bool) -> None:
+        try:
+            self._on_lost(clean)
+        except Exception:  # noqa: BLE001
+            log.exception("workbench attach: on_lost failed")
 
 
 def _shut(conn: socket.socket) -> None:
@@ -395,7 +446,7 @@ def _keepalive(conn: socket.socket) -> None:
 
 
 class _Ack:
-    """A reply to one command, queued like an event."""
+    """A message to one window (a reply to a command, a change of its steering), queued like an event."""
 
     def __init__(self, message: dict):
         self.message = message

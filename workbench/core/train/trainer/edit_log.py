@@ -46,10 +46,27 @@ class EditLog:
         self.path = Path(run_dir) / EDITS_FILE
 
     def write(self, step: int, entry: dict) -> None:
-        """Append ``{"step": step, **entry}`` as one line (flushed: a crash keeps every earlier line)."""
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": int(step), **entry}) + "\n")
-            f.flush()
+        """Append ``{"step": step, **entry}`` as one line (flushed: a crash keeps every earlier line).
+
+        Raises
+        ------
+        OSError
+            The line could not be written whole (a full disk): the file is cut back to its earlier lines,
+            so the next write appends a whole line after them.
+        """
+        line = (json.dumps({"step": int(step), **entry}) + "\n").encode("utf-8")
+        with open(self.path, "ab", buffering=0) as f:
+            start = f.seek(0, 2)
+            try:
+                done = 0
+                while done < len(line):
+                    done += f.write(line[done:])
+            except OSError:
+                try:
+                    f.truncate(start)
+                except OSError:
+                    pass
+                raise
 
     def command(self, step: int, cmd) -> None:
         """Record an applied command (those without an effect on the run, e.g. ``EmptyCudaCache``, are skipped)."""
