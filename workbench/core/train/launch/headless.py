@@ -228,7 +228,12 @@ def start_file(mc: ModelConfig, base: Path | None) -> Path | None:
     if not start:
         return None
     path = Path(start).expanduser()
-    return base / path if not path.is_absolute() and base is not None else path
+    path = base / path if not path.is_absolute() and base is not None else path
+    if mc.resume and path.with_name(path.stem + ".dcp").is_dir() and path.with_name("init.pt").is_file():
+        # an FSDP run's sharded checkpoint holds no whole weights: the model is built from its run's
+        # init.pt (architecture, whole weights); the resume then loads the shards (strategy = "fsdp")
+        return path.with_name("init.pt")
+    return path
 
 
 def check_run_trust(path: str | Path, *, trust: bool = False) -> None:

@@ -47,9 +47,14 @@ FAULT_DIR_ENV = "WORKBENCH_FAULT_DIR"
 
 
 def state_digest(model: torch.nn.Module) -> str:
-    """SHA-256 of every parameter and buffer's bytes in ``state_dict`` order: equal replicas, equal digests."""
+    """SHA-256 of every parameter and buffer's bytes in ``state_dict`` order: equal replicas, equal digests.
+
+    FSDP's sharded parameters (``DTensor``) are all-gathered first (``full_tensor()``, a collective:
+    every rank calls it at its run's end)."""
     h = hashlib.sha256()
     for name, t in model.state_dict().items():
+        if hasattr(t, "full_tensor"):
+            t = t.full_tensor()
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()

@@ -69,6 +69,9 @@ class CheckpointConnector:
     trainer : TrainerLike
     """
 
+    #: every rank writes (FSDP's sharded checkpoints); here rank 0 alone writes, every replica being the same
+    collective = False
+
     def __init__(self, trainer: TrainerLike):
         self.trainer = trainer
         self._saver: ThreadPoolExecutor | None = None
@@ -151,6 +154,36 @@ class CheckpointConnector:
             if path.exists():
                 return path
         return self.save(path)
+
+    def save_at_stop(self) -> None:
+        """A stop finished its step: write ``last.pt`` at that step (Resume continues from exactly there).
+
+        Only when the run keeps checkpoints (``checkpoint_every_epoch``) and trained
+        a step (:meth:`save_last` refuses non-finite weights); rank 0 alone writes.
+        Written before ``status.json`` says ``stopped``.
+        """
+        tr = self.trainer
+        if not tr.config.checkpoint_every_epoch or tr.step == 0 or tr.run_dir is None:
+            return
+        self.save_last()
+
+    def after_step(self, n_batches: int, loss: float | None) -> None:
+        """After an optimizer step: say a failed background write; ``checkpoint_every_steps``' ``last.pt``
+        (not at the epoch's last batch: the epoch end writes its own)."""
+        tr = self.trainer
+        self.poll()
+        every = int(tr.config.checkpoint_every_steps or 0)
+        if (every and tr.step % every == 0 and tr.batch_in_epoch < n_batches
+                and (tr.is_main or self.collective) and tr.run_dir is not None):
+            self.save_async([Path(tr.run_dir) / LAST], loss=loss, finite_only=True)
+
+    def at_epoch_end(self, best: bool, loss: float) -> None:
+        """``checkpoint_every_epoch``: one write of ``last.pt`` on the writer thread; ``best.pt`` of the same
+        state (``best``) is a hard link to it. Rank 0 alone writes."""
+        tr = self.trainer
+        if tr.config.checkpoint_every_epoch and (tr.is_main or self.collective):
+            run_dir = Path(tr.run_dir)
+            self.save_async([run_dir / LAST] + ([run_dir / "best.pt"] if best else []), loss=loss)
 
     def staged_payload(self, loss: float | None = None) -> tuple[dict, Callable[[], None] | None]:
         """:meth:`payload` for a background write: the host copy taken once, without waiting for the device.
@@ -320,8 +353,19 @@ class CheckpointConnector:
         self.load(_read(path))
 
     def load(self, payload: dict) -> None:
-        """Put a training payload's state into the trainer (model, optimizer, counters, RNG)."""
+        """Put a training payload's state into the trainer (model, optimizer, counters, RNG).
+
+        Raises
+        ------
+        TrainingError
+            The model or optimizer state does not fit, or the file is an FSDP run's
+            sharded checkpoint (``strategy = "fsdp"`` resumes it).
+        """
         tr = self.trainer
+        if payload.get("sharded"):
+            raise TrainingError(f"this checkpoint holds its weights in the folder {payload['sharded']}/ beside it "
+                                "(an FSDP run's sharded checkpoint): resume it with strategy = \"fsdp\" on several "
+                                "ranks, or convert it with torch.distributed.checkpoint.format_utils.dcp_to_torch_save")
         try:
             tr.model.load_state_dict(payload["model_state_dict"])
         except RuntimeError as e:
@@ -346,6 +390,11 @@ class CheckpointConnector:
             except ValueError as e:
                 raise TrainingError(f"the checkpoint's optimizer state does not match the trainable "
                                     f"parameters ({e}); load the weights only") from e
+        self.load_rest(payload)
+
+    def load_rest(self, payload: dict) -> None:
+        """The scheduler, GradScaler, counters, history and RNG states of a training payload."""
+        tr = self.trainer
         if tr.scheduler is not None and payload.get("scheduler_state_dict") is not None:
             tr.scheduler.load_state_dict(payload["scheduler_state_dict"])
         if tr.scaler is not None and payload.get("scaler_state_dict") is not None:

@@ -132,6 +132,9 @@ def apply_command(trainer: SteeredRun, cmd: Any) -> None:
             optim.rescale_lr(trainer.optimizer, trainer.scheduler, float(cmd.lr), trainer.config)
         trainer.config.lr = float(cmd.lr)
         trainer.lr_used = float(cmd.lr)
+    elif isinstance(cmd, SaveNow) and getattr(getattr(trainer, "checkpoints", None), "collective", False):
+        path = trainer.checkpoints.save(cmd.path or None)  # FSDP: every rank writes its shards (path's .dcp/)
+        cmd.saved_to = str(path) if trainer.is_main else None
     elif isinstance(cmd, SaveNow):
         if not trainer.is_main:
             return  # data-parallel: rank 0 alone writes; every replica holds the same weights

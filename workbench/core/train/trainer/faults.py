@@ -23,21 +23,35 @@ from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace, trace_nonfinite
 from workbench.core.train.trainer.types import TrainerLike
 
-__all__ = ["FaultHandler", "Restart", "clear_traceback", "grads_finite", "nonfinite_tensors"]
+__all__ = ["FaultHandler", "Restart", "clear_traceback", "grads_finite", "nonfinite_tensors", "NO_SHARDED_TRACE"]
 
 
 def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
     """Qualified names of the floating-point parameters and buffers holding NaN or Inf.
 
-    One ``isfinite().all()`` per tensor, read back with a single host sync.
+    One ``isfinite().all()`` per tensor, read back with a single host sync. Sharded
+    (FSDP's ``DTensor`` parameters) each rank checks its shards and one all-reduce makes
+    the answer every rank's: call it on every rank at once.
     """
     named = [(n, t) for n, t in [*model.named_parameters(), *model.named_buffers()]
              if t is not None and (t.is_floating_point() or t.is_complex())]
     if not named:
         return []
+    sharded = any(hasattr(t, "to_local") for _, t in named)
     with torch.no_grad():
-        flags = torch.stack([torch.isfinite(t).all() for _, t in named]).tolist()
+        flags = torch.stack([torch.isfinite(t.to_local() if hasattr(t, "to_local") else t).all() for _, t in named])
+        if sharded:
+            import torch.distributed as dist
+
+            flags = flags.to(torch.int32)
+            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+        flags = flags.tolist()
     return [n for (n, _), ok in zip(named, flags) if not ok]
+
+
+#: Said instead of a NaN trace under ``strategy = "fsdp"``.
+NO_SHARDED_TRACE = ('NaN trace: not run under strategy = "fsdp" (its re-run forward would need every rank in '
+                    'step); the step and the loss are still named')
 
 
 class Restart(Exception):
@@ -137,6 +151,9 @@ class FaultHandler:
         tr.nonfinite_trace = None
         batch = tr.last_batch
         if batch is None:
+            return None
+        if getattr(tr.strategy, "sharded", False):
+            tr.say(NO_SHARDED_TRACE)
             return None
         task = tr.task
         try:

@@ -42,9 +42,12 @@ The trainer is composed, not split across mixins (Lightning's connectors):
 ``trainer.control`` (:class:`~workbench.core.train.trainer.control.RunControl`, shared
 with whoever started the run), ``trainer.checkpoints``
 (:class:`~workbench.core.train.trainer.checkpoints.CheckpointConnector`),
-``trainer.faults`` (:class:`~workbench.core.train.trainer.faults.FaultHandler`) and
+``trainer.faults`` (:class:`~workbench.core.train.trainer.faults.FaultHandler`),
+``trainer.stepper`` (:class:`~workbench.core.train.trainer.step.StepRunner`: a batch's forward and
+backward, gradient accumulation, the compiled step, the optimizer step) and
 ``trainer.strategy`` (:mod:`~workbench.core.train.trainer.strategy`: one process, or one
-rank of a ``DistributedDataParallel`` run; the loop asks it and does not know which); commands
+rank of a ``DistributedDataParallel`` run; :mod:`~.fsdp`: one rank of an FSDP2 run; the loop asks it and does
+not know which); commands
 are applied by :func:`~workbench.core.train.trainer.commands.apply_command`, validation and the
 best epoch are :mod:`~workbench.core.train.trainer.evaluation`'s; the data and task are built by
 :mod:`~.data_setup`, the run folder's first files written by :mod:`~.run_record`, the epoch's loss
@@ -69,7 +72,7 @@ from workbench.core.model.spec import ArchSpec
 from workbench.core.model.freezing import apply_batchnorm_policy
 from workbench.core.rng import seed_everything
 from workbench.core.train.trainer import optim, speed
-from workbench.core.train.trainer.checkpoints import LAST, CheckpointConnector
+from workbench.core.train.trainer.checkpoints import CheckpointConnector
 from workbench.core.train.trainer.commands import apply_command
 from workbench.core.train.trainer.edit_log import EditLog
 from workbench.core.train.config import TrainConfig
@@ -77,14 +80,15 @@ from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.data_setup import build_data, settle_task, take_skipped, wants_channels_last
 from workbench.core.train.trainer.epoch_loss import EpochLoss
 from workbench.core.train.trainer.evaluation import is_best, monitor_key, validate
-from workbench.core.train.trainer.faults import FaultHandler, Restart, grads_finite, nonfinite_tensors
+from workbench.core.train.trainer.faults import FaultHandler, Restart, nonfinite_tensors
 from workbench.core.train.trainer.hooks import Callback
-from workbench.core.train.data.batch import move
 from workbench.core.train.data.loaders import DevicePrefetcher, epoch_batches, say_overlong
 from workbench.core.train.trainer.rank_sync import RankSync
 from workbench.core.train.trainer.run_record import open_run_files, record_start, status_info
 from workbench.core.train.trainer.staged_unfreeze import apply_scheduled_unfreeze, check_schedule
-from workbench.core.train.trainer.strategy import SingleProcess, strategy_for
+from workbench.core.train.trainer.step import StepRunner
+from workbench.core.train.trainer.fsdp import strategy_for  # FSDP, DDP or one process
+from workbench.core.train.trainer.strategy import SingleProcess
 from workbench.core.train.trainer.tensorboard_log import TensorBoardLog
 from workbench.core.train.runs.folder import MetricsCSV, StepsCSV, new_run_dir, write_status
 from workbench.core.train.task import specs as task_specs
@@ -141,8 +145,8 @@ class Trainer:
         Rank 0 alone writes the run folder.
     net : nn.Module
         What the steps call: ``model``, or its ``DistributedDataParallel`` wrapper.
-    strategy : SingleProcess or DataParallel
-        Everything that differs in a data-parallel run
+    strategy : SingleProcess, DataParallel or FullyShardedParallel
+        Everything that differs in a data-parallel (DDP or FSDP) run
         (:mod:`workbench.core.train.trainer.strategy`).
     sync : RankSync or None
         Data-parallel: rank 0's commands, pause and stop agreed by every rank (read-only,
@@ -204,8 +208,9 @@ class Trainer:
         self.end_reason: str | None = None
         self.error: Exception | None = None
         self.control = control if control is not None else RunControl()
-        self.checkpoints = CheckpointConnector(self)
+        self.checkpoints: CheckpointConnector = self.strategy.checkpoint_connector()
         self.faults = FaultHandler(self)
+        self.stepper = StepRunner(self)
         self.resumed = False
         #: parameter names of each optimizer param group (saved for resume)
         self.group_names: list[list[str]] = []
@@ -242,10 +247,6 @@ class Trainer:
         self._after_backward: list[Callback] = []
         self._step_end: list[Callback] = []
         self._defer_loss = False
-        self._accum = 0  # batches whose gradients wait for the next optimizer step (accumulate_grad_batches)
-        self._accum_losses: list = []  # their losses (floats, or device tensors on CUDA)
-        self._compiled: speed.CompiledStep | None = None  # config.compile: the compiled step module
-        self._compile_report_due = False
 
     # ------------------------------------------------------------ steering (delegates to control)
     def request_stop(self) -> None:
@@ -357,14 +358,6 @@ class Trainer:
         """Rank 0 (or not data-parallel): the process that writes the run folder."""
         return self.rank == 0
 
-    def _boundary(self) -> None:
-        """Apply queued commands; wait while paused (commands still apply); return on stop.
-
-        Data-parallel, the commands and the pause are rank 0's, agreed by every rank
-        (``strategy.boundary``).
-        """
-        self.strategy.boundary()
-
     def wrap_ddp(self) -> None:
         """Data-parallel: (re)build the ``DistributedDataParallel`` wrapper of the model (``strategy.wrap_model``).
 
@@ -442,11 +435,9 @@ class Trainer:
                            lambda text: self.call("on_progress", self, text))
             self.train_loader, self.val_loader, self.info = d.train_loader, d.val_loader, d.info
             self.loader_note, self.data_note, self.kind, self.task = d.loader_note, d.data_note, d.kind, d.task
-        if cfg.activation_checkpointing:  # before the DDP wrapper: the blocks' forward is what it calls
-            self.say(speed.enable_activation_checkpointing(self.model))
+        self.stepper.before_wrap()  # activation checkpointing
         self.strategy.wrap_model()
-        if cfg.compile:
-            self._compiled = speed.CompiledStep(self.model)
+        self.stepper.after_wrap()  # the compiled step
         self.build_optimizer()
         if cfg.amp and self.device.type == "cuda" and cfg.amp_dtype == "float16":
             self.scaler = torch.amp.GradScaler("cuda")
@@ -508,7 +499,7 @@ class Trainer:
             self.wait_for_saves()
             reason = self.reason_override or ("stopped" if self.epoch < self.config.epochs else "completed")
             if reason == "stopped":
-                self._save_at_stop()
+                self.checkpoints.save_at_stop()
         except KeyboardInterrupt:
             reason = "stopped"
         except torch.OutOfMemoryError as e:
@@ -526,17 +517,6 @@ class Trainer:
                 write_status(self.run_dir, reason, self._started_at, status_info(self.config))
         self.safe_call("on_fit_end", reason)
         return reason
-
-    def _save_at_stop(self) -> None:
-        """A stop finished its step: write ``last.pt`` at that step (Resume continues from exactly there).
-
-        Only when the run keeps checkpoints (``checkpoint_every_epoch``) and trained
-        a step (:meth:`CheckpointConnector.save_last` refuses non-finite weights);
-        rank 0 alone writes. Written before ``status.json`` says ``stopped``.
-        """
-        if not self.config.checkpoint_every_epoch or self.step == 0 or self.run_dir is None:
-            return
-        self.checkpoints.save_last()
 
     def epoch_loss_so_far(self) -> tuple[float, int]:
         """``(sum, count)`` of this epoch's step losses so far (a mid-epoch checkpoint keeps them)."""
@@ -570,7 +550,7 @@ class Trainer:
         self._after_backward = [cb for cb in self.callbacks
                                 if type(cb).on_after_backward is not Callback.on_after_backward]
         self._step_end = [cb for cb in self.callbacks if type(cb).on_step_end is not Callback.on_step_end]
-        self._compile_report_due = self._compiled is not None
+        self.stepper.start_fit()
         self.call("on_fit_start", self)
 
     def _teardown(self) -> None:
@@ -619,10 +599,10 @@ class Trainer:
         if self.device.type == "cuda":  # the next batch's copy overlaps this step's kernels
             it = iter(DevicePrefetcher(it, self.device, torch.channels_last if self.channels_last else None))
         clock = time.perf_counter
-        self._accum, self._accum_losses = 0, []  # an epoch (or a rollback's restart) begins at a step boundary
+        self.stepper.start_epoch()  # an epoch (or a rollback's restart) begins at a step boundary
         while True:
-            if self._accum == 0:  # commands, pause and stop wait for the optimizer step (accumulation)
-                self._boundary()
+            if self.stepper.pending == 0:  # commands, pause and stop wait for the optimizer step (accumulation)
+                self.strategy.boundary()  # commands, pause (data-parallel: rank 0's, agreed by every rank)
                 if self.stop_agreed:
                     return
             t = clock()
@@ -647,95 +627,19 @@ class Trainer:
         log.info(text)
         self.call("on_progress", self, text)
 
-    def _step_net(self) -> nn.Module:
-        """What the step calls: ``net``, or its ``torch.compile`` (``config.compile``; eager while probes hook)."""
-        if self._compiled is None:
-            return self.net
-        net, note = self._compiled.module(self.net)
-        if note:
-            self.say(note)
-        return net
-
     def _train_step(self, batch, n_batches: int) -> None:
-        """One batch: forward and backward; every ``accumulate_grad_batches``-th batch (and the epoch's last)
-        also the optimizer step, the scheduler step, the step counter and the step's row."""
-        dev = self.device
-        batch = move(batch, dev, dev.type == "cuda", torch.channels_last if self.channels_last else None)
-        opt = self.optimizer
-        accumulate = max(1, int(self.config.accumulate_grad_batches))
-        if self._accum == 0:
-            opt.zero_grad(set_to_none=True)
-        closes = speed.closes_step(self.batch_in_epoch + 1, n_batches, accumulate)
-        self.last_batch = batch  # a reference (one batch of memory) for the NaN trace (faults.trace)
-        net = self._step_net()
-        # data-parallel: the gradients are all-reduced once, with the batch that closes the step
-        no_sync = net.no_sync() if not closes and hasattr(net, "no_sync") else contextlib.nullcontext()
-        on_cuda = self._defer_loss
-        with no_sync:
-            with self.autocast():
-                result = self.task.train_step(net, batch)
-            loss = result.loss
-            out = result.output
-            n = result.n
-            self._epoch_loss.log(result.logged, n)
-            # data-parallel: every rank logs (and judges NaN on) the same global loss
-            logged, n = self.strategy.reduce(loss, n, deferred=on_cuda)
-            if not on_cuda:
-                value = logged.item()
-                if not math.isfinite(value):
-                    del out, loss
-                    self._accum, self._accum_losses = 0, []  # the step's accumulated gradients are dropped
-                    self.faults.nonfinite(self.step + 1, value)
-                    return
-            if loss.requires_grad:
-                scaled = loss / accumulate if accumulate > 1 else loss  # Lightning: the loss divided by N
-                if self.scaler is not None:
-                    self.scaler.scale(scaled).backward()
-                else:
-                    scaled.backward()
-                del scaled
-        del out, result
-        self._accum += 1
-        self._accum_losses.append(logged.detach() if on_cuda else value)
-        if not closes:
-            self.batch_in_epoch += 1
-            self.samples += n
-            self._epoch_samples += n
+        """One batch (:meth:`StepRunner.run`): the counters; closing an optimizer step, the step's row."""
+        done = self.stepper.run(batch, n_batches)
+        if done is None:  # a non-finite loss or gradient, handed to the fault handler
             return
-        losses, self._accum_losses, self._accum = self._accum_losses, [], 0
-        if on_cuda:
-            step_loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
-        else:
-            step_loss = value = losses[0] if len(losses) == 1 else sum(losses) / len(losses)
-        if loss.requires_grad:
-            if self.scaler is not None and (self.config.grad_clip or self._after_backward):
-                self.scaler.unscale_(opt)
-            for cb in self._after_backward:
-                cb.on_after_backward(self)
-            if not on_cuda and self.scaler is None and not grads_finite(opt):
-                # A non-finite gradient never reaches the weights: the step is skipped and the
-                # trace can re-run it exactly. (Not on CUDA: the check would sync every step;
-                # with a GradScaler, overflowing fp16 gradients are its business: it skips the step.)
-                del loss
-                self.faults.nonfinite(self.step + 1, value, what="gradient")
-                return
-            if self.config.grad_clip:
-                grads = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
-                if grads:
-                    torch.nn.utils.clip_grad_norm_(grads, float(self.config.grad_clip))
-            if self.scaler is not None:
-                self.scaler.step(opt)
-                self.scaler.update()
-            else:
-                opt.step()
-            if self.scheduler is not None and not optim.is_per_epoch(self.scheduler):
-                self.scheduler.step()
-        del loss, batch
-        lr_used = self.lr_used
-        self.step += 1
+        n, step_loss = done
         self.batch_in_epoch += 1
         self.samples += n
         self._epoch_samples += n
+        if step_loss is None:  # the step accumulates
+            return
+        lr_used = self.lr_used
+        self.step += 1
         self._epoch_loss.add(step_loss)
         now = time.perf_counter()
         rec = {"step": self.step, "epoch": self.epoch,
@@ -746,22 +650,10 @@ class Trainer:
         self._buf.append(rec)
         for cb in self._step_end:
             cb.on_step_end(self, rec)
-        self._after_optimizer_step(n_batches, None if on_cuda else value)
+        self.checkpoints.after_step(n_batches, None if isinstance(step_loss, torch.Tensor) else step_loss)
+        self.stepper.report(first_only=True)
         if (now - self._last_emit) * 1000.0 >= self.config.emit_every_ms:
             self.emit(now)
-
-    def _after_optimizer_step(self, n_batches: int, loss: float | None) -> None:
-        """A failed background write said; ``checkpoint_every_steps``' ``last.pt``; the first compile report."""
-        self.checkpoints.poll()
-        every = int(self.config.checkpoint_every_steps or 0)
-        if (every and self.step % every == 0 and self.batch_in_epoch < n_batches  # the epoch's end writes its own
-                and self.is_main and self.run_dir is not None):
-            self.checkpoints.save_async([self.run_dir / LAST], loss=loss, finite_only=True)
-        if self._compile_report_due and self._compiled is not None:
-            self._compile_report_due = False
-            text = self._compiled.report()
-            if text:
-                self.say(text)
 
     def emit(self, now: float | None = None) -> None:
         """Send the buffered step dicts to ``on_metrics`` (floats only)."""
@@ -829,14 +721,8 @@ class Trainer:
         self.history.append(metrics)
         if self._csv is not None:
             self._csv.append({**metrics, "time_s": metrics["time"], "best": int(best)})
-        if self.config.checkpoint_every_epoch and self.is_main:
-            # one write of last.pt on the writer thread; best.pt of the same state is a hard link to it
-            paths = [self.run_dir / LAST] + ([self.run_dir / "best.pt"] if best else [])
-            self.checkpoints.save_async(paths, loss=val_loss if math.isfinite(val_loss) else train_loss)
-        if self._compiled is not None:
-            text = self._compiled.report()
-            if text:
-                self.say(text)
+        self.checkpoints.at_epoch_end(best, val_loss if math.isfinite(val_loss) else train_loss)
+        self.stepper.report()
         if self._tb is not None:  # at the epoch's last global step, as metrics.csv's step column
             self._tb.epoch(metrics, ("train_loss", *val, *logged), self.step)
         self.call("on_epoch_end", self, metrics)

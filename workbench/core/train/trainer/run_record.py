@@ -54,7 +54,8 @@ def record_start(trainer: TrainerLike) -> None:
     if trainer.resumed or trainer.step > 0:
         return
     arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
-    payload = checkpoint_payload(model, arch=arch, include_rng=False)
+    # FSDP: gathered from every rank's shards (on rank 0); else the model itself
+    payload = checkpoint_payload(trainer.strategy.full_weights(), arch=arch, include_rng=False)
     if trainer.is_main:
         trainer.checkpoints.save_in_background(payload, [trainer.run_dir / "init.pt"])
     mc.init = "init.pt"

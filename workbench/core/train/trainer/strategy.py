@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from workbench.core.train.trainer.checkpoints import CheckpointConnector
 from workbench.core.train.trainer.rank_sync import RankSync
 from workbench.core.train.trainer.types import TrainerLike
 
@@ -46,7 +47,12 @@ class SingleProcess:
     ----------
     sync : RankSync or None
         None here: nothing to agree with.
+    sharded : bool
+        False: every process holds the whole model (True for
+        :class:`~workbench.core.train.trainer.fsdp.FullyShardedParallel`).
     """
+
+    sharded = False
 
     def __init__(self, trainer: TrainerLike, rank: int = 0, world_size: int = 1):
         self.trainer = trainer
@@ -62,6 +68,14 @@ class SingleProcess:
     def wrap_model(self) -> None:
         """After the data is built, and after the frozen set changed: nothing to wrap in one
         process; the steps call the model (:meth:`DataParallel.wrap_model` builds the DDP wrapper)."""
+
+    def checkpoint_connector(self) -> CheckpointConnector:
+        """The trainer's ``checkpoints`` part: whole-model files written by rank 0."""
+        return CheckpointConnector(self.trainer)
+
+    def full_weights(self) -> torch.nn.Module:
+        """What ``init.pt`` is written from: the model itself (its ``state_dict`` is whole)."""
+        return self.trainer.model
 
     def reduce(self, loss: torch.Tensor, n: int, *, deferred: bool) -> tuple[torch.Tensor, int]:
         """The loss logged for the step and its sample count: this process's own ``(loss, n)``."""
@@ -158,8 +172,9 @@ class DataParallel(SingleProcess):
 
 
 def strategy_for(trainer: TrainerLike) -> SingleProcess:
-    """The strategy of a trainer being built: :class:`DataParallel` in a process group of
-    more than one process, else :class:`SingleProcess`.
+    """A whole-model strategy for a trainer being built: :class:`DataParallel` in a process group of
+    more than one process, else :class:`SingleProcess` (the loop asks
+    :func:`workbench.core.train.trainer.fsdp.strategy_for`, which picks FSDP first).
 
     Parameters
     ----------

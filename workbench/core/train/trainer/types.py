@@ -228,6 +228,8 @@ class TrainerLike(SteeredRun, LockstepRun, Protocol):
     control : RunControl
         Stop, pause, commands and the NaN decision, shared with other threads.
     checkpoints : CheckpointsLike
+    strategy : SingleProcess, DataParallel or FullyShardedParallel
+        How the run spans processes (:mod:`~workbench.core.train.trainer.strategy`).
     edit_log : EditLogLike or None
         The run folder's ``edits.jsonl`` (rank 0, once prepared).
     net : nn.Module
@@ -292,6 +294,7 @@ class TrainerLike(SteeredRun, LockstepRun, Protocol):
     device: torch.device
     callbacks: list
     checkpoints: CheckpointsLike
+    strategy: Any
     net: nn.Module
     epoch: int
     batch_in_epoch: int
