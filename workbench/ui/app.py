@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,9 @@ SCREENSHOT_SIZE = (1600, 960)
 #: Milliseconds after the event loop starts before optional libraries' modeling code is imported ahead
 #: (:mod:`workbench.core.warm_imports`; not with ``--attach``): the first paint and the window's start-up come first.
 WARM_IMPORTS_AFTER_MS = 500
+#: Seconds ``--screenshot`` waits at most for the memory estimate (the tree's Memory column, the fit line) to be
+#: shown: it runs on a worker thread (``ui.memory_feed``), 0.05 s for the demo, a few seconds for a large model.
+SCREENSHOT_MEMORY_WAIT_S = 20.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +93,11 @@ def take_screenshot(window, out: str | Path, depth: int = 1, size: tuple[int, in
     window.resize(*size)
     window.show()
     window.tree_widget.expand_to_depth(depth)
+    feed = getattr(window, "memory_feed", None)
+    deadline = time.monotonic() + SCREENSHOT_MEMORY_WAIT_S
+    while feed is not None and not feed.is_idle() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.01)
     for _ in range(5):
         QApplication.processEvents()
     out = Path(out)

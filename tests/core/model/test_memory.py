@@ -13,7 +13,9 @@ from workbench.core.model.memory import (
     MEMORY_KEYS,
     device_memory,
     estimate_memory,
+    fit_line,
     fit_summary,
+    meta_copy,
     saved_tensor_bytes,
 )
 
@@ -168,3 +170,50 @@ def test_fit_summary_says_what_would_make_it_fit():
     free, total = device_memory("cpu")
     assert 0 < free <= total
     assert " available on cpu" in fit_summary(est, "cpu")
+
+
+def test_fit_line_is_the_short_form():
+    est = estimate_memory(_linear_stack(), torch.zeros(1, 32), batch_size=64)
+    root = est.root
+    line = fit_line(est, "cuda:0", available=root.total_bytes * 2)
+    assert line.startswith("Memory: ") and " free on cuda:0" in line and line.endswith("— fits")
+    static = root.params_bytes + root.grads_bytes + root.optimizer_bytes
+    line = fit_line(est, "cuda:0", available=int((static + root.activations_bytes / 4) / FIT_HEADROOM) + 1)
+    assert "— does not fit: try batch 16 x 4 accumulated, activation checkpointing" in line and "\n" not in line
+    assert line.endswith("batch of 1") is False and "batch of 1" in fit_line(est, "cpu", available=10)
+    assert " free on cpu — " in fit_line(est, "cpu")  # the system's RAM
+
+
+def test_meta_copy_estimates_as_the_model_and_leaves_it_alone():
+    model = _linear_stack()
+    model[0].requires_grad_(False)
+    calls = []
+    model[1].register_forward_hook(lambda *a: calls.append(1))  # a probe's hook: not copied
+    copy = meta_copy(model)
+    assert all(p.is_meta for p in copy.parameters()) and not next(model.parameters()).is_meta
+    assert [p.requires_grad for p in copy.parameters()] == [p.requires_grad for p in model.parameters()]
+    assert not copy[1]._forward_hooks and model[1]._forward_hooks
+    kw = dict(batch_size=BATCH, device="cpu")
+    assert estimate_memory(copy, torch.zeros(1, 32), **kw) == estimate_memory(model, torch.zeros(1, 32), **kw)
+    gpt = _tiny_gpt2()  # tied lm_head / wte: one twin, counted once
+    twin = meta_copy(gpt)
+    assert twin.lm_head.weight is twin.transformer.wte.weight
+    call = ExampleInput((), {"input_ids": torch.zeros(1, 16, dtype=torch.long)})
+    assert estimate_memory(twin, call, batch_size=2, device="cpu") == estimate_memory(gpt, call, batch_size=2)
+
+
+def test_a_shape_the_model_does_not_take_raises_once_without_a_logged_traceback():
+    import logging
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("torch._subclasses.fake_tensor")  # torch's loggers do not propagate to the root
+    logger.addHandler(handler)
+    try:
+        with pytest.raises(RuntimeError, match="same reduction dim"):
+            estimate_memory(nn.Linear(16, 4), torch.zeros(1, 10), batch_size=2)
+        logger.error("failed while attempting to run meta for %s", "another thread's op")  # still logged
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == ["failed while attempting to run meta for another thread's op"]

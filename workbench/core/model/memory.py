@@ -56,6 +56,8 @@ This module never imports Qt, and nothing of training or probes.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -74,7 +76,9 @@ __all__ = [
     "estimate_memory",
     "saved_tensor_bytes",
     "fit_summary",
+    "fit_line",
     "device_memory",
+    "meta_copy",
     "OPTIMIZER_STATES",
     "PRECISIONS",
     "FIT_HEADROOM",
@@ -284,6 +288,27 @@ def _fake_device(model: nn.Module, device: str | torch.device | None) -> torch.d
     return dev
 
 
+@contextmanager
+def _quiet_fake_kernel_errors() -> Iterator[None]:
+    """Within the block, this thread's "failed while attempting to run meta" tracebacks of FakeTensorMode's logger
+    are not printed: the same error is raised to the caller, who says it in one line (a shape the model does not
+    take is the usual cause)."""
+    import logging
+    import threading
+
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    me = threading.get_ident()
+
+    def drop(record: logging.LogRecord) -> bool:
+        return record.thread != me
+
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def _fake_activations(model: nn.Module, example, batch_size: int, precision: str,
                       device: torch.device, grad: dict[int, bool]) -> tuple[dict, str]:
     """``({module: saved bytes}, example description)`` of one fake training forward on ``device``.
@@ -300,7 +325,7 @@ def _fake_activations(model: nn.Module, example, batch_size: int, precision: str
     dtype = PRECISIONS[precision]
     try:
         # allow_non_fake_inputs: a tensor kept as a plain attribute (not a parameter or buffer) is faked on use
-        with FakeTensorMode(allow_non_fake_inputs=True), _FakeScalars():
+        with FakeTensorMode(allow_non_fake_inputs=True), _FakeScalars(), _quiet_fake_kernel_errors():
             state = {}
             for name, p in named_p.items():
                 state[name] = torch.empty_strided(p.shape, p.stride(), dtype=p.dtype,
@@ -483,6 +508,17 @@ def fit_summary(estimate: MemoryEstimate, device: str | torch.device,
     head = f"Needs {format_bytes(root.total_bytes)} of {format_bytes(available)} available on {dev}"
     if root.total_bytes <= budget:
         return head + ": fits."
+    ideas = [long for _short, long in _fit_ideas(estimate, budget)]
+    if not ideas:
+        return head + ": does not fit, even with a batch of 1; use a device with more memory."
+    return head + ": does not fit. It would fit with: " + "; ".join(ideas) + "."
+
+
+def _fit_ideas(estimate: MemoryEstimate, budget: int) -> list[tuple[str, str]]:
+    """``(short, long)`` wording of each change that would make ``estimate`` fit in ``budget`` bytes."""
+    from workbench.core.formatting import format_bytes
+
+    root = estimate.root
     static = root.params_bytes + root.grads_bytes + root.optimizer_bytes
     per_sample = root.activations_bytes / estimate.batch_size
     ideas = []
@@ -490,23 +526,99 @@ def fit_summary(estimate: MemoryEstimate, device: str | torch.device,
         batch = int((budget - static) // per_sample)
         if batch >= 1:
             steps = math.ceil(estimate.batch_size / batch)
-            ideas.append(f"batch {batch} with accumulate_grad_batches = {steps} "
-                         f"(effective batch {batch * steps})")
+            ideas.append((f"batch {batch} x {steps} accumulated",
+                          f"batch {batch} with accumulate_grad_batches = {steps} (effective batch {batch * steps})"))
     if static < budget and root.activations_bytes:
-        ideas.append("activation checkpointing (keeps only each block's input; activations shrink several times)")
+        ideas.append(("activation checkpointing",
+                      "activation checkpointing (keeps only each block's input; activations shrink several times)"))
     if estimate.precision == "fp32" and root.activations_bytes and static + root.activations_bytes // 2 <= budget:
-        ideas.append("bf16 autocast (about half the activations)")
+        ideas.append(("bf16", "bf16 autocast (about half the activations)"))
     if root.grads_bytes:
         base = root.params_bytes + root.activations_bytes
         if base <= budget:
-            ideas.append("LoRA or freezing most layers (no gradients or optimizer state for the frozen weights: "
-                         f"about {format_bytes(base)})")
+            ideas.append(("LoRA", "LoRA or freezing most layers (no gradients or optimizer state for the frozen "
+                                  f"weights: about {format_bytes(base)})"))
     if static:
         room = budget - root.activations_bytes
         if room > 0:
             gpus = math.ceil(static / room)
             if gpus > 1:
-                ideas.append(f"FSDP over {gpus} GPUs (parameters, gradients and optimizer state sharded)")
+                ideas.append((f"FSDP over {gpus} GPUs",
+                              f"FSDP over {gpus} GPUs (parameters, gradients and optimizer state sharded)"))
+    return ideas
+
+
+def fit_line(estimate: MemoryEstimate, device: str | torch.device, available: int | None = None) -> str:
+    """The short form of :func:`fit_summary`, for one line before Start.
+
+    Parameters
+    ----------
+    estimate : MemoryEstimate
+    device : str or torch.device
+        ``"cuda:0"``, ``"cpu"`` (CPU: the system's available RAM, :func:`device_memory`).
+    available : int, optional
+        Bytes available, instead of asking the device.
+
+    Returns
+    -------
+    str
+        ``"Memory: 1.21 GB of 79.6 GB free on cuda:0 — fits"``, or ``"… — does not fit: try batch 8 x 4
+        accumulated, activation checkpointing, bf16, LoRA"`` (the changes that would each make it fit, as
+        :func:`fit_summary` words them in full). Never raises.
+    """
+    from workbench.core.formatting import format_bytes
+
+    need = format_bytes(estimate.total_bytes)
+    if available is None:
+        try:
+            available = device_memory(device)[0]
+        except (OSError, RuntimeError, ValueError):
+            return f"Memory: {need} on {device} (its free memory could not be read)"
+    budget = int(available * FIT_HEADROOM)
+    head = f"Memory: {need} of {format_bytes(available)} free on {device}"
+    if estimate.total_bytes <= budget:
+        return head + " — fits"
+    ideas = [short for short, _long in _fit_ideas(estimate, budget)]
     if not ideas:
-        return head + ": does not fit, even with a batch of 1; use a device with more memory."
-    return head + ": does not fit. It would fit with: " + "; ".join(ideas) + "."
+        return head + " — does not fit, even with a batch of 1"
+    return head + " — does not fit: try " + ", ".join(ideas)
+
+
+def meta_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model``'s structure whose parameters and buffers are on ``meta``, without its hooks.
+
+    What :func:`estimate_memory` needs from a model the caller keeps using
+    (training it, showing it) while the estimate runs on another thread: the
+    same modules, shapes, dtypes, ``requires_grad`` flags and tied parameters
+    (one meta twin per tensor), and no data. Forward / backward / state-dict
+    hooks of the original (a probe's, a lazy loader's) are left out, so the
+    copy's forward is the modules' own. Other attributes are deep-copied (a
+    Hugging Face ``config``); a plain tensor attribute keeps its values. Call it
+    on the thread that owns ``model``; ``model`` is not changed.
+
+    Parameters
+    ----------
+    model : nn.Module
+
+    Returns
+    -------
+    nn.Module
+        In ``model``'s training mode.
+
+    Raises
+    ------
+    TypeError, RuntimeError
+        An attribute that cannot be deep-copied (the message of ``copy.deepcopy``).
+    """
+    memo: dict[int, Any] = {}
+    named = itertools.chain(model.named_parameters(remove_duplicate=False),
+                            model.named_buffers(remove_duplicate=False))
+    for _name, t in named:
+        if id(t) not in memo:
+            twin = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")  # metadata only
+            memo[id(t)] = nn.Parameter(twin, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else twin
+    for module in model.modules():
+        for key, value in vars(module).items():
+            if "hooks" in key and isinstance(value, dict):
+                memo[id(value)] = type(value)()
+    return copy.deepcopy(model, memo)

@@ -18,16 +18,21 @@ from typing import Callable, Iterable
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QIcon, QPainter, QPixmap
 
-from workbench.core.formatting import format_count, format_flops, format_int, format_shape
+from workbench.core.formatting import format_bytes, format_count, format_flops, format_int, format_shape
 from workbench.core.model.flops import FLOPS_CONVENTION, macs
 from workbench.core.model import tree as core_summary
 from workbench.core.model.diff import subtree_changes
 
 #: The Train checkbox sits next to the name, where the eye is (it was the last column, off-screen
 #: in a 676 px wide tree at the first-launch 1500x900 window).
-COLUMNS = ("Name", "Train", "Type", "Output shape", "Params", "Trainable", "FLOPs", "Change")
-COL_NAME, COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_CHANGE = range(len(COLUMNS))
-NUMERIC_COLUMNS = (COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_CHANGE)
+COLUMNS = ("Name", "Train", "Type", "Output shape", "Params", "Trainable", "FLOPs", "Memory", "Change")
+(COL_NAME, COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_MEMORY,
+ COL_CHANGE) = range(len(COLUMNS))
+NUMERIC_COLUMNS = (COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_MEMORY, COL_CHANGE)
+#: What the Memory column shows, as its header's tooltip.
+MEMORY_TIP = ("Memory of a training step (workbench.core.model.memory.estimate_memory): parameters + gradients + "
+              "optimizer state + activations saved for backward, for the Training panel's batch size, optimizer "
+              "and precision; each module sums the modules below it")
 #: What the Change column shows ("Compare with…"), as its header's tooltip.
 CHANGE_TIP = ("Relative change ||a - b|| / ||a|| against the compared checkpoint: on each module the largest "
               "change at or below it (its own parameters, else its buffers); the tooltip names where it is")
@@ -139,6 +144,7 @@ class ModelTreeModel(QAbstractItemModel):
         self._badges: dict[str, list] = {}
         self._changes: dict = {}  # module -> ModuleChange ("Compare with…")
         self._subtree: dict = {}  # module -> SubtreeChange: the largest change at or below it
+        self._memory = None  # the MemoryEstimate shown in the Memory column (set_memory)
         #: frozen BatchNorm layers keep their statistics (the window follows its setting)
         self.bn_stats_fixed = True
         self._probed: frozenset[str] = frozenset()
@@ -264,6 +270,8 @@ class ModelTreeModel(QAbstractItemModel):
                 return f"{FLOPS_CONVENTION} of one forward on the example input; multiply-adds are half"
             if role == TOOLTIP and section == COL_CHANGE:
                 return CHANGE_TIP
+            if role == TOOLTIP and section == COL_MEMORY:
+                return MEMORY_TIP
         return None
 
     def flags(self, index: QModelIndex):  # noqa: D102
@@ -294,6 +302,8 @@ class ModelTreeModel(QAbstractItemModel):
         col = index.column()
         if col == COL_CHANGE:
             return self._change_data(obj, role)
+        if col == COL_MEMORY and role in (DISPLAY, TOOLTIP, SORT_ROLE):
+            return self._memory_data(obj, role)
         if role == DISPLAY:
             return self._param_text(obj, col) if isinstance(obj, ParamRow) else self._module_text(obj, col)
         if role == CHECK:
@@ -361,6 +371,53 @@ class ModelTreeModel(QAbstractItemModel):
         self._changes = dict(changes or {})
         self._subtree = subtree_changes(self._changes.values())
         self.refresh_trainable()
+
+    # -- memory ------------------------------------------------------------------
+    def set_memory(self, estimate) -> None:
+        """Show a :class:`~workbench.core.model.memory.MemoryEstimate` in the Memory column; None clears it.
+
+        Module rows show their ``total_bytes`` (modules the estimate does not
+        name, e.g. added since, show nothing), the tooltip the four parts.
+        """
+        self._memory = estimate
+        if self._root is None:
+            return
+        roles = [DISPLAY, TOOLTIP, SORT_ROLE]
+        top = self.createIndex(0, COL_MEMORY, self._root)
+        self.dataChanged.emit(top, top, roles)
+        parents = self._visible_parents() if self._visible_parents is not None else list(self._touched.values())
+        for node in parents:
+            rows = len(node.children) + _param_count(node)
+            if rows:
+                parent = self.createIndex(self._row_of(node), 0, node)
+                self.dataChanged.emit(self.index(0, COL_MEMORY, parent), self.index(rows - 1, COL_MEMORY, parent),
+                                      roles)
+
+    @property
+    def memory(self):
+        """The ``MemoryEstimate`` shown in the Memory column, or None."""
+        return self._memory
+
+    def memory_of(self, name: str):
+        """The ``ModuleMemory`` of module ``name`` in the estimate shown (None: none shown, or no such module)."""
+        return None if self._memory is None else self._memory.modules.get(name)
+
+    def _memory_data(self, obj, role: int):
+        entry = None if isinstance(obj, ParamRow) else self.memory_of(obj.name)
+        if role == SORT_ROLE:
+            return -1 if entry is None else entry.total_bytes
+        if entry is None:
+            return "" if role == DISPLAY else None
+        if role == DISPLAY:
+            return format_bytes(entry.total_bytes)
+        est = self._memory
+        states = f"optimizer state ({est.optimizer})"
+        return "\n".join([
+            f"{format_bytes(entry.total_bytes)} for a training step ({format_int(entry.total_bytes)} bytes):",
+            f"parameters {format_bytes(entry.params_bytes)}", f"gradients {format_bytes(entry.grads_bytes)}",
+            f"{states} {format_bytes(entry.optimizer_bytes)}",
+            f"activations {format_bytes(entry.activations_bytes)}",
+            f"batch {est.batch_size}, {est.optimizer}, {est.precision}, on {est.device} (input {est.example})"])
 
     def _change_data(self, obj, role: int):
         """The Change column: the largest relative change at or below the module (text), details in the tooltip, a colour."""

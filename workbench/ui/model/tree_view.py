@@ -4,14 +4,16 @@ The view shows a ``ModelTreeModel`` through a recursive ``QSortFilterProxyModel`
 (filter by qualified name or type, sort by params / FLOPs). The context menu only
 dispatches to a *controller* (:class:`workbench.ui.edits.ModelEdits`), which owns every edit.
 The other columns are sized to their content and the Name column takes the rest, its
-names elided at their start; the header's context menu hides columns (remembered).
+names elided at their start; when the tree is narrow, Type and Output shape give the Name column
+room (down to their floors) before any number or the Memory column is cut; the header's context menu hides
+columns (remembered).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from PySide6.QtCore import QModelIndex, QPoint, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPoint, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QAction, QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,6 +34,7 @@ from workbench.ui.model.tree_model import (
     COLUMNS,
     COL_CHANGE,
     COL_FLOPS,
+    COL_MEMORY,
     COL_NAME,
     COL_PARAMS,
     COL_SHAPE,
@@ -51,7 +54,7 @@ from workbench.ui.model.tree_model import (
 _COLUMN_SAMPLES = {COL_NAME: ("classifier",), COL_TRAIN: ("Train",), COL_TYPE: ("BatchNorm2d",),
                    COL_SHAPE: ("[1, 512, 7, 7]",), COL_PARAMS: ("Params", "2,359,808"),
                    COL_TRAINABLE: ("Trainable", "2,359,808"), COL_FLOPS: ("FLOPs", "23,392,000"),
-                   COL_CHANGE: ("Change",)}
+                   COL_MEMORY: ("Memory", "8.88 MB", "888 kB", "88.8 GB"), COL_CHANGE: ("Change",)}
 #: Room for the root's branch and two levels of indentation in the Name column, px.
 _NAME_INDENT = 56
 #: Cell padding (margins), px.
@@ -66,8 +69,13 @@ _MAX_TYPE_WIDTH = 110
 TREE_INDENT = 12
 #: QSettings key: the names of the columns the user hid with the header's column chooser.
 HIDDEN_COLUMNS_KEY = "modelTree/hiddenColumns"
+#: The least width of the Name column before Type and Output shape give it room (their text elides), px: with
+#: the Memory column, resnet18's counts left Name 26 px and pushed Memory 23 px past the edge of a 1280 px window.
+NAME_LEAST_WIDTH = 64
+#: How narrow Type and Output shape may become to give Name its least width, px (Type gives first).
+SHRINK_FLOORS = {COL_TYPE: 72, COL_SHAPE: 84}
 #: Columns the header's context menu can hide (Name always shows; Change shows while a comparison is set).
-CHOOSABLE_COLUMNS = (COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS)
+CHOOSABLE_COLUMNS = (COL_TRAIN, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_TRAINABLE, COL_FLOPS, COL_MEMORY)
 
 
 def _text_width(metrics: QFontMetrics, text: str) -> int:
@@ -203,7 +211,42 @@ class ModelTreeWidget(QWidget):
                 view.setItemDelegateForColumn(col, self._elide_right)
         header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header.customContextMenuRequested.connect(self._on_header_menu_requested)
+        self._wanted: dict[int, int] = {}  # the widths Type and Output shape would have with room (fit or dragged)
+        self._sharing = False
+        header.sectionResized.connect(self._on_section_resized)
+        view.viewport().installEventFilter(self)
         return view
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
+        """A new viewport width shares the room again (:meth:`share_room`)."""
+        if event.type() == QEvent.Type.Resize and obj is self.view.viewport():
+            self.share_room()
+        return False
+
+    def _on_section_resized(self, col: int, _old: int, new: int) -> None:
+        if not self._sharing and col in SHRINK_FLOORS:
+            self._wanted[col] = new
+
+    def share_room(self) -> None:
+        """Give the Name column :data:`NAME_LEAST_WIDTH`: Type, then Output shape, shrink (to
+        :data:`SHRINK_FLOORS`) when the other columns would leave it less, and grow back when there is room.
+
+        Every other column keeps its width, so no number is cut; the Name column stretches into what is left.
+        """
+        view, header = self.view, self.view.header()
+        shown = [c for c in range(header.count()) if c != COL_NAME and not view.isColumnHidden(c)]
+        fixed = sum(header.sectionSize(c) for c in shown if c not in SHRINK_FLOORS)
+        want = {c: self._wanted.get(c, header.sectionSize(c)) for c in SHRINK_FLOORS if c in shown}
+        short = fixed + sum(want.values()) + NAME_LEAST_WIDTH - view.viewport().width()
+        self._sharing = True
+        try:
+            for col, width in want.items():
+                give = max(0, min(short, width - SHRINK_FLOORS[col]))
+                short -= give
+                if header.sectionSize(col) != width - give:
+                    header.resizeSection(col, width - give)
+        finally:
+            self._sharing = False
 
     # -- the columns -------------------------------------------------------------
     def column_menu(self) -> QMenu:
@@ -230,6 +273,7 @@ class ModelTreeWidget(QWidget):
         if col not in CHOOSABLE_COLUMNS:
             raise ValueError(f"column {col} cannot be hidden (choose one of {CHOOSABLE_COLUMNS})")
         self.view.setColumnHidden(col, not shown)
+        self.share_room()
         hidden = [COLUMNS[c] for c in CHOOSABLE_COLUMNS if self.view.isColumnHidden(c)]
         from workbench.ui.qsettings import make_settings
 
@@ -273,9 +317,11 @@ class ModelTreeWidget(QWidget):
                           (COL_SHAPE, min(widest_shape + _CELL_PAD, _MAX_SHAPE_WIDTH)),
                           (COL_TYPE, min(widest_type + _CELL_PAD, _MAX_TYPE_WIDTH))):
             need = max(need, _text_width(metrics, COLUMNS[col]))
-            if header.sectionSize(col) != need:
-                grew = grew or header.sectionSize(col) < need
+            has = self._wanted.get(col, header.sectionSize(col))
+            if has != need or header.sectionSize(col) != need:
+                grew = grew or has < need
                 header.resizeSection(col, need)
+        self.share_room()
         return grew
 
     def columns_width(self) -> int:
@@ -287,7 +333,7 @@ class ModelTreeWidget(QWidget):
         view = self.view
         header = view.header()
         name = default_column_widths(view.fontMetrics())[COL_NAME]  # Name stretches: what it needs, not what it has
-        columns = name + sum(header.sectionSize(c) for c in range(header.count())
+        columns = name + sum(self._wanted.get(c, header.sectionSize(c)) for c in range(header.count())
                              if c != COL_NAME and not view.isColumnHidden(c))
         scroll_bar = view.style().pixelMetric(view.style().PixelMetric.PM_ScrollBarExtent, None, view)
         margins = self.layout().contentsMargins()
@@ -323,6 +369,7 @@ class ModelTreeWidget(QWidget):
     def show_change_column(self, shown: bool) -> None:
         """Show or hide the Change column ("Compare with…")."""
         self.view.setColumnHidden(COL_CHANGE, not shown)
+        self.share_room()
 
     def reset_view(self) -> None:
         """Expand the root row so the top-level modules show."""

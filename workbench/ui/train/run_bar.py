@@ -13,7 +13,9 @@ from typing import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
+
+from workbench.ui.train.fit_line import FitLine
 
 __all__ = ["RunBar", "RUN_SHORTCUTS", "START_TIP", "FIND_LR_TIP", "PAUSE_TIP", "STOP_TIP"]
 
@@ -76,6 +78,9 @@ class RunBar(QWidget):
         objectNames ``startButton``, ``pauseButton``, ``stopButton``, ``saveNowButton``, ``findLrButton``,
         ``emptyCacheButton`` (in the bar, not in a collapsed section: it is for a CUDA run that is going on;
         hidden where CUDA is not, :meth:`show_cuda`).
+    fit_line : FitLine
+        objectName ``fitLine``, under the buttons: the memory a training step needs against the device's,
+        before Start (hidden until the window's memory feed gives it a line).
     """
 
     def __init__(self, owner: QWidget, start, pause_or_resume, stop, save, find_lr, empty_cache):
@@ -95,8 +100,14 @@ class RunBar(QWidget):
         self.cache_button.setToolTip("torch.cuda.empty_cache(): give cached, unused GPU memory back")
         self.cache_button.clicked.connect(lambda: empty_cache())
         self.cache_button.setVisible(False)
-        bar = QHBoxLayout(self)
-        bar.setContentsMargins(0, 0, 0, 2)
+        self.fit_line = FitLine(self)
+        rows = QVBoxLayout(self)
+        rows.setContentsMargins(0, 0, 0, 2)
+        rows.setSpacing(2)
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        rows.addLayout(bar)
+        rows.addWidget(self.fit_line)
         for button in (self.start_button, self.pause_button, self.stop_button, self.save_button,
                        self.lr_find_button):
             bar.addWidget(button)
