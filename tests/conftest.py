@@ -119,3 +119,6 @@ def example_plugin():
     except PackageNotFoundError:
         pytest.fail("the example plugin is not installed in this venv: run `make venv` (it installs "
                     "tests/example_plugin), or `pip install -e tests/example_plugin`")
+
+
+from tests.disk import small_disk  # noqa: E402,F401 - a fixture every test directory may use

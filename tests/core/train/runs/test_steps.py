@@ -120,3 +120,23 @@ def test_a_run_resumed_from_an_earlier_checkpoint_into_its_folder_reads_its_step
     assert steps == list(range(1, 47))
     (summary,) = list_runs(root)
     assert (summary.steps, summary.epochs_done) == (46, 2)
+
+
+def test_a_full_disk_leaves_no_half_row_and_the_rows_after_it_read(small_disk):
+    """A short write (ENOSPC) is cut back to the last whole row, the failure is kept, and once there is room
+    again the next rows follow whole lines: every row of the file reads."""
+    from tests.disk import fill_disk
+
+    steps = StepsCSV(small_disk / "steps.csv")
+    steps.append([{"step": 1, "epoch": 0, "loss": 2.0}])
+    filler = fill_disk(small_disk)
+    wide = [{"step": s, "epoch": 0, "loss": 1.0 / s, "lr": 0.1} for s in range(2, 400)]
+    steps.append(wide)  # ~20 KB: fails part way on the full disk
+    assert "No space left" in steps.problem
+    data = (small_disk / "steps.csv").read_bytes()
+    assert data.endswith(b"\n")
+    filler.unlink()
+    steps.append([{"step": 400, "epoch": 0, "loss": 0.5}])
+    rows = list(csv.DictReader(open(small_disk / "steps.csv")))
+    assert [int(r["step"]) for r in rows] == [1, 400]
+    assert all(r["train_loss"] for r in rows)

@@ -380,7 +380,12 @@ class StepsCSV:
             self.columns = [*STEP_COLUMNS, *(k for k in keys if k not in STEP_COLUMNS)]
             text = io.StringIO()
             csv_cells.writer(text, lineterminator="\n").writerow(self.columns)
-            self.path.write_text(text.getvalue(), encoding="utf-8")
+            try:
+                self.path.write_text(text.getvalue(), encoding="utf-8")
+            except OSError:  # a header cut short (a full disk): no file, and the next rows start it again
+                self.columns = []
+                self.path.unlink(missing_ok=True)
+                raise
         else:
             new = [k for k in keys if k not in self.columns]
             if new:
@@ -390,9 +395,25 @@ class StepsCSV:
         for r in rows:
             w.writerow(["" if (v := r.get(k, "")) == "" or (isinstance(v, float) and math.isnan(v)) else v
                         for k in self.columns])
-        with open(self.path, "a", encoding="utf-8", newline="") as f:
-            f.write(text.getvalue())
+        _append_whole(self.path, text.getvalue().encode("utf-8"))
         self.last_step = int(rows[-1]["step"])
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` whole or not at all: a short write (a full disk) is cut back to the file's
+    size before it, so that the rows after it never follow half a line; the OSError is raised again."""
+    with open(path, "ab", buffering=0) as f:
+        start = f.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[f.write(view):]
+        except OSError:
+            try:
+                f.truncate(start)
+            except OSError:
+                pass  # the line cut short is dropped when the file is opened again (_open_existing)
+            raise
 
 
 def _step_of(line: bytes, index: int) -> int | None:
