@@ -169,3 +169,25 @@ def test_a_rank_that_crashed_mid_run_is_named_with_its_native_crash_report(tmp_p
                                "(Fatal Python error: Segmentation fault): ending the other ranks")
     finally:
         run.close()
+
+
+@pytest.mark.slow
+def test_sigterm_to_torchrun_and_every_rank_at_once_stops_them_at_one_step_with_last_pt(tmp_path):
+    """What SLURM's scancel does (every process of the job signalled at once, torchrun forwarding its own
+    SIGTERM after): the ranks agree on a stop, rank 0 saves ``last.pt``, and both end "stopped"."""
+    lines = []
+    run = DistributedRun(_run_file(tmp_path), 2, out=lines.append, timeout_s=60)
+    run.start()
+    try:
+        assert run.wait_until(lambda r: len(r) == 2 and all(s.step >= 3 for s in r.values()), 120), lines
+        ranks = [s.pid for s in run.ranks.values()]
+        for pid in [run.proc.pid, *ranks]:
+            os.kill(pid, signal.SIGTERM)
+        assert wait_gone(ranks, GONE_S) == set()
+        run.wait(timeout=60)
+    finally:
+        run.kill()
+    assert {s.reason for s in run.ranks.values()} == {"stopped"}, lines
+    steps = {s.step for s in run.ranks.values()}
+    assert _status(tmp_path / "run")["state"] == "stopped"
+    assert torch.load(tmp_path / "run" / "last.pt", weights_only=True)["step"] >= max(steps)

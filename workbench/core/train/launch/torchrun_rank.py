@@ -16,6 +16,7 @@ import contextlib
 import faulthandler
 import hashlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -346,6 +347,33 @@ def run_window_job(job_path: Path, life: RankLife | None = None) -> int:
     return code
 
 
+def stop_on_signals(trainer, rank: int) -> None:
+    """SIGTERM and SIGHUP stop this rank at its next step, as one agreed stop of every rank (rank 0 saves ``last.pt``).
+
+    A cluster's ``scancel`` (and a job's time limit) signals every process of the
+    job at once: torchrun and each rank, which without a handler die before any
+    save. Here each rank asks its trainer to stop (the ranks agree on the step);
+    torchrun's own forwarded SIGTERM that follows changes nothing, and SIGKILL
+    after the cluster's ``KillWait`` (or torchrun's grace) still ends a rank that
+    cannot reach a step. A signal ignored (``nohup``) stays ignored; only the main
+    thread can set handlers (elsewhere none is set).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    said: list[int] = []
+
+    def _on_signal(signum, frame):
+        if not said:
+            said.append(signum)
+            print(f"rank {rank}: {signal.Signals(signum).name}: stopping at the next step", flush=True)
+        trainer.request_stop()
+
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _on_signal)
+
+
 def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int:
     """Train one rank of ``RUN.toml [--trust]`` (or of a window's job: ``--job FILE``); 0 completed,
     130 stopped, 1 otherwise.
@@ -381,6 +409,7 @@ def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
         trainer = make_trainer(model, cfg, callbacks, arch, resume=resume)
         life.take(trainer)
+        stop_on_signals(trainer, rank)
         reason = trainer.fit()
         if reason == "stopped" and rank == 0:
             saved = save_last(trainer)
