@@ -217,3 +217,33 @@ def test_a_shape_the_model_does_not_take_raises_once_without_a_logged_traceback(
     finally:
         logger.removeHandler(handler)
     assert [r.getMessage() for r in records] == ["failed while attempting to run meta for another thread's op"]
+
+
+def test_estimates_in_several_threads_at_once_do_not_collide():
+    """FakeTensorMode's cache is shared by every thread: two windows' memory workers at once crashed the process
+    (and raised "fake_mode.in_kernel_invocation must be False" without the lock); one at a time, each is right."""
+    import threading
+
+    import torchvision
+
+    from workbench.core.model.memory import estimate_memory
+
+    models = [torchvision.models.resnet18(), torchvision.models.mobilenet_v3_small()]
+    image = torch.randn(1, 3, 64, 64)
+    alone = [estimate_memory(m, image, batch_size=8).root.total_bytes for m in models]
+    got, errors = [], []
+
+    def work(i):
+        for _ in range(3):
+            try:
+                got.append((i, estimate_memory(models[i], image, batch_size=8).root.total_bytes))
+            except Exception as exc:  # noqa: BLE001 - collected: the assertion below names them
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (0, 1, 0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == [] and len(got) == 9
+    assert all(total == alone[i] for i, total in got)

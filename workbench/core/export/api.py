@@ -322,6 +322,7 @@ def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, 
     WorkbenchError
         The file cannot be opened (as ``open_model``).
     """
+    from workbench.core.fake_tensors import FAKE_TENSOR_LOCK
     from workbench.core.model.opening import as_spec
 
     start = time.perf_counter()
@@ -344,7 +345,7 @@ def export(model_or_path: nn.Module | str | Path, fmt: str, out: str | Path, *, 
     ex, origin, check = _resolve_example(fmt, model, work, example, default, input_shape, source, batch_from,
                                          check, trust, notes)
     ex = cast_example(ex.to("cpu"), DTYPES[dtype])
-    with _eval_mode(work), _staging(target) as tmp:
+    with FAKE_TENSOR_LOCK, _eval_mode(work), _staging(target) as tmp:
         staged = tmp / target.name
         exporter, reason = _write(fmt, work, ex, staged, dynamic_batch=dynamic_batch, opset=opset, spec=spec,
                                   edits=edits, source=source, tokenizer=tokenizer, base=base)

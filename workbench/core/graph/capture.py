@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.fake_tensors import FAKE_TENSOR_LOCK
 from workbench.core.graph.from_export import export_graph
 from workbench.core.graph.from_fx import fx_graph
 from workbench.core.graph.from_hooks import hooks_graph
@@ -100,7 +101,7 @@ def capture_graph(model: nn.Module, example_input: Any, *, method: str = "auto")
     device, _ = model_device_dtype(model)
     example = as_example(example_input).to(device)
     reasons: dict[str, str] = {}
-    with _eval_mode(model), _quiet_tracer_logs():
+    with FAKE_TENSOR_LOCK, _eval_mode(model), _quiet_tracer_logs():
         for name in METHODS if method == "auto" else (method,):
             try:
                 graph = _CAPTURES[name](model, example)

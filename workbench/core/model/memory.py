@@ -317,6 +317,8 @@ def _fake_activations(model: nn.Module, example, batch_size: int, precision: str
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    from workbench.core.fake_tensors import FAKE_TENSOR_LOCK
+
     named_p = dict(model.named_parameters())
     named_b = dict(model.named_buffers())
     modes = [(m, m.training) for m in model.modules()]
@@ -325,7 +327,8 @@ def _fake_activations(model: nn.Module, example, batch_size: int, precision: str
     dtype = PRECISIONS[precision]
     try:
         # allow_non_fake_inputs: a tensor kept as a plain attribute (not a parameter or buffer) is faked on use
-        with FakeTensorMode(allow_non_fake_inputs=True), _FakeScalars(), _quiet_fake_kernel_errors():
+        with FAKE_TENSOR_LOCK, FakeTensorMode(allow_non_fake_inputs=True), _FakeScalars(), \
+                _quiet_fake_kernel_errors():
             state = {}
             for name, p in named_p.items():
                 state[name] = torch.empty_strided(p.shape, p.stride(), dtype=p.dtype,
