@@ -16,7 +16,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QUndoStack
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.formatting import format_bytes, format_int, format_shape, parse_shape
@@ -30,6 +30,7 @@ from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
 from workbench.ui.graph.graph_panel import GraphPanel
 from workbench.ui.help_menu import HelpMenu
+from workbench.ui.memory_feed import MemoryFeed
 from workbench.ui.model.details_panel import DetailsPanel
 from workbench.ui.model.tree_model import ModelTreeModel
 from workbench.ui.model.tree_view import ModelTreeWidget
@@ -38,6 +39,7 @@ from workbench.ui.prompts import Prompts
 from workbench.ui.qsettings import make_settings
 from workbench.ui.runs.runs_panel import RunsPanel
 from workbench.ui.session import Session
+from workbench.ui.status_line import StatusLine, human_source
 from workbench.ui.theme import ThemeChooser, apply_theme, remembered_theme
 from workbench.ui.threading import run_in_background
 from workbench.ui.train.panel import TrainingPanel
@@ -52,6 +54,14 @@ SHOW_WAIT_S = 5.0
 #: at 1152x696 the tree (566x325) stays smaller than the loss plots (572x339); 0.58 had relied on the Runs
 #: dock's minimum height to hold the tabs at 282 px, and the tree grew past the plots when that minimum fell.
 MODEL_SHARE = 0.5
+#: The Model dock's share of the window's width by default when the Training dock keeps its settings beside the
+#: plots with it (a 1920 px window: the tree's names whole; 0.3 had cut "word_embeddings" there).
+MODEL_WIDTH_SHARE = 0.4
+#: The most of its wanted width the tree's Name column gives up so that the Training dock keeps its settings
+#: beside the plots, px: the demo's tree fits beside them in the 1152x696 window of a 1280x800 laptop, a MiniLM
+#: folder's (columns wanting 673 px) at 1280x800; in a narrower window the settings stand above the plots
+#: rather than the names being cut to nothing (28 px for MiniLM at 1152 px).
+NAME_SQUEEZE_PX = 90
 
 
 class MainWindow(QMainWindow):
@@ -265,6 +275,7 @@ class MainWindow(QMainWindow):
         self.details_follower = FollowingDock(self, self.details_dock)  # a selection brings Details forward
         self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
+        self._before_graph_maximized = None  # the layout the Graph's Maximize put aside
 
     def apply_default_dock_sizes(self) -> None:
         """The left column as wide as the tree's columns need (half the window at most), the Training dock the rest.
@@ -275,7 +286,7 @@ class MainWindow(QMainWindow):
         """
         width = self.width()
         frame = max(0, self.model_dock.width() - self.tree_widget.width())
-        model_width = self._model_dock_width(self.tree_widget.columns_width() + frame, int(width * 0.3))
+        model_width = self._model_dock_width(self.tree_widget.columns_width() + frame, int(width * MODEL_WIDTH_SHARE))
         self.resizeDocks([self.model_dock, self.training_dock], [model_width, width - model_width],
                          Qt.Orientation.Horizontal)
         height = self.height()
@@ -296,14 +307,18 @@ class MainWindow(QMainWindow):
 
     def _model_dock_width(self, need: int, least: int) -> int:
         """The Model dock's width, px: ``need`` (the tree's columns) or ``least``, whichever is wider, up to half
-        the window; no wider than leaves the Training dock its settings beside the plots unless the columns need it.
+        the window, and no wider than leaves the Training dock its settings beside the plots while the tree's Name
+        column loses at most :data:`NAME_SQUEEZE_PX` of what it wants.
 
-        The tree's Name column takes what the other columns leave, so a few pixels less only elide its start.
+        The tree's Name column takes what the other columns leave and elides names in the middle, so a tree
+        narrower than its columns cuts no leaf or index; the curves keep their height (a MiniLM folder's columns
+        took 616 px at 1280x800 and stacked the settings above a loss plot of 23 % of the window).
         """
         width = self.width()
         beside = width - self.training_panel.side_by_side_width() - self.style().pixelMetric(
             self.style().PixelMetric.PM_DockWidgetSeparatorExtent, None, self)
-        return min(max(need, min(least, beside)), width // 2)
+        cap = max(beside, need - NAME_SQUEEZE_PX)
+        return min(max(need, least), cap, width // 2)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         """On the first show without a saved layout, size the docks."""
@@ -313,14 +328,10 @@ class MainWindow(QMainWindow):
             self.apply_default_dock_sizes()
 
     def _build_status_bar(self) -> None:
-        bar = self.statusBar()
-        self.status_file = QLabel(objectName="statusFile")
-        self.status_trainable = QLabel(objectName="statusTrainable")
-        self.status_size = QLabel(objectName="statusSize")
-        self.status_device = QLabel(objectName="statusDevice")
-        # every label permanent (right side): a temporary message takes the left and never paints over them
-        for label in (self.status_file, self.status_trainable, self.status_size, self.status_device):
-            bar.addPermanentWidget(label)
+        self.status_line = StatusLine(self.statusBar())
+        line = self.status_line
+        self.status_file, self.status_trainable, self.status_size, self.status_device = (
+            line.file, line.trainable, line.size, line.device)
 
     def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
         action = menu.addAction(text)
@@ -426,6 +437,7 @@ class MainWindow(QMainWindow):
         self.runs_panel.resumeRequested.connect(self.resume_run)
         # the graph and the tree stay in step: a box clicked selects the module, a module opened opens the row
         self.graph_panel.moduleSelected.connect(self._on_graph_module_selected)
+        self.graph_panel.maximizeRequested.connect(self.maximize_graph)
         self.graph_panel.expandRequested.connect(self.tree_widget.set_expanded)
         self.tree_widget.moduleExpanded.connect(self.graph_panel.set_expanded)
         session.modelChanged.connect(self._on_model_changed)
@@ -443,6 +455,8 @@ class MainWindow(QMainWindow):
         session.keepBnStatsFixedChanged.connect(self.tree_model.set_bn_stats_fixed)
         self.tree_model.set_bn_stats_fixed(session.keep_bn_stats_fixed)
         self.file_actions.recentFilesChanged.connect(self._rebuild_recent_menu)
+        self.memory_feed = MemoryFeed(session, self.training_panel.settings, self.tree_model,
+                                      self.training_panel.run_bar.fit_line, self.tree_widget)
 
     # -- showing a model --------------------------------------------------------------
     def _on_model_changed(self) -> None:
@@ -451,7 +465,7 @@ class MainWindow(QMainWindow):
         self.undo_stack.clear()
         self.tree_widget.input_shape_edit.setText(",".join(map(str, session.input_shape or ())))
         self._rebuild_tree()
-        self.setWindowTitle(f"Workbench — {session.source}" if session.source else "Workbench")
+        self.setWindowTitle(f"Workbench — {self._shown_source()}" if session.source else "Workbench")
         self._update_change_arch_action()
         self.modelChanged.emit()
 
@@ -530,11 +544,16 @@ class MainWindow(QMainWindow):
         self._update_status()
         self._on_current_node_changed(self.tree_widget.current_node())
 
+    def _shown_source(self) -> str:
+        """What is open, its format by its human name ("model · Hugging Face folder")."""
+        ckpt = self.session.checkpoint
+        return human_source(self.session.source, ckpt.metadata.format if ckpt is not None else None)
+
     def _update_status(self) -> None:
         root = self.tree_model.root
         if root is None:
             return
-        self.status_file.setText(self.session.source)
+        self.status_file.setText(self._shown_source())
         self.status_trainable.setText(f"trainable {format_int(root.trainable_params)} / {format_int(root.total_params)}")
         self.status_size.setText(format_bytes(root.total_bytes))
         self.status_size.setToolTip(f"{format_int(root.total_bytes)} bytes (parameters and buffers)")
@@ -553,6 +572,24 @@ class MainWindow(QMainWindow):
         self._on_current_node_changed(obj)
         if obj is not None:
             self.details_follower.follow()
+
+    def maximize_graph(self, flag: bool) -> None:
+        """The Graph dock alone in the window (``flag``), or every dock back where it was (the Graph's Maximize).
+
+        The layout before is kept and put back; it is what a close while maximized saves.
+        """
+        if flag and self._before_graph_maximized is None:
+            self._before_graph_maximized = self.saveState()
+            for dock in self._docks():
+                if dock is not self.graph_dock:
+                    dock.hide()
+            self.graph_dock.setFloating(False)
+            self.graph_dock.show()
+            self.graph_dock.raise_()
+        elif not flag and self._before_graph_maximized is not None:
+            state, self._before_graph_maximized = self._before_graph_maximized, None
+            self.restoreState(state)
+        self.graph_panel.set_maximized(self._before_graph_maximized is not None)
 
     def _on_graph_module_selected(self, name: str) -> None:
         """A box clicked in the Graph tab: the module selected in the tree, the Graph staying in front."""
@@ -717,6 +754,8 @@ class MainWindow(QMainWindow):
 
         A maximized or full-screen window keeps its size; the docks get their default shares.
         """
+        self._before_graph_maximized = None
+        self.graph_panel.set_maximized(False)
         self.restoreState(self._default_state)
         for dock in self._docks():
             dock.setFloating(False)
@@ -730,7 +769,8 @@ class MainWindow(QMainWindow):
     def save_layout(self) -> None:
         """Persist window geometry and dock layout (QSettings)."""
         self.settings.setValue("geometry", self.saveGeometry())
-        self.settings.setValue("windowState", self.saveState())
+        maximized = self._before_graph_maximized  # a close with the graph maximized keeps the docks' layout
+        self.settings.setValue("windowState", maximized if maximized is not None else self.saveState())
         self.settings.sync()
 
     def closeEvent(self, event) -> None:  # noqa: N802
@@ -740,5 +780,7 @@ class MainWindow(QMainWindow):
             return
         if self.probes_panel is not None:
             self.probes_panel.shutdown()
+        if getattr(self, "memory_feed", None) is not None:
+            self.memory_feed.shutdown()  # an estimate under way ends before its thread is torn down
         self.save_layout()
         event.accept()

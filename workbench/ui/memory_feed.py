@@ -21,15 +21,18 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from workbench.ui.threading import live_threads, start_in_thread
+from workbench.ui.threading import live_threads, start_in_thread, wait_for
 from workbench.ui.train.fit_line import FIT_PENDING
 from workbench.ui.train.lr_find_dialog import BACKGROUND_CALL
 
-__all__ = ["MemoryFeed", "DEBOUNCE_MS", "training_choices"]
+__all__ = ["MemoryFeed", "DEBOUNCE_MS", "SHUTDOWN_WAIT_MS", "training_choices"]
 
 #: Wait this long (ms) after the last change before estimating: a spin box held down changes the batch size
 #: many times a second, and each estimate runs a fake forward (50 ms for the demo, ~0.2 s for resnet18).
 DEBOUNCE_MS = 300
+#: How long a closing window waits for an estimate under way (ms): a QThread destroyed while it runs aborts the
+#: process ("QThread: Destroyed while thread ... is still running"); a 1B-parameter model's takes a few seconds.
+SHUTDOWN_WAIT_MS = 30_000
 
 
 def training_choices(settings) -> dict[str, Any]:
@@ -148,6 +151,8 @@ class MemoryFeed(QObject):
         self._timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._timer.timeout.connect(self._start)
         self._job: _EstimateJob | None = None
+        self._thread = None
+        self._closed = False
         self._dirty = False
         #: the error of the last estimate (None when it worked), as the fit line shows it
         self.last_error: str | None = None
@@ -166,6 +171,15 @@ class MemoryFeed(QObject):
         """Estimate again :data:`DEBOUNCE_MS` after the last call (a call meanwhile restarts the wait)."""
         self._dirty = True
         self._timer.start()
+
+    def shutdown(self, timeout_ms: int = SHUTDOWN_WAIT_MS) -> bool:
+        """No more estimates; wait up to ``timeout_ms`` (ms) for one under way. True when none runs any more.
+
+        The window calls it when it closes, before its threads are torn down.
+        """
+        self._closed = True
+        self._timer.stop()
+        return wait_for(self._thread, timeout_ms) if self._job is not None else True
 
     def is_idle(self) -> bool:
         """True when no estimate is waiting or running (what a test waits for)."""
@@ -189,7 +203,7 @@ class MemoryFeed(QObject):
     @Slot()
     def _start(self) -> None:
         session = self.session
-        if self._job is not None or not self._dirty:
+        if self._closed or self._job is not None or not self._dirty:
             return  # the running estimate starts the next one when it ends
         if session.model is None or session.running:
             self._dirty = False
@@ -213,11 +227,13 @@ class MemoryFeed(QObject):
         job = _EstimateJob(lambda: _estimate(snapshot, example, shape, choices))
         job.done.connect(self._on_done)
         self._job = job
-        start_in_thread(job, "memoryEstimateThread")
+        self._thread = start_in_thread(job, "memoryEstimateThread")
 
     @Slot(object)
     def _on_done(self, result) -> None:
         self._job = None
+        if self._closed:
+            return
         if self._dirty:  # something changed meanwhile: these figures are already stale
             self._timer.start()
             return

@@ -88,6 +88,17 @@ def test_elide_middle_keeps_both_ends():
     assert len(e) == 16 and e.startswith("encoder") and e.endswith("dense") and ELLIPSIS in e
 
 
+def test_module_names_keep_their_index_and_leaf():
+    from workbench.ui.probe.module_label import elide_module_name
+
+    assert elide_module_name("bert.encoder.layer.5.attention.self.value", 22) == f"{ELLIPSIS}layer.5{ELLIPSIS}self.value"
+    assert elide_module_name("encoder.layer.11.attention.output.dense", 22) == f"{ELLIPSIS}layer.11{ELLIPSIS}output.dense"
+    assert elide_module_name("model.layers.15.self_attn.q_proj", 16) == f"{ELLIPSIS}15{ELLIPSIS}q_proj"  # owner dropped
+    assert elide_module_name("layer4.2.conv3", 16) == "layer4.2.conv3"  # short enough: as it is
+    assert elide_module_name("features.denseblock4.denselayer16.conv2", 16) == elide_middle(
+        "features.denseblock4.denselayer16.conv2", 16)  # no index segment: the middle goes
+
+
 def test_category_ticks_label_fewer_on_a_shorter_axis(qapp):
     from PySide6.QtGui import QFont
 
@@ -120,6 +131,8 @@ def test_the_heatmap_labels_more_layers_when_it_grows_and_shortens_long_names(qt
     many = axis._tickLevels[0]
     assert few < len(many)
     assert all(len(text) <= 22 for _, text in many) and any(ELLIPSIS in text for _, text in many)
+    # each label keeps its layer's index ("bert.encode…self.value" had named every layer alike)
+    assert all(f"layer.{int(y)}{ELLIPSIS}" in text and text.endswith("dense") for y, text in many), many
     metrics = QFontMetricsF(axis_font(axis))
     vb = v.plot.getPlotItem().vb
     ys = sorted(vb.mapViewToScene(QPointF(0.0, y)).y() for y, _ in many)
@@ -128,3 +141,24 @@ def test_the_heatmap_labels_more_layers_when_it_grows_and_shortens_long_names(qt
     pos = v.cell_center(MODULES[3], 5)
     v._on_mouse_moved(pos)
     assert v.plot.toolTip() == MODULES[3]
+
+
+def test_a_long_title_beside_long_layer_names_leaves_the_colour_bar_whole(qtbot):
+    """BERT's 22-character labels and the whole title made the plot wider than its widget: the colour bar's
+    labels were cut at the right edge ("0" for 0.2)."""
+    from workbench.core.probe.layer_stats import QUANTITIES, LayerSnapshot
+    from workbench.ui.probe.layer_heatmap_view import LayerHeatmapView
+
+    names = tuple(f"bert.encoder.layer.{i}.attention.output.{k}" for i in range(12) for k in ("dense", "LayerNorm"))
+    v = LayerHeatmapView()
+    qtbot.addWidget(v)
+    v.resize(520, 500)
+    v.show()
+    qtbot.waitExposed(v)
+    rng = np.random.default_rng(0)
+    v.add([LayerSnapshot(step, names, tuple("Linear" for _ in names),
+                         rng.random((len(names), len(QUANTITIES))).astype(np.float32)) for step in (1, 5)])
+    v.refresh()
+    qtbot.waitUntil(lambda: v.colorbar.axis.sceneBoundingRect().right() <= v.plot.viewport().width())
+    title = v.plot.getPlotItem().titleLabel
+    assert title.itemRect().width() <= v.plot.getPlotItem().vb.width() + 1

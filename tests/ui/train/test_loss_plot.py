@@ -60,7 +60,7 @@ def test_curves_hold_data_and_best_epoch_marked(plots):
     _feed(plots)
     items = plots.loss_plot.getPlotItem().listDataItems()
     names = [i.name() for i in items]
-    assert names[:3] == ["train loss", "train loss (EMA)", "val loss"]
+    assert names[:3] == ["train loss", "smoothed", "val loss"]
     x, y = items[0].getData()
     assert len(x) == 300 and y[0] == pytest.approx(2.0)
     assert plots.best_epoch() == 1

@@ -123,7 +123,7 @@ def test_the_grad_norm_ticks_do_not_overlap(plots, qtbot):
 def test_every_curve_has_3_to_1_contrast_on_the_plot_background(plots, theme):
     background = plot_colors(theme_palette(theme))[0]
     curves = {
-        "train loss": plots.loss_curve.opts["pen"], "train loss (EMA)": plots.ema_curve.opts["pen"],
+        "train loss": plots.loss_curve.opts["pen"], "smoothed": plots.ema_curve.opts["pen"],
         "val loss": plots.val_loss_curve.opts["pen"], "val accuracy": plots.acc_curve.opts["pen"],
         "lr": plots.lr_curve.opts["pen"], "best line": plots.best_line.pen,
     }

@@ -50,3 +50,38 @@ def test_the_lr_finder_legend_sits_above_the_data(qtbot):
     names = [label.text for _, label in item.legend.items]
     assert names == ["loss", "smoothed (EMA)"]
     assert not item.legend.sceneBoundingRect().intersects(item.getViewBox().sceneBoundingRect())
+
+
+def _label_rects(axis):
+    from PySide6.QtGui import QImage, QPainter
+
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        _, _, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(rect, text) for rect, _flags, text in texts]
+
+
+@pytest.mark.parametrize("top", [3e-7, 5e-6, 2e-3, 10.0])
+def test_the_lr_axis_labels_never_overlap_mid_sweep(qtbot, top):
+    """A sweep that has covered less than a decade, or many: the learning rates' labels stand apart."""
+    import numpy as np
+
+    from workbench.ui.train.lr_find_dialog import LRFindDialog
+
+    dialog = LRFindDialog()
+    qtbot.addWidget(dialog)
+    dialog.resize(480, 360)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    for i, lr in enumerate(np.geomspace(1e-7, top, 12)):
+        dialog.add_step(i, float(lr), 2.0 - 0.01 * i)
+    qtbot.wait(20)
+    rects = _label_rects(dialog.plot.getAxis("bottom"))
+    assert len(rects) >= 2, rects
+    for (a, ta), (b, tb) in zip(rects, rects[1:]):
+        assert not a.intersects(b), (ta, tb)
+    rects = sorted(rects, key=lambda r: r[0].left())
+    assert all(b.left() - a.right() >= 4 for (a, _), (b, _) in zip(rects, rects[1:])), [t for _, t in rects]

@@ -57,10 +57,13 @@ class GraphPanel(QWidget):
         A box was clicked: the module path it stands for.
     expandRequested(str, bool)
         A module was opened (True) or closed (False) here: the tree follows.
+    maximizeRequested(bool)
+        The Maximize button: the graph wants the whole window (True) or its place back (False).
     """
 
     moduleSelected = Signal(str)
     expandRequested = Signal(str, bool)
+    maximizeRequested = Signal(bool)
 
     def __init__(self, session, parent=None):
         super().__init__(parent)
@@ -92,13 +95,19 @@ class GraphPanel(QWidget):
         self.search = QLineEdit(objectName="graphSearch", placeholderText="Find a module or an operation")
         self.search.setClearButtonEnabled(True)
         self.search.returnPressed.connect(self._on_search)
-        fit = QToolButton(text="Fit", objectName="graphFit", toolTip="Fit the selection (or everything) in view")
-        fit.clicked.connect(self.fit_to_selection)
+        fit = QToolButton(text="Fit", objectName="graphFit", toolTip="The whole graph in view")
+        fit.clicked.connect(self.fit_all)
+        self.maximize_button = QToolButton(text="Maximize", objectName="graphMaximize", checkable=True,
+                                           toolTip="The graph takes the whole window (again: the other docks back)")
+        self.maximize_button.toggled.connect(self._on_maximize_toggled)
         expand = QToolButton(text="Open all", objectName="graphExpandAll", toolTip="Show every operation")
         expand.clicked.connect(lambda: self.set_expanded_set(set(self.graph.module_paths()) if self.graph else {""}))
         collapse = QToolButton(text="Close all", objectName="graphCollapseAll", toolTip="The top-level modules")
         collapse.clicked.connect(lambda: self.set_expanded_set({""}))
         self.overlay_combo = QComboBox(objectName="graphOverlay")
+        # as narrow as a short title (the list shows every one whole): the bar's least width is the left column's
+        self.overlay_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.overlay_combo.setMinimumContentsLength(10)
         for key, title in OVERLAYS.items():
             self.overlay_combo.addItem(title, key)
         self.overlay_combo.currentIndexChanged.connect(lambda _i: self._recolor())
@@ -123,6 +132,7 @@ class GraphPanel(QWidget):
             bar.addWidget(w)
         bar.addWidget(self.overlay_combo, 1)
         bar.addWidget(export)
+        bar.addWidget(self.maximize_button)
         scrub = QHBoxLayout()
         scrub.setContentsMargins(0, 0, 0, 0)
         scrub.addWidget(self.legend, 1)
@@ -317,10 +327,21 @@ class GraphPanel(QWidget):
                     return
         self.status.setText(f"Nothing named {self.search.text().strip()!r} in this view.")
 
-    def fit_to_selection(self) -> None:
-        """Fit the selected box, else everything, in view."""
-        box = self.scene.box_of(self.scene.selected) if self.scene.selected else None
-        self.view.fit(box.sceneBoundingRect() if box is not None else self.scene.itemsBoundingRect())
+    def fit_all(self) -> None:
+        """Fit the whole graph in view, however tall (the Fit button; a module is found with the search field)."""
+        self.view.fit(self.scene.itemsBoundingRect(), whole_always=True)
+
+    def set_maximized(self, flag: bool) -> None:
+        """Show the Maximize button as ``flag`` (the window's state), without asking the window again."""
+        self.maximize_button.blockSignals(True)
+        self.maximize_button.setChecked(flag)
+        self.maximize_button.blockSignals(False)
+        self.maximize_button.setText("Restore" if flag else "Maximize")
+
+    def _on_maximize_toggled(self, flag: bool) -> None:
+        self.maximize_button.setText("Restore" if flag else "Maximize")
+        self.maximizeRequested.emit(flag)
+        QTimer.singleShot(0, self.fit_all)  # the view's new size: the whole graph again
 
     def _on_reveal(self, name: str, step: int) -> None:
         """A module to show (a heatmap cell, the NaN trace): move the view to it; outline it when a NaN trace

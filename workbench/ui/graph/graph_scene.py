@@ -341,15 +341,16 @@ class GraphView(QGraphicsView):
         self.scale(factor, factor)
         self._tell()
 
-    def fit(self, rect: QRectF) -> None:
+    def fit(self, rect: QRectF, whole_always: bool = False) -> None:
         """Show ``rect`` whole (a margin around it; never above 1.5x); a graph so tall that its labels would
-        not show whole is fitted to the width instead (at most 0.8x) and shown from its top."""
+        not show whole is fitted to the width instead (at most 0.8x) and shown from its top, unless
+        ``whole_always`` (the Fit button: the whole graph, its labels drawn as its zoom allows)."""
         if rect.isEmpty():
             return
         rect = rect.adjusted(-30, -30, 30, 30)
         view = self.viewport().rect()
         whole = min(view.width() / rect.width(), view.height() / rect.height())
-        if whole >= LABEL_SCALE:
+        if whole >= LABEL_SCALE or whole_always:
             k = min(whole, 1.5)
             center = rect.center()
         else:  # a long chain of layers: readable boxes from the top, scroll down for the rest

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from workbench.core.probe.cadence import sparse
 from workbench.core.probe.gradients import GradNorms, layer_norms
 from workbench.ui.axis_fit import axis_font, category_ticks, fit_axis_title
+from workbench.ui.probe.module_label import elide_module_name
 from workbench.ui.draw_when_shown import DrawWhenShown
 from workbench.ui.log_axis import LogTicks
 from workbench.ui.plot_buffer import PlotBuffer
@@ -139,7 +140,7 @@ class GradNormsView(QWidget):
         names = self._tick_names
         # the first bar's centre lies 0.6 bar slots inside the view (the x range is -0.6 .. n - 0.4)
         lead = vb.mapRectToScene(vb.boundingRect()).left() + 0.6 * vb.width() / max(len(names) + 0.2, 1.0)
-        ticks = category_ticks(names, vb.width(), axis_font(axis), max_chars=MAX_NAME_CHARS, lead_px=lead)
+        ticks = category_ticks([elide_module_name(n, MAX_NAME_CHARS) for n in names], vb.width(), axis_font(axis), max_chars=MAX_NAME_CHARS, lead_px=lead)
         if len(ticks) > MAX_TICKS:
             ticks = ticks[::math.ceil(len(ticks) / MAX_TICKS)]
         if ticks != self._ticks:

@@ -22,11 +22,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QFontMetricsF
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QToolButton, QVBoxLayout, QWidget
 
 from workbench.core.probe.layer_history import SORT_KEYS, LayerHistory, display_levels
 from workbench.core.probe.layer_stats import LOG_QUANTITIES, QUANTITIES, QUANTITY_TITLES, LayerSnapshot
-from workbench.ui.axis_fit import axis_font, elide_middle
+from workbench.ui.axis_fit import ELLIPSIS, axis_font
+from workbench.ui.probe.module_label import elide_module_name
 
 #: Redraw at most this often while reports arrive, ms.
 REDRAW_MS = 250
@@ -34,7 +35,7 @@ REDRAW_MS = 250
 MAX_LAYER_TICKS = 30
 #: Vertical pixels per layer-name label.
 LABEL_PX = 15
-#: Longest layer name on the vertical axis, in characters (shortened in the middle; hovering names it whole).
+#: Longest layer name on the vertical axis, in characters (shortened around its index; hovering names it whole).
 MAX_NAME_CHARS = 22
 
 _SORT_TITLES = {"execution": "execution order", "name": "name", "worst": "worst latest value"}
@@ -86,6 +87,8 @@ class LayerHeatmapView(QWidget):
         self._stale = False  # measurements arrived since the last refresh
         self._ticks: list | None = None  # the layer axis ticks and the title last set (unchanged: not set again)
         self._title = ""
+        self._shown_title = ""  # the title as shown (shortened to the plot's width)
+        self._title_px: float | None = None  # the whole title's width, px (None: not measured yet)
         self._colorbar_for = ""  # the quantity whose colour map the colour bar shows
         self.quantity_combo = QComboBox(objectName="heatmapQuantityCombo")
         for q in QUANTITIES:
@@ -95,9 +98,9 @@ class LayerHeatmapView(QWidget):
             self.sort_combo.addItem(f"sort: {_SORT_TITLES[key]}", key)
         self.filter_edit = QLineEdit(objectName="heatmapFilter", placeholderText="filter layers (name or type)")
         self.filter_edit.setClearButtonEnabled(True)
-        self.png_button = QPushButton("PNG…", objectName="heatmapExportPng")
+        self.png_button = QToolButton(text="PNG…", objectName="heatmapExportPng")
         self.png_button.setToolTip("Save this heatmap as a PNG image")
-        self.csv_button = QPushButton("CSV…", objectName="heatmapExportCsv")
+        self.csv_button = QToolButton(text="CSV…", objectName="heatmapExportCsv")
         self.csv_button.setToolTip("Save every layer's measurements as tidy CSV (step, module, quantity, value)")
 
         self.axis = _StepAxis()
@@ -121,6 +124,10 @@ class LayerHeatmapView(QWidget):
 
         bar = QHBoxLayout()
         for w in (self.quantity_combo, self.sort_combo):
+            # as narrow as a short title (the lists show theirs whole): a tool row wider than the Probes dock's
+            # Layers tab scrolled the heatmap sideways (550 px in ~460 at 1280x800)
+            w.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            w.setMinimumContentsLength(10)
             bar.addWidget(w)
         bar.addWidget(self.filter_edit, 1)
         bar.addWidget(self.png_button)
@@ -140,6 +147,7 @@ class LayerHeatmapView(QWidget):
         self.csv_button.clicked.connect(self._on_export_csv)
         scene = self.plot.scene()
         self.plot.getPlotItem().vb.sigResized.connect(self._set_layer_ticks)
+        self.plot.getPlotItem().vb.sigResized.connect(self._fit_title)
         scene.sigMouseMoved.connect(self._on_mouse_moved)
         scene.sigMouseClicked.connect(self._on_mouse_clicked)
 
@@ -203,11 +211,30 @@ class LayerHeatmapView(QWidget):
         title = (f"{QUANTITY_TITLES[q].replace(' (log10)', '')}{unit}: {len(names)} layers x "
                  f"{self._matrix.shape[1] if self._matrix.ndim == 2 else 0} measurements")
         if title != self._title:
-            self._title = title
-            self.plot.setTitle(title)
+            self._title, self._title_px = title, None
+            self._fit_title()
+
+    def _fit_title(self, *_args) -> None:
+        """The title, shortened at its end to the width beside the layer names and the colour bar.
+
+        A title sets the plot's least width: whole beside BERT's 22-character layer names, it pushed the colour
+        bar's labels past the widget's right edge.
+        """
+        item = self.plot.getPlotItem()
+        if self._title_px is None:  # a new title: its whole width, measured once
+            item.setTitle(self._title)
+            self._shown_title, self._title_px = self._title, item.titleLabel.itemRect().width()
+        room = self.plot.width() - item.getAxis("left").width() - self.colorbar.width() - 16
+        text = self._title
+        if room > 0 and self._title_px > room:
+            text = text[:max(3, int(len(text) * room / self._title_px) - 1)].rstrip() + ELLIPSIS
+        if text != self._shown_title:
+            self._shown_title = text
+            item.setTitle(text)
 
     def _set_layer_ticks(self, *_args) -> None:
-        """Label as many layers as fit the plot's height (every k-th), their names shortened in the middle.
+        """Label as many layers as fit the plot's height (every k-th), their names shortened around their index
+        (:func:`~workbench.ui.probe.module_label.elide_module_name`: ``…layer.5…self.value``).
 
         Called at each refresh and when the plot is resized: a tab first drawn small labels more layers
         once it grows.
@@ -217,7 +244,7 @@ class LayerHeatmapView(QWidget):
         label_px = max(LABEL_PX, QFontMetricsF(axis_font(axis)).height())
         fit = max(1, int(self.plot.getPlotItem().vb.height() / label_px))  # labels that fit without overlapping
         every = max(1, math.ceil(len(names) / min(MAX_LAYER_TICKS, fit)))
-        ticks = [[(i + 0.5, elide_middle(n, MAX_NAME_CHARS)) for i, n in enumerate(names) if i % every == 0], []]
+        ticks = [[(i + 0.5, elide_module_name(n, MAX_NAME_CHARS)) for i, n in enumerate(names) if i % every == 0], []]
         if ticks != self._ticks:  # new ticks re-measure every label (~8 ms for 500 layers): only when they change
             self._ticks = ticks
             axis.setTicks(ticks)

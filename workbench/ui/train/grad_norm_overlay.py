@@ -33,7 +33,7 @@ class GradNormOverlay:
     ----------
     plot_widget : pg.PlotWidget
         The loss plot. Its right axis becomes "grad norm" (log scale) and its
-        legend gets a "grad norm (global)" entry.
+        legend gets a "grad norm" entry (the global norm: the per-layer ones are the Probes' Gradients tab).
 
     Attributes
     ----------
@@ -63,7 +63,9 @@ class GradNormOverlay:
         self.curve = pg.PlotDataItem(**_MARKERS)
         self.view.addItem(self.curve)
         if item.legend is not None:
-            item.legend.addItem(self.curve, "grad norm (global)")
+            # "grad norm", not "grad norm (global)": the widest entry sets the legend's columns, and at 1280x800
+            # the longer one left the loss plot a five-row legend over its curves
+            item.legend.addItem(self.curve, "grad norm")
         item.vb.sigResized.connect(self._sync_geometry)
         self.data = PlotBuffer(("step", "norm"), capacity=1024)
         self._dirty = False

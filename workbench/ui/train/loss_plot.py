@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QToolButton,
     QSlider,
     QSplitter,
@@ -51,7 +52,9 @@ from workbench.ui.train.follow_range import FollowRange
 from workbench.ui.train.grad_norm_overlay import GradNormOverlay
 
 #: x-axis modes: combo text -> buffer column.
-X_MODES = {"Step": "step", "Epoch": "epoch", "Wall time (s)": "time"}
+#: The x axes, by their titles in the combo ("Time (s)", not "Wall time (s)": the combo's width is part of the
+#: plots' least width, and so of the Training dock's side-by-side width).
+X_MODES = {"Step": "step", "Epoch": "epoch", "Time (s)": "time"}
 
 STEP_COLUMNS = ("step", "epoch", "time", "loss", "ema", "lr")
 #: Step curves of fewer points than this draw a marker on each (a short run's few steps are not a trend line).
@@ -188,7 +191,9 @@ class TrainingPlots(QWidget):
         # 1-px pens: Qt's raster engine strokes wide polylines far slower, and the
         # step curves repaint during the run (wide EMA pen: 0.80-0.90x train
         # throughput in benchmarks/bench_training.py, 1 px: 0.91-0.92x)
-        self.ema_curve = item.plot(name="train loss (EMA)", pen=pg.mkPen(_C["train_loss_ema"], width=1))
+        # "smoothed" (the EMA of the "smoothing" slider): the widest entry sets the legend's columns, and
+        # "train loss (EMA)" left the plot beside the settings at 1280x800 a five-row legend over its curves
+        self.ema_curve = item.plot(name="smoothed", pen=pg.mkPen(_C["train_loss_ema"], width=1))
         self.val_loss_curve = item.plot(
             name="val loss", pen=pg.mkPen(_C["val_loss"], width=2), symbol="o", symbolSize=6,
             symbolBrush=_C["val_loss"], symbolPen=None,
@@ -247,14 +252,16 @@ class TrainingPlots(QWidget):
         self.smoothing_slider.setToolTip("EMA smoothing weight of the training loss (0 = raw)")
         self.smoothing_slider.valueChanged.connect(self._on_smoothing)
         self.smoothing_label = QLabel("0.60")
-        self.csv_button = QToolButton(text="CSV…")
-        self.csv_button.setObjectName("exportCsvButton")
-        self.csv_button.setToolTip("Export the curves as CSV")
-        self.png_button = QToolButton(text="PNG…")
-        self.png_button.setObjectName("exportPngButton")
-        self.png_button.setToolTip("Export the plots as a PNG image")
-        self.csv_button.clicked.connect(self._on_export_csv)
-        self.png_button.clicked.connect(self._on_export_png)
+        self.export_button = QToolButton(text="Export", objectName="exportPlotsButton",
+                                         toolTip="Save the curves as CSV or the plots as a PNG image")
+        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.export_button)
+        self.export_csv_action = menu.addAction("Curves as CSV…", self._on_export_csv)
+        self.export_csv_action.setObjectName("exportCsvAction")
+        self.export_png_action = menu.addAction("Plots as PNG…", self._on_export_png)
+        self.export_png_action.setObjectName("exportPngAction")
+        self.export_button.setMenu(menu)
+        self.export_button.setMaximumHeight(self.x_combo.sizeHint().height())  # its arrow made the row taller
         self.metric_combo = QComboBox()
         self.metric_combo.setObjectName("valMetricCombo")
         self.metric_combo.setToolTip("The metric of the lower-left plot, per epoch: every val_* and train_* "
@@ -272,8 +279,7 @@ class TrainingPlots(QWidget):
         controls.addWidget(self.smoothing_slider, 1)
         controls.addWidget(self.smoothing_label)
         controls.addStretch(1)
-        controls.addWidget(self.csv_button)
-        controls.addWidget(self.png_button)
+        controls.addWidget(self.export_button)
         lower = QSplitter(Qt.Orientation.Horizontal)
         lower.addWidget(self._metric_pane())
         lower.addWidget(self.lr_plot)

@@ -28,6 +28,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.train.lr_finder import LRFindResult, find_lr, sweep_copy
 from workbench.ui.plot_legend import legend_above
 from workbench.ui.threading import live_threads, start_in_thread, wait_for
+from workbench.ui.train.lr_axis import LRAxis
 
 #: The objectName of :func:`workbench.ui.threading.run_in_background`'s thread: while one lives, the GUI thread
 #: waits in its local event loop and the call may hold the model (a graph capture traces it with fake tensors).
@@ -109,7 +110,7 @@ class LRFindDialog(QDialog):
         self.result: LRFindResult | None = None
         self._lrs: list[float] = []
         self._losses: list[float] = []
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(axisItems={"bottom": LRAxis()})  # LRs as labels, never overlapping
         self.plot.setObjectName("lrFindPlot")
         self.plot.setLogMode(x=True, y=False)
         self.plot.setLabel("bottom", "learning rate")
