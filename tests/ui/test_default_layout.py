@@ -108,14 +108,16 @@ def test_the_default_arrangement_comes_back_with_reset_layout(qtbot):
     qtbot.waitExposed(win)
     left, right = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
     assert win.dockWidgetArea(win.training_dock) == right
-    tabs = (win.model_dock, win.details_dock, win.probes_dock, win.runs_dock, win.graph_dock)
+    tabs = (win.model_dock, win.details_dock, win.probes_dock, win.runs_dock, win.graph_dock, win.samples_dock)
     assert {win.dockWidgetArea(d) for d in tabs} == {left}
-    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock, win.graph_dock}
+    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock, win.graph_dock,
+                                                             win.samples_dock}
     win.addDockWidget(right, win.probes_dock)  # the user moves Probes under the curves...
     assert win.dockWidgetArea(win.probes_dock) == right
     win.reset_layout()  # ...and takes the default back
     assert win.dockWidgetArea(win.probes_dock) == left
-    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock, win.graph_dock}
+    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock, win.graph_dock,
+                                                             win.samples_dock}
     qtbot.waitUntil(lambda: not win.probes_dock.visibleRegion().isEmpty())  # Probes is the tab in front
 
 

@@ -135,14 +135,16 @@ def test_reset_layout_shows_and_docks_every_dock_again(qtbot):
     action = win.findChild(type(win.reset_layout_action), "resetLayoutAction")
     assert action is win.reset_layout_action and action.text().replace("&", "") == "Reset layout"
     action.trigger()  # ...until Reset layout
-    docks = (win.model_dock, win.details_dock, win.training_dock, win.probes_dock, win.runs_dock, win.graph_dock)
+    docks = (win.model_dock, win.details_dock, win.training_dock, win.probes_dock, win.runs_dock, win.graph_dock,
+             win.samples_dock)
     qtbot.waitUntil(lambda: win.details_dock.isVisible() and win.training_dock.isVisible())
     assert not any(d.isFloating() for d in docks)
-    tabs_behind = (win.details_dock, win.runs_dock, win.graph_dock)  # tabs behind Probes
+    tabs_behind = (win.details_dock, win.runs_dock, win.graph_dock, win.samples_dock)  # tabs behind Probes
     assert all(d.isVisible() for d in docks if d not in tabs_behind)
     left, right = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
-    assert [win.dockWidgetArea(d) for d in docks] == [left, left, right, left, left, left]
-    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock, win.graph_dock}
+    assert [win.dockWidgetArea(d) for d in docks] == [left, left, right, left, left, left, left]
+    assert set(win.tabifiedDockWidgets(win.probes_dock)) == {win.details_dock, win.runs_dock, win.graph_dock,
+                                                             win.samples_dock}
     fit, frame = fit_rect(win.screen().availableGeometry()), win.frameGeometry()
     least = win.minimumSizeHint()  # offscreen's screen is narrower than the docks need
     assert win.width() == max(fit.width(), least.width()) < first_size.width() + 300

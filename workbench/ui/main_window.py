@@ -43,6 +43,7 @@ from workbench.ui.status_line import StatusLine, human_source
 from workbench.ui.theme import ThemeChooser, apply_theme, remembered_theme
 from workbench.ui.threading import run_in_background
 from workbench.ui.train.panel import TrainingPanel
+from workbench.ui.train.samples_view import SamplesView
 from workbench.ui.training_menu import TrainingMenu
 from workbench.ui.wheel_guard import WheelGuard
 from workbench.ui.window_geometry import is_on_screen, place_on_screen
@@ -127,6 +128,7 @@ class MainWindow(QMainWindow):
         self.probes_panel = ProbesPanel(self.session, self)
         self.runs_panel = RunsPanel(default_runs_root(), self, prompts=self.prompts)
         self.graph_panel = GraphPanel(self.session, self)
+        self.samples_view = SamplesView(self)  # a causal LM's completions at each evaluation (samples.jsonl)
         self._build_status_bar()
         self._build_docks()
         self._build_menus()
@@ -271,7 +273,9 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.probes_dock, self.runs_dock)
         self.graph_dock = self._dock("Graph", "graphDock", self.graph_panel, left)
         self.tabifyDockWidget(self.runs_dock, self.graph_dock)  # under the tree, in step with it; the plots keep
-        self.probes_dock.raise_()  # their height (a tab bar beside them took ~25 px at 1152x696)
+        self.samples_dock = self._dock("Samples", "samplesDock", self.samples_view, left)  # their height (a tab
+        self.tabifyDockWidget(self.graph_dock, self.samples_dock)  # bar beside them took ~25 px at 1152x696)
+        self.probes_dock.raise_()
         self.details_follower = FollowingDock(self, self.details_dock)  # a selection brings Details forward
         self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
@@ -420,7 +424,7 @@ class MainWindow(QMainWindow):
 
     def _docks(self) -> tuple[QDockWidget, ...]:
         return (self.model_dock, self.details_dock, self.training_dock, self.probes_dock, self.runs_dock,
-                self.graph_dock)
+                self.graph_dock, self.samples_dock)
 
     def _rebuild_recent_menu(self) -> None:
         self.recent_menu.clear()
@@ -435,6 +439,7 @@ class MainWindow(QMainWindow):
         self.tree_model.badgesChanged.connect(self._on_badges_changed)
         self.runs_panel.openRequested.connect(lambda path: self.open_path(path))
         self.runs_panel.resumeRequested.connect(self.resume_run)
+        self.training_panel.run.event.connect(self.samples_view.on_event)  # the Samples tab follows the run
         # the graph and the tree stay in step: a box clicked selects the module, a module opened opens the row
         self.graph_panel.moduleSelected.connect(self._on_graph_module_selected)
         self.graph_panel.maximizeRequested.connect(self.maximize_graph)

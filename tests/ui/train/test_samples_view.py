@@ -56,3 +56,33 @@ def test_the_prompts_field_is_shown_for_a_causal_lm_and_read_into_the_task(qtbot
     assert fields.prompts_edit.text() == "Once upon a time | a, b and c"
     fields.prompts_edit.setText(" The cat |  | In 1990, ")
     assert fields.read(TaskConfig()).prompts == ["The cat", "In 1990,"]
+
+
+def test_a_causal_lm_trained_from_the_window_shows_its_prompts_completed_in_the_samples_tab(window, qtbot, tmp_path):
+    """Issue 40's "see it learn", in the window: the Prompts typed in Task are completed at every evaluation,
+    kept in samples.jsonl and shown in the Samples tab, one step per epoch."""
+    from tests.core.train.text_models import STORY, tiny_llama_folder
+
+    folder = tiny_llama_folder(tmp_path / "llama")
+    (tmp_path / "story.txt").write_text(STORY * 2)
+    assert window.open_path(folder), window.errors
+    panel = window.training_panel
+    form = panel.settings
+    assert form.task_fields.kind_combo.currentData() == "causal_lm"
+    form.root_edit.setText(str(tmp_path / "story.txt"))
+    form.task_fields.prompts_edit.setText("the cat | the dog chases")
+    form.source_fields.max_length_spin.setValue(16)
+    form.batch_spin.setValue(8)
+    form.epochs_spin.setValue(2)
+    form.lr_spin.setValue(3e-3)
+    form.run_dir_edit.setText(str(tmp_path / "run"))
+    with qtbot.waitSignal(panel.runningChanged, timeout=60_000):
+        assert panel.start(), window.errors
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=150_000)
+    assert panel.last_reason() == "completed", window.errors
+    view = window.samples_view
+    qtbot.waitUntil(lambda: view.step_combo.count() == 2, timeout=10_000)
+    assert set(view.steps[-1].completions) == {"the cat", "the dog chases"}
+    text = view.text.toPlainText()
+    assert "the cat" in text and "the dog chases" in text
+    assert view.run_dir == tmp_path / "run"
