@@ -25,7 +25,8 @@ def test_version(capsys):
 def test_dispatch_train_and_gui(monkeypatch):
     calls = []
     training = types.ModuleType("workbench.core.train.launch.headless")
-    training.train_from_toml = lambda path, out=print, trust=False, debug=False: calls.append(("train", path)) or 0
+    training.train_from_toml = lambda path, out=print, trust=False, debug=False, callbacks=(): \
+        calls.append(("train", path, [type(c).__name__ for c in callbacks])) or 0
     from workbench.ui.app import build_parser
 
     app = types.ModuleType("workbench.ui.app")
@@ -36,7 +37,7 @@ def test_dispatch_train_and_gui(monkeypatch):
     assert cli.main(["train", "run.toml"]) == 0
     assert cli.main(["model.pt", "--arch", "resnet18"]) == 0
     assert cli.main([]) == 0
-    assert calls == [("train", "run.toml"), ("gui", ["model.pt", "--arch", "resnet18"]), ("gui", [])]
+    assert calls == [("train", "run.toml", ["TrainerAttach"]), ("gui", ["model.pt", "--arch", "resnet18"]), ("gui", [])]
 
 
 COMMAND_NAMES = ("inspect", "train", "lr-find", "diff", "runs", "contributions")

@@ -1,4 +1,10 @@
-"""``workbench train RUN.toml``: train from a run configuration without the window (``--nproc-per-node N``: DDP)."""
+"""``workbench train RUN.toml``: train from a run configuration without the window (``--nproc-per-node N``: DDP).
+
+A one-process run listens for Workbench's window as an attached script does
+(:class:`~workbench.core.attach.trainer_attach.TrainerAttach`: ``127.0.0.1``, a
+free port or ``--attach-port``, the address and token printed once, a discovery
+file); ``--no-attach`` turns it off.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``workbench train``: the run file, ``--trust``, and the data-parallel options."""
     parser.add_argument("config", help="RUN.toml")
     add_trust(parser, RUN_TRUST)
+    att = parser.add_argument_group("attaching Workbench's window (one-process runs)")
+    att.add_argument("--attach-port", type=int, default=0, metavar="N",
+                     help="listen on 127.0.0.1:N for the window (default: a free port, printed at the start)")
+    att.add_argument("--no-attach", action="store_true",
+                     help="do not listen: no window can attach to this run")
     ddp = parser.add_argument_group("data-parallel (DistributedDataParallel on torch.distributed.run)")
     ddp.add_argument("--nproc-per-node", type=int, default=0, metavar="N",
                      help="run N ranks on this machine (Gloo on CPU, NCCL on CUDA); 0 = one process, no DDP")
@@ -49,4 +60,12 @@ def run(args: argparse.Namespace) -> int:
         return int(launch(args.config, args.nproc_per_node, out=print, nnodes=args.nnodes, node_rank=args.node_rank,
                           master_addr=args.master_addr, master_port=args.master_port,
                           timeout_s=args.rank_timeout, trust=args.trust))
-    return int(train_from_toml(args.config, out=print, trust=args.trust, debug=args.debug))
+    callbacks = []
+    if not args.no_attach:
+        from workbench.core.attach.trainer_attach import TrainerAttach
+
+        if not 0 <= args.attach_port <= 65535:
+            print(f"error: --attach-port {args.attach_port}: a port is 1 to 65535 (0: a free one)")
+            return 2
+        callbacks.append(TrainerAttach(print, port=args.attach_port))
+    return int(train_from_toml(args.config, out=print, trust=args.trust, debug=args.debug, callbacks=callbacks))

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from workbench.core.attach.commands_in import CALLBACK_METHODS, OPS, PROBE_SETTINGS, read_command, steer_control
 from workbench.core.attach.ddp_guard import DDPGuard
 from workbench.core.attach.discovery import remove_discovery, write_discovery
 from workbench.core.attach.lease import PAUSE_LEASE_S, PauseLease, check_lease
@@ -76,40 +77,6 @@ EMIT_S = 0.25
 #: for the probes' budget (the script was doing something else).
 AWAY_STEPS = 20
 AWAY_S = 0.5
-#: The keyword arguments of :class:`ProbeCallback` a window may set (nothing that names code).
-PROBE_SETTINGS = ("every", "grad_every", "budget", "probed", "track_updates", "weight_hist", "thresholds",
-                  "layers", "tb_histogram_budget", "flush_ms", "bins", "images")
-
-
-def _names(v) -> bool:
-    return isinstance(v, list) and all(isinstance(n, str) for n in v)
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _count(v) -> bool:
-    return v is None or (isinstance(v, int) and not isinstance(v, bool))
-
-
-#: The type each probe setting a window sends must have (checked before the callback is built).
-def _share(v) -> bool:
-    return _number(v) and math.isfinite(v) and 0 < v <= 1
-
-
-_SETTING_OK = {"every": _count, "grad_every": _count, "budget": _share, "probed": _names,
-               "track_updates": lambda v: isinstance(v, bool), "weight_hist": _names,
-               "thresholds": lambda v: v is None or isinstance(v, health.HealthThresholds),
-               "layers": lambda v: isinstance(v, bool), "tb_histogram_budget": _share,
-               "flush_ms": lambda v: _number(v) and math.isfinite(v) and 0 <= v <= 60_000,
-               "bins": lambda v: isinstance(v, int) and not isinstance(v, bool) and 2 <= v <= 4096,
-               "images": lambda v: isinstance(v, bool)}
-#: What a window may call on a probe callback it installed (each thread-safe there).
-CALLBACK_METHODS = ("set_probed", "set_cadence", "set_weight_histograms")
-#: The commands a window may send.
-OPS = ("freeze", "unfreeze", "set_lr", "pause", "resume", "save_now", "stop", "resolve_nonfinite", "callbacks",
-       "callback", "detach")
 
 
 class _Callbacks:
@@ -623,73 +590,24 @@ class Attached:
                 "device": str(self._device), "torch": torch.__version__}
 
     def _on_command(self, msg: dict, steering: bool) -> str | None:
-        op = msg["op"]
-        if op not in OPS:
-            return f"unknown command {op!r}"
-        if not steering:
-            return "read-only: another window steers this run"
+        cmd = read_command(msg, steering)
+        if isinstance(cmd, str):
+            return cmd
         c = self.control
-        if op in ("freeze", "unfreeze"):
-            names = msg.get("path", "")
-            names = [names] if isinstance(names, str) else names
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                return "path must be a module or parameter name, or a list of them"
-            c.queue(SetTrainable(names, op == "unfreeze"))
-        elif op == "set_lr":
-            lr, group = msg.get("lr"), msg.get("group")
-            if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not (math.isfinite(lr) and lr > 0):
-                return "lr must be a positive number"
-            if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group < 0):
-                return "group must be a param group's index"
-            c.queue(SetLR(float(lr), group))
-        elif op == "pause":
-            c.pause()
-        elif op == "resume":
-            c.resume()
-        elif op == "save_now":
-            c.queue(SaveNow(None))
-        elif op == "stop":
-            c.request_stop()
-        elif op == "resolve_nonfinite":
-            action = msg.get("action")
-            if action == "stop":
+        if steer_control(c, cmd):
+            pass
+        elif cmd.op == "resolve_nonfinite":
+            if cmd.action == "stop":
                 c.request_stop()
-            elif action == "lower_lr":
+            elif cmd.action == "lower_lr":
                 c.queue(SetLR(self.state.lr / 10))
-            elif action != "continue":
+            elif cmd.action != "continue":
                 return "an attached script can stop, lower the LR or continue (no rollback)"
             self._bad_loss = False
-        elif op == "callbacks":
-            specs = msg.get("callbacks")
-            if not isinstance(specs, list) or len(specs) > 4:
-                return "callbacks must be a list of probe settings"
-            clean = []
-            for spec in specs:
-                if not isinstance(spec, dict) or spec.get("kind") != "probe" or \
-                        not isinstance(spec.get("settings"), dict):
-                    return "only Workbench's probe callback can be installed"
-                settings = spec["settings"]
-                unknown = [k for k in settings if k not in PROBE_SETTINGS]
-                if unknown:
-                    return f"probe settings refused: {', '.join(map(str, unknown))}"
-                wrong = [k for k, v in settings.items() if not _SETTING_OK[k](v)]
-                if wrong:
-                    return f"probe settings refused: wrong type of {', '.join(wrong)}"
-                try:  # the values too, here: a bad one must be refused, never raised in the script's step
-                    callback.ProbeCallback(lambda reports: None, **settings)
-                except (TypeError, ValueError, AttributeError) as exc:
-                    return f"probe settings refused: {exc}"
-                clean.append(dict(settings))
-            c.queue(_Callbacks(clean))
-        elif op == "callback":
-            index, method, args = msg.get("index"), msg.get("method"), msg.get("args")
-            if method not in CALLBACK_METHODS or not isinstance(index, int) or isinstance(index, bool) \
-                    or not isinstance(args, (list, tuple)) or not 0 <= index < 4:
-                return f"callback method {method!r} refused"
-            problem = _callback_args_problem(method, list(args))
-            if problem:
-                return problem
-            c.queue(_CallbackCall(index, method, list(args)))  # after the callbacks queued before it
+        elif cmd.op == "callbacks":
+            c.queue(_Callbacks(cmd.probe_specs))
+        elif cmd.op == "callback":
+            c.queue(_CallbackCall(*cmd.call))  # after the callbacks queued before it
         self._pending = True
         return None
 
@@ -728,16 +646,3 @@ class Attached:
             self._lapsed = text
             self.control.resume()
 
-
-def _callback_args_problem(method: str, args: list) -> str | None:
-    """Why ``method(*args)`` from a window is refused (wrong count or types), or None."""
-    if method in ("set_probed", "set_weight_histograms"):
-        return None if len(args) == 1 and _names(args[0]) else f"{method} takes one list of names"
-    if method == "set_cadence":
-        every, budget = (list(args) + [None, None])[:2]
-        if len(args) > 2 or not _count(every) or (every is not None and every < 1):
-            return "set_cadence takes every (None or >= 1) and a budget"
-        if budget is not None and not (_number(budget) and math.isfinite(budget) and 0 < budget <= 1):
-            return "set_cadence's budget must be a share in (0, 1]"
-        return None
-    return f"callback method {method!r} refused"

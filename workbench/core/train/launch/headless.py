@@ -356,7 +356,7 @@ def trainer_from_toml(path: str | Path, out: Callable[[str], Any] = print, callb
 
 
 def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trust: bool = False,
-                    debug: bool = False) -> int:
+                    debug: bool = False, callbacks=()) -> int:
     """Run ``workbench train RUN.toml`` headless (no Qt).
 
     Reads the config, builds the model (``[model] arch`` + ``kwargs``, or
@@ -375,6 +375,9 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trus
         Run code the run file names (``--trust``; see :func:`model_from_config`).
     debug : bool
         Print tracebacks of unexpected errors (``--debug``).
+    callbacks : sequence of Callback
+        More callbacks of the run, after the printing and the edits' replay (``workbench train`` adds the
+        attach server's, :class:`~workbench.core.attach.trainer_attach.TrainerAttach`, unless ``--no-attach``).
 
     Returns
     -------
@@ -392,7 +395,8 @@ def train_from_toml(path: str | Path, out: Callable[[str], Any] = print, *, trus
             out(error_line(f"{e}"))
             return 1
         out(f"replaying {len(replay[0].edits)} mid-run edit(s) from {edits_path}")
-    trainer = trainer_from_toml(path, out, [PrintProgress(out, debug), *replay], trust=trust)
+    trainer = trainer_from_toml(path, out, [PrintProgress(out, debug), *replay, *callbacks],
+                                trust=trust)
     if trainer is None:
         return 1
     ended_by: list[int] = []
