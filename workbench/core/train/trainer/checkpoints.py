@@ -50,7 +50,7 @@ from workbench.core.rng import set_rng_state
 from workbench.core.train.trainer.faults import nonfinite_tensors
 from workbench.core.train.trainer.types import TrainerLike
 
-__all__ = ["CheckpointConnector", "LAST", "PinnedStage", "link_or_copy"]
+__all__ = ["CheckpointConnector", "LAST", "NoState", "PinnedStage", "link_or_copy"]
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class CheckpointConnector:
         opt_sd = self._stage.copy(tr.optimizer.state_dict(), "optimizer") if tr.optimizer is not None else None
         ready = self._stage.record()
         # the rest of the payload (counters, RNG, config) from the one payload writer, without the tensors
-        payload = self._payload(loss, _NoState(), None)
+        payload = self._payload(loss, NoState(), None)
         payload["model_state_dict"] = model_sd
         payload["frozen"] = frozen_names(tr.model)
         if opt_sd is not None:
@@ -441,7 +441,7 @@ def _read(path: Path) -> dict | None:
         raise TrainingError(f"{path}: cannot read the checkpoint ({e})") from e
 
 
-class _NoState(nn.Module):
+class NoState(nn.Module):
     """A stand-in model with no state: the payload's non-tensor entries without copying any weight."""
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from workbench.core.errors import TrainingError
 from workbench.core.files import atomic_save
 from workbench.core.model.names import frozen_names
-from workbench.core.train.trainer.checkpoints import LAST, CheckpointConnector, _NoState, link_or_copy
+from workbench.core.train.trainer.checkpoints import LAST, CheckpointConnector, NoState, link_or_copy
 from workbench.core.train.trainer.faults import nonfinite_tensors
 
 __all__ = ["ShardedCheckpoints", "dcp_folder", "read_manifest", "REFUSED"]
@@ -74,12 +74,11 @@ def read_manifest(path: Path) -> dict:
     TrainingError
         The file cannot be read, is corrupt, or is not a sharded checkpoint.
     """
-    import torch
-
     from workbench.core.digest import check_digest
+    from workbench.core.model.formats.pickle_safety import torch_load
 
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch_load(path, weights_only=True)  # the one torch.load; tensors only, never code
     except Exception as e:  # noqa: BLE001 - a missing, truncated or foreign file: one line
         raise TrainingError(f"{path}: cannot read the checkpoint ({type(e).__name__}: {e})") from e
     if not isinstance(payload, dict) or "model_state_dict" not in payload:
@@ -120,7 +119,7 @@ class ShardedCheckpoints(CheckpointConnector):
         """The ``.pt`` part of a checkpoint: every entry but the model's and optimizer's tensors,
         with ``"sharded"`` naming the folder that holds them (relative to the file)."""
         tr = self.trainer
-        payload = self._payload(loss, _NoState(), None)
+        payload = self._payload(loss, NoState(), None)
         payload["frozen"] = frozen_names(tr.model)
         payload["sharded"] = folder
         payload["sharded_world_size"] = tr.world_size
