@@ -19,7 +19,7 @@ class RecordingPrompts:
     answers : dict
         The answer per method name (a callable is called with the arguments).
         Defaults: no trust, no partial load, cancel the architecture dialog,
-        confirm stop, ``"stop"`` for a NaN, None for files and numbers.
+        confirm stop, ``"stop"`` for a NaN, None for files and numbers, ``"trained"`` for start_from.
     """
 
     def __init__(self, **answers):
@@ -29,7 +29,8 @@ class RecordingPrompts:
         self.answers = {"trust": False, "partial_load": False, "architecture": None, "new_architecture": None,
                         "confirm_stop": True, "nonfinite": "stop", "open_path": None, "save_path": None,
                         "integer": None, "number": None, "replace_head": False, "open_intact": False,
-                        "end_training_process": True, "lora_save": "merge", "attach_target": None, **answers}
+                        "end_training_process": True, "lora_save": "merge", "attach_target": None,
+                        "start_from": "trained", **answers}
 
     def _answer(self, name, *args):
         self.asked.append((name, *args))
@@ -90,6 +91,9 @@ class RecordingPrompts:
     def replace_head(self, data_classes, outputs, message):
         self.errors.append(message)
         return self._answer("replace_head", data_classes, outputs)
+
+    def start_from(self, run_name, path):
+        return self._answer("start_from", run_name, path)
 
     def nonfinite(self, step, loss, can_rollback=True, trace=""):
         self.traces.append(trace)

@@ -227,6 +227,25 @@ class Prompts:
         box.exec()
         return box.clickedButton() is accept
 
+    def start_from(self, run_name: str, path: str) -> str | None:
+        """Start with a model trained in this window: ``"trained"`` (the weights run ``run_name`` left),
+        ``"file"`` (the weights of ``path``, as opened; edits, frozen set and probes kept) or None (Cancel)."""
+        from pathlib import Path
+
+        box = QMessageBox(QMessageBox.Icon.Question, "Start training",
+                          f"The model holds the weights trained by run {run_name}. Start from:",
+                          QMessageBox.StandardButton.Cancel, self.parent)
+        box.setObjectName("startFromBox")
+        box.setDetailedText(f"Trained weights: run {run_name}\nFile as opened: {path}")
+        trained = box.addButton(f"The trained weights (run {run_name})", QMessageBox.ButtonRole.AcceptRole)
+        trained.setObjectName("startFromTrainedButton")
+        opened = box.addButton(f"The file as opened ({Path(path).name})", QMessageBox.ButtonRole.AcceptRole)
+        opened.setObjectName("startFromFileButton")
+        opened.setToolTip(str(path))
+        box.setDefaultButton(trained)
+        box.exec()
+        return {trained: "trained", opened: "file"}.get(box.clickedButton())
+
     def nonfinite(self, step: int, loss: float, can_rollback: bool = True, trace: str = "") -> str:
         """The NaN/Inf dialog (``trace``: the line naming the module that made it): ``"lower_lr"``,
         ``"rollback"`` or ``"stop"``."""

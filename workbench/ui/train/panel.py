@@ -43,6 +43,7 @@ from workbench.ui.train.run_progress import RunProgress
 from workbench.ui.train.run_view import METRICS_MS, RunView
 from workbench.ui.train.settings_form import TrainingSettings
 from workbench.ui.train.settings_memory import SettingsMemory
+from workbench.ui.train.start_from import choose_start_weights
 
 
 class TrainingPanel(QWidget):
@@ -206,7 +207,8 @@ class TrainingPanel(QWidget):
     def start(self) -> bool:
         """Start a run with the form's settings; False (and nothing happens) while one runs.
 
-        Setting errors are shown through ``prompts.training_error`` and return False.
+        Setting errors are shown through ``prompts.training_error`` and return False. A model trained in this
+        window asks which weights to start from (``prompts.start_from``, :mod:`.start_from`); Cancel returns False.
         """
         if self.is_running():
             return False
@@ -220,6 +222,13 @@ class TrainingPanel(QWidget):
         except Exception as exc:  # noqa: BLE001 - a setting the user can fix
             self.prompts.training_error(f"Cannot start training: {exc}")
             return False
+        if self._trained:  # trained in this window: from those weights, or the file as opened again?
+            answer = choose_start_weights(self.session, self.prompts, self.run_dir(), self._status, self)
+            if answer is None:
+                return False
+            if answer == "file":
+                self._trained = False
+                self._fill_config(config)  # [model] source: the file, not the last run's last.pt
         refused = confirm_file_code(self.settings, config, self.prompts)
         if refused is not None:
             self._status(refused, 15000)

@@ -43,6 +43,8 @@ def fill_model_source(config, session, resume: bool, emit_every_ms: float, train
     ``trained_in``: the folder of the run whose trained weights the model holds
     now (a run since the file was opened); ``source`` then names that run's
     checkpoint of them (:func:`trained_source`), not the file opened before it.
+    None when the model holds the file's weights: never trained here, or put back
+    at Start ("the file as opened", :mod:`workbench.ui.train.start_from`).
     """
     spec = session.arch_spec
     if spec is not None:
