@@ -1,9 +1,11 @@
 """``workbench train RUN.toml``: train from a run configuration without the window (``--nproc-per-node N``: DDP).
 
-A one-process run listens for Workbench's window as an attached script does
+A run listens for Workbench's window as an attached script does
 (:class:`~workbench.core.attach.trainer_attach.TrainerAttach`: ``127.0.0.1``, a
 free port or ``--attach-port``, the address and token printed once, a discovery
-file); ``--no-attach`` turns it off.
+file; the pause lease from ``run.toml``'s ``pause_lease_s`` and ``pause_lease``);
+``--no-attach`` turns it off. A data-parallel run listens on its rank 0
+(:mod:`workbench.core.attach.torchrun_rank`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``workbench train``: the run file, ``--trust``, and the data-parallel options."""
     parser.add_argument("config", help="RUN.toml")
     add_trust(parser, RUN_TRUST)
-    att = parser.add_argument_group("attaching Workbench's window (one-process runs)")
+    att = parser.add_argument_group("attaching Workbench's window (a data-parallel run: on rank 0)")
     att.add_argument("--attach-port", type=int, default=0, metavar="N",
                      help="listen on 127.0.0.1:N for the window (default: a free port, printed at the start)")
     att.add_argument("--no-attach", action="store_true",
@@ -52,20 +54,53 @@ def run(args: argparse.Namespace) -> int:
     """
     from workbench.core.train.launch.headless import train_from_toml
 
+    if not args.no_attach and not 0 <= args.attach_port <= 65535:
+        print(f"error: --attach-port {args.attach_port}: a port is 1 to 65535 (0: a free one)")
+        return 2
     if args.nproc_per_node > 0:
         from workbench.core.train.launch.headless import check_run_trust
         from workbench.core.train.launch.torchrun import launch
 
         check_run_trust(args.config, trust=args.trust)  # before any rank starts
+        rank_args = [str(args.config), *(["--trust"] if args.trust else [])]
+        if args.no_attach:
+            rank_args.append("--no-attach")
+        elif args.attach_port:  # the global rank 0 runs on node 0
+            if args.node_rank == 0 and not _port_free(args.attach_port):  # said before any rank starts
+                print(f"error: attach: cannot listen on 127.0.0.1:{args.attach_port} (Address already in use); "
+                      "choose another --attach-port, or --no-attach")
+                return 1
+            rank_args += ["--attach-port", str(args.attach_port)]
         return int(launch(args.config, args.nproc_per_node, out=print, nnodes=args.nnodes, node_rank=args.node_rank,
                           master_addr=args.master_addr, master_port=args.master_port,
-                          timeout_s=args.rank_timeout, trust=args.trust))
+                          timeout_s=args.rank_timeout, trust=args.trust, rank_args=rank_args))
     callbacks = []
     if not args.no_attach:
         from workbench.core.attach.trainer_attach import TrainerAttach
 
-        if not 0 <= args.attach_port <= 65535:
-            print(f"error: --attach-port {args.attach_port}: a port is 1 to 65535 (0: a free one)")
-            return 2
-        callbacks.append(TrainerAttach(print, port=args.attach_port))
+        lease_s, lease = _lease_of(args.config)
+        callbacks.append(TrainerAttach(print, port=args.attach_port, pause_lease_s=lease_s, pause_lease=lease))
     return int(train_from_toml(args.config, out=print, trust=args.trust, debug=args.debug, callbacks=callbacks))
+
+
+def _lease_of(path) -> tuple[float, str]:
+    """``run.toml``'s ``(pause_lease_s, pause_lease)``; the defaults when it cannot be read (the run then says
+    why, as it starts)."""
+    from workbench.core.train.config import TrainConfig
+
+    try:
+        cfg = TrainConfig.from_toml(path)
+    except (OSError, ValueError, TypeError):
+        cfg = TrainConfig()
+    return cfg.pause_lease_s, cfg.pause_lease
+
+
+def _port_free(port: int) -> bool:
+    """Nothing listens on ``127.0.0.1:port`` now (rank 0 binds it a few seconds later, as a one-process run does)."""
+    import socket
+
+    try:
+        with socket.create_server(("127.0.0.1", port)):
+            return True
+    except OSError:
+        return False

@@ -49,7 +49,7 @@ def test_more_processes_run_torch_distributed_run_on_every_node_through_srun(tmp
     assert words[4] == str(tmp_path / "bin" / "python")
     assert words[5:] == ["-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d",
                          f"--rdzv-endpoint=node-a:{slurm.RDZV_PORT_BASE + 1234 % slurm.RDZV_PORT_SPAN}",
-                         "--rdzv-id=1234", "-m", "workbench.core.train.launch.torchrun_rank", "run.toml", "--trust"]
+                         "--rdzv-id=1234", "-m", "workbench.core.attach.torchrun_rank", "run.toml", "--trust"]
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -171,3 +171,31 @@ def test_a_single_target_or_feature_column_may_be_a_string(tmp_path):
     assert cfg.data.target == ["price"] and cfg.data.features == ["rooms"]
     with pytest.raises(ValueError, match=r"target = 3 in \[data\]: expected a list"):
         TrainConfig.from_dict({"data": {"target": 3}})
+
+
+def test_the_pause_lease_keys_default_round_trip_and_refuse_a_bad_value_naming_the_file(tmp_path):
+    from workbench.core.attach.lease import LEASE_MODES, PAUSE_LEASE_S
+
+    cfg = TrainConfig()
+    assert (cfg.pause_lease_s, cfg.pause_lease) == (PAUSE_LEASE_S, "resume") == (120.0, "resume")
+    path = tmp_path / "run.toml"
+    path.write_text(GOOD.replace("epochs = 0\n", "epochs = 0\npause_lease_s = 30\npause_lease = \"hold\"\n"))
+    cfg = TrainConfig.from_toml(path)
+    assert (cfg.pause_lease_s, cfg.pause_lease) == (30, "hold")
+    assert TrainConfig.from_toml(cfg.to_toml()).pause_lease == "hold"  # recorded in a run folder's run.toml
+    assert "pause_lease_s = 30" in cfg.to_toml()
+    for mode in LEASE_MODES:  # every mode the attach server takes
+        assert TrainConfig.from_dict({"pause_lease": mode}).pause_lease == mode
+    for text, message in [
+        ("pause_lease_s = 0", "pause_lease_s = 0: expected a number of seconds > 0 (default 120)"),
+        ("pause_lease_s = -5.0", "pause_lease_s = -5.0: expected a number of seconds > 0 (default 120)"),
+        ("pause_lease_s = inf", "pause_lease_s = inf: expected a number of seconds > 0 (default 120)"),
+        ("pause_lease_s = nan", "pause_lease_s = nan: expected a number of seconds > 0 (default 120)"),
+        ('pause_lease_s = "2m"', "pause_lease_s = '2m' in top level: expected a number (e.g. 0.001 or 1e-3)"),
+        ('pause_lease = "wait"', "pause_lease = 'wait' is not one of resume, hold"),
+        ("pause_lease = true", "pause_lease = True in top level: expected a quoted string"),
+    ]:
+        path.write_text(f"{text}\n{GOOD}")
+        with pytest.raises(ValueError) as err:
+            TrainConfig.from_toml(path)
+        assert str(err.value) == f"{path}: {message}", text

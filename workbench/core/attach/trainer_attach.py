@@ -25,6 +25,7 @@ import logging
 import os
 import secrets
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Callable
@@ -101,6 +102,8 @@ class TrainerAttach(Callback):
         self._last_emit = time.monotonic()
         self._probes: list = []
         self._error_sent = False
+        self._pending: list[Callable[[], Any]] = []  # data-parallel: the probes' changes for the training thread
+        self._later_lock = threading.Lock()
         self._closed = False
         self._started = time.time()
 
@@ -132,6 +135,8 @@ class TrainerAttach(Callback):
                  "--no-attach turns this off)")
 
     def on_step_end(self, trainer, metrics) -> None:  # noqa: D102
+        if self._pending:
+            self._run_later()
         if self._probes:
             self._probe_hook("on_step_end", trainer, metrics)
 
@@ -148,6 +153,11 @@ class TrainerAttach(Callback):
             self._flush(now)
         if self._probes:
             self._probe_hook("on_metrics", trainer, batch)
+
+    def on_heartbeat(self, trainer) -> None:
+        """Data-parallel, paused (every rank's tick): the probes the window set meanwhile."""
+        if self._pending:
+            self._run_later()
 
     def on_progress(self, trainer, text) -> None:  # noqa: D102
         self._bridge.on_progress(trainer, text)
@@ -283,16 +293,36 @@ class TrainerAttach(Callback):
                 return f"a headless run can {', '.join(NONFINITE_ACTIONS)} after a non-finite loss"
             c.resolve_nonfinite(cmd.action)
         elif cmd.op == "callbacks":
-            c.queue(Call(lambda _tr, specs=cmd.probe_specs: self._set_probes(specs)))
+            self._later(lambda specs=cmd.probe_specs: self._set_probes(specs))
         elif cmd.op == "callback":
-            c.queue(Call(lambda _tr, call=cmd.call: self._call_probe(*call)))  # after the callbacks queued before
+            self._later(lambda call=cmd.call: self._call_probe(*call))  # after the callbacks queued before
         return None
+
+    def _later(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn()`` on the training thread at its next step boundary, in order.
+
+        In one process, a :class:`Call` on the run's control. A data-parallel rank 0 keeps them here
+        instead (:meth:`_run_later`, at its next step's end or pause tick): the control's commands go to
+        every rank (pickled by :class:`~workbench.core.train.trainer.rank_sync.RankSync`), and the probes
+        are rank 0's alone."""
+        tr = self.trainer
+        if tr.world_size > 1:
+            with self._later_lock:
+                self._pending.append(fn)
+        else:
+            tr.control.queue(Call(lambda _tr: fn()))
+
+    def _run_later(self) -> None:
+        with self._later_lock:
+            todo, self._pending = self._pending, []
+        for fn in todo:
+            fn()
 
     def _on_lost(self, clean: bool) -> None:
         """The steering window went away: its probes go; a pause ends unless it detached on purpose (or
         ``pause_lease="hold"``)."""
         c = self.trainer.control
-        c.queue(Call(lambda _tr: self._set_probes([])))
+        self._later(lambda: self._set_probes([]))
         self.lease.disarm()
         if not clean and c.is_paused:
             if self.lease_mode == "hold":

@@ -120,7 +120,7 @@ def batch_script(name: str, *, nodes: int = 1, nproc_per_node: int = 1, gpus_per
     if nodes * nproc == 1:
         lines.append(f"exec {shlex.join(['workbench', 'train', 'run.toml', *trust_arg])}")
     else:
-        rank = ["-m", "workbench.core.train.launch.torchrun_rank", "run.toml", *trust_arg]
+        rank = ["-m", "workbench.core.attach.torchrun_rank", "run.toml", *trust_arg]
         lines += ['head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
                   f"port=$(({RDZV_PORT_BASE} + SLURM_JOB_ID % {RDZV_PORT_SPAN}))",
                   'py=$(command -v python || command -v python3)',

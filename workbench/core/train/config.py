@@ -11,6 +11,7 @@ come back as their defaults.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,11 @@ OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop")
 SCHEDULERS = ("none", "step", "multistep", "cosine", "onecycle", "plateau")
 #: How a run on several ranks spans them (``strategy``): a replica per rank (DDP), or sharded (FSDP2).
 STRATEGIES = ("auto", "ddp", "fsdp")
+#: ``pause_lease_s``'s default: workbench.core.attach.lease.PAUSE_LEASE_S (the reason is there; the training
+#: rooms do not import the attach server, so the number is repeated, and a test checks they agree).
+PAUSE_LEASE_S = 120.0
+#: What a lapsed pause lease does (workbench.core.attach.lease.LEASE_MODES).
+PAUSE_LEASE_MODES = ("resume", "hold")
 
 
 @dataclass
@@ -388,6 +394,12 @@ class TrainConfig:
         each module's parameters before the 1-based epoch ``epoch`` starts; an
         optional ``"lr_factor": 0.1`` gives their new param groups that share of
         their role's LR (ULMFiT's discriminative rates). In run.toml, ``[[unfreeze]]`` tables.
+    pause_lease_s : float
+        A headless run a window attached to (``workbench train``): seconds a pause outlives the
+        last renewal of the window that holds it (a sleeping laptop, a dead tunnel). Default 120.
+    pause_lease : str
+        What a lapsed pause lease does: ``"resume"`` the training, or ``"hold"`` the pause and
+        free the steering for another window.
     """
 
     data: DataConfig = field(default_factory=DataConfig)
@@ -427,6 +439,8 @@ class TrainConfig:
     tensorboard: bool = True
     channels_last: bool | str = field(default="auto", metadata={"auto": bool})
     unfreeze: list = field(default_factory=list)
+    pause_lease_s: float = PAUSE_LEASE_S
+    pause_lease: str = "resume"
 
     # ------------------------------------------------------------------ dict / TOML
     def to_dict(self) -> dict[str, Any]:
@@ -516,7 +530,12 @@ class TrainConfig:
             ("scheduler", self.scheduler, SCHEDULERS),
             ("amp_dtype", self.amp_dtype, ("bfloat16", "float16")),
             ("strategy", self.strategy, STRATEGIES),
+            ("pause_lease", self.pause_lease, PAUSE_LEASE_MODES),
         ]
+        lease_s = self.pause_lease_s
+        if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)) or not 0 < lease_s < math.inf:
+            raise ValueError(f"pause_lease_s = {lease_s!r}: expected a number of seconds > 0 (default "
+                             f"{PAUSE_LEASE_S:g})")
         if self.data.dataset not in DATASETS and not _names_code_or_plugin(self.data.dataset):
             raise ValueError(f"data.dataset = {self.data.dataset!r} is not one of {', '.join(DATASETS)}, "
                              "nor a spec (package.module:callable or file.py:callable) or a registered dataset")

@@ -2,7 +2,8 @@
 
 :class:`DistributedRun` starts ``python -m torch.distributed.run`` (PyTorch's
 elastic agent; no launcher of our own) in its own session, with
-:mod:`workbench.core.train.launch.torchrun_rank` as the script, and listens on a
+:mod:`workbench.core.train.launch.torchrun_rank`'s ``main`` as the script (through
+:data:`RANK_MODULE`, whose rank 0 also listens for the window), and listens on a
 ``multiprocessing.connection.Listener`` (127.0.0.1, a random port and a random
 authkey per run) for every rank's hello, steps (the heartbeat) and end. It names
 a rank that has made no step for ``timeout_s`` and a rank that died, and ends the
@@ -53,6 +54,11 @@ KILL_GRACE_S = 5.0
 #: Seconds ranks still connected after torchrun ended (it was killed outright) get to stop by themselves
 #: (their parent watch: ``ORPHAN_GRACE_S`` + ``EXIT_MARGIN_S`` of :mod:`workbench.core.train.launch.training_process_main`).
 RANK_END_S = 12.0
+
+#: The module torchrun runs on every rank: :mod:`workbench.core.train.launch.torchrun_rank`'s ``main`` with an
+#: attach server on rank 0 (:mod:`workbench.core.attach.torchrun_rank`; ``--no-attach`` and ``--attach-port``
+#: in the rank arguments); a window's job (``--job FILE``) passes through it untouched.
+RANK_MODULE = "workbench.core.attach.torchrun_rank"
 
 _live: weakref.WeakSet = weakref.WeakSet()
 
@@ -192,7 +198,8 @@ class DistributedRun:
         else:
             cmd += [f"--nnodes={self.nnodes}", f"--node-rank={self.node_rank}",
                     f"--master-addr={self.master_addr or '127.0.0.1'}", f"--master-port={self.master_port or 29500}"]
-        return cmd + ["-m", "workbench.core.train.launch.torchrun_rank", *self.rank_args]
+        # the attachable entry (rank 0 listens for the window) is outside core.train: named, not imported
+        return cmd + ["-m", RANK_MODULE, *self.rank_args]
 
     def start(self) -> None:
         """Start torchrun in its own session (so Stop can end its whole process group)."""

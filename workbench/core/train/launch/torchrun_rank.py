@@ -22,7 +22,7 @@ import threading
 import time
 from multiprocessing.connection import Client
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -374,7 +374,8 @@ def stop_on_signals(trainer, rank: int) -> None:
             signal.signal(signum, _on_signal)
 
 
-def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int:
+def main(argv: Sequence[str] | None = None, life: RankLife | None = None,
+         callbacks_for: Callable[[int, Any], Sequence[Callback]] | None = None) -> int:
     """Train one rank of ``RUN.toml [--trust]`` (or of a window's job: ``--job FILE``); 0 completed,
     130 stopped, 1 otherwise.
 
@@ -382,6 +383,11 @@ def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int
     file names (``workbench train --trust``); without it such a run file is an error on every rank.
     ``life`` ends the rank in order (:class:`RankLife`); ``python -m workbench.core.train.launch.torchrun_rank``
     then exits through :meth:`RankLife.exit`.
+
+    ``callbacks_for(rank, config)`` gives more callbacks of a run file's rank (after the launcher's
+    reporter and rank 0's progress lines), called once the rank joined the group; the attachable entry,
+    :mod:`workbench.core.attach.torchrun_rank`, gives rank 0 the attach server's this way (a window's
+    job, ``--job``, never takes them).
     """
     from workbench.core.errors import WorkbenchError
     from workbench.core.gc_freeze import freeze_startup_objects
@@ -404,6 +410,8 @@ def main(argv: Sequence[str] | None = None, life: RankLife | None = None) -> int
         callbacks.append(PrintProgress(lambda line: print(line, flush=True)))
     reason = "error"
     try:
+        if callbacks_for is not None:
+            callbacks.extend(callbacks_for(rank, cfg))
         settle_run_file(cfg, path, trust=trust, out=(lambda line: print(line, flush=True)) if rank == 0 else None)
         model, arch = model_from_config(cfg.model, path.parent, trust=trust, origin=path)
         resume = cfg.model.checkpoint if cfg.model.resume and cfg.model.checkpoint else None
