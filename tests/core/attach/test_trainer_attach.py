@@ -171,3 +171,44 @@ def test_a_port_in_use_is_one_error_line_and_no_training(tmp_path, monkeypatch):
     assert f"error: attach: cannot listen on 127.0.0.1:{port} (Address already in use); choose another " \
            "--attach-port, or --no-attach" in lines, lines
     assert not any(ln.startswith("epoch ") for ln in lines) and not (tmp_path / "out" / "last.pt").exists()
+
+
+def test_a_nonfinite_loss_waits_for_the_steering_window_and_stops_when_it_goes_away(tmp_path, monkeypatch):
+    """With a window steering, a NaN loss pauses for its answer (the window is told); the window leaving without
+    one stops the run. Nobody attached: the run ends on it as before (test_nan_trace's headless test)."""
+    import threading
+
+    from workbench.core.attach.trainer_attach import TrainerAttach
+    from workbench.core.train.launch.headless import trainer_from_toml
+    from workbench.core.train.trainer.hooks import Callback
+
+    cfg = TrainConfig(data=DataConfig(dataset="digits", batch_size=64), epochs=2, lr=1e10, optimizer="sgd",
+                      run_dir=str(tmp_path / "out"), tensorboard=False, model=ModelConfig(arch="digits_cnn"))
+    cfg.to_toml(tmp_path / "run.toml")
+    monkeypatch.setenv("WORKBENCH_ATTACH_DIR", str(tmp_path / "disc"))
+    listening = threading.Event()
+    attach = TrainerAttach(lambda line: listening.set())
+
+    class WaitForWindow(Callback):
+        def on_fit_start(self, trainer):
+            deadline = __import__("time").monotonic() + 60
+            while not (attach.server is not None and attach.server.steered):
+                assert __import__("time").monotonic() < deadline, "no window steered"
+                __import__("time").sleep(0.01)
+
+    trainer = trainer_from_toml(tmp_path / "run.toml", print, [attach, WaitForWindow()])
+    ended: list[str] = []
+    thread = threading.Thread(target=lambda: ended.append(trainer.fit()), daemon=True)
+    thread.start()
+    try:
+        assert listening.wait(60)
+        run = workbench.connect(attach.address, attach.token)
+        nonfinite = _until(run, lambda e: type(e).__name__ == "NonFinite", timeout=60)
+        assert not math.isfinite(nonfinite.loss) and trainer.control.awaiting_decision
+        run.close()  # the window goes away without answering
+        thread.join(30)
+        assert not thread.is_alive(), "the run still waits for an answer nobody can give"
+    finally:
+        trainer.request_stop()
+        thread.join(60)
+    assert ended == ["nonfinite"]

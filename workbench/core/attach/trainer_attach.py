@@ -179,6 +179,10 @@ class TrainerAttach(Callback):
             self._flush()
             self._bridge.on_command_applied(trainer, command)
 
+    def handles_nonfinite(self) -> bool:
+        """Only while a window steers: a headless run nobody watches ends on a non-finite loss, as before."""
+        return self.server is not None and self.server.steered
+
     def on_nonfinite(self, trainer, step, loss) -> None:  # noqa: D102
         self._flush()
         self._bridge.on_nonfinite(trainer, step, loss)
@@ -324,6 +328,10 @@ class TrainerAttach(Callback):
         c = self.trainer.control
         self._later(lambda: self._set_probes([]))
         self.lease.disarm()
+        if c.awaiting_decision and not self.server.steered:  # nobody is left to answer the non-finite loss
+            log.warning("workbench train: the window that was to answer the non-finite loss went away; stopping")
+            c.resolve_nonfinite("stop")
+            return
         if not clean and c.is_paused:
             if self.lease_mode == "hold":
                 log.warning("workbench train: the window that paused this run went away; still paused "

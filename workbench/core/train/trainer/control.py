@@ -90,6 +90,12 @@ class RunControl:
         return self._paused
 
     @property
+    def awaiting_decision(self) -> bool:
+        """True while a non-finite loss waits for :meth:`resolve_nonfinite` (between :meth:`begin_nonfinite` and
+        the answer)."""
+        return self._nonfinite_step is not None
+
+    @property
     def is_waiting(self) -> bool:
         """True while the training thread is blocked at a step boundary."""
         return self._waiting

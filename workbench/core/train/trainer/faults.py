@@ -86,7 +86,8 @@ class FaultHandler:
         self.trainer = trainer
 
     def _handled(self) -> bool:
-        return any(type(cb).on_nonfinite is not Callback.on_nonfinite for cb in self.trainer.callbacks)
+        return any(cb.handles_nonfinite() if hasattr(cb, "handles_nonfinite") else
+                   type(cb).on_nonfinite is not Callback.on_nonfinite for cb in self.trainer.callbacks)
 
     def nonfinite(self, step: int, loss: float, counted: bool = False, what: str = "loss") -> None:
         """Handle the NaN/Inf ``loss`` of ``step``: pause for a decision, or end the run headless.

@@ -71,6 +71,12 @@ class Callback:
         """The loss of step ``step`` is ``loss`` (NaN or +/-Inf); the run is paused until
         ``trainer.control.resolve_nonfinite(action)`` (may be called from any thread, or here)."""
 
+    def handles_nonfinite(self) -> bool:
+        """True when this callback answers a non-finite loss now (the run then pauses for its answer instead of
+        ending): by default when it overrides :meth:`on_nonfinite`; a callback whose answer comes from a window
+        says so only while one is there."""
+        return type(self).on_nonfinite is not Callback.on_nonfinite
+
     def on_progress(self, trainer: TrainerLike, text: str) -> None:
         """Work before the first step reports where it is, e.g. ``"checking images 2,000 / 10,000"``."""
 
