@@ -20,7 +20,9 @@ def test_after_the_freeze_a_full_collection_skips_the_window_and_still_frees_new
     qtbot.addWidget(win)
     try:
         frozen = freeze_startup_objects()
-        assert frozen > 10_000 and gc.get_freeze_count() == frozen  # the window, torch, pyqtgraph, Qt wrappers
+        # the window, torch, pyqtgraph, Qt wrappers; a frozen object another thread drops meanwhile (a worker
+        # ending) leaves the permanent generation, so the count may have fallen by a few
+        assert frozen > 10_000 and frozen - 1_000 <= gc.get_freeze_count() <= frozen
         # what a full collection walks now: the objects made since, not the ~400,000 of the window
         assert len(gc.get_objects()) < frozen // 20
         gc.collect()
