@@ -179,3 +179,20 @@ def test_opening_a_checkpoint_keeps_a_documents_temp_file(tmp_path):
     read_checkpoint(path)
     atomic_save({"model_state_dict": {"w": torch.ones(3)}, "epoch": 2}, tmp_path / "best.pt")
     assert doc.read_bytes() == b"half a thesis"
+
+
+def test_jsonl_rows_are_appended_whole_or_not_at_all_and_read_back(small_disk):
+    """A full disk cuts a batch of rows back whole: the rows before it and after it read, none half."""
+    from tests.disk import fill_disk
+    from workbench.core.files import append_jsonl, read_jsonl
+
+    path = small_disk / "samples.jsonl"
+    append_jsonl(path, [{"step": 1, "completion": "a"}])
+    filler = fill_disk(small_disk)
+    with pytest.raises(OSError):  # 10 kB on a full disk
+        append_jsonl(path, [{"step": 2, "completion": "x" * 200}] * 50)
+    assert path.read_bytes().endswith(b"\n")
+    filler.unlink()
+    append_jsonl(path, [{"step": 3, "completion": "b"}])
+    path.write_bytes(path.read_bytes() + b"not json\n")
+    assert [r["step"] for r in read_jsonl(path)] == [1, 3]

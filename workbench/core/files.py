@@ -19,6 +19,7 @@ whose ``.thesis.docx.q1w2e3r4.tmp`` is never touched.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -234,3 +235,56 @@ def atomic_save(obj: Any, path: str | Path, *, digest: bool = True) -> Path:
     if digest and isinstance(obj, dict) and not all(isinstance(v, torch.Tensor) for v in obj.values()):
         obj = add_digest(obj)
     return atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def append_whole(path: str | Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` whole or not at all.
+
+    A short write (a full disk) is cut back to the file's size before it, so that
+    what is appended after it never follows half a line; the OSError is raised again.
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened or written (it is as it was before the call).
+    """
+    with open(path, "ab", buffering=0) as f:
+        start = f.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[f.write(view):]
+        except OSError:
+            try:
+                f.truncate(start)
+            except OSError:
+                pass  # a reader drops a last line cut short (read_jsonl, StepsCSV)
+            raise
+
+
+def append_jsonl(path: str | Path, rows: list[dict]) -> None:
+    """Append ``rows`` to a JSON Lines file, one object a line, all of them or none (:func:`append_whole`).
+
+    Raises
+    ------
+    OSError
+        As :func:`append_whole`.
+    """
+    if rows:
+        append_whole(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8"))
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """The objects of a JSON Lines file, in order; a line that is not a JSON object is left out; [] when none."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from workbench.core import csv_cells
-from workbench.core.files import atomic_write, atomic_write_text
+from workbench.core.files import append_whole, atomic_write, atomic_write_text
 from workbench.core.run_folder.metrics_csv import MAX_LINE_BYTES, read_csv_rows, read_header
 from workbench.core.run_folder.processes import process_start_time
 
@@ -395,25 +395,8 @@ class StepsCSV:
         for r in rows:
             w.writerow(["" if (v := r.get(k, "")) == "" or (isinstance(v, float) and math.isnan(v)) else v
                         for k in self.columns])
-        _append_whole(self.path, text.getvalue().encode("utf-8"))
+        append_whole(self.path, text.getvalue().encode("utf-8"))
         self.last_step = int(rows[-1]["step"])
-
-
-def _append_whole(path: Path, data: bytes) -> None:
-    """Append ``data`` to ``path`` whole or not at all: a short write (a full disk) is cut back to the file's
-    size before it, so that the rows after it never follow half a line; the OSError is raised again."""
-    with open(path, "ab", buffering=0) as f:
-        start = f.seek(0, os.SEEK_END)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[f.write(view):]
-        except OSError:
-            try:
-                f.truncate(start)
-            except OSError:
-                pass  # the line cut short is dropped when the file is opened again (_open_existing)
-            raise
 
 
 def _step_of(line: bytes, index: int) -> int | None:

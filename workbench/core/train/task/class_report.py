@@ -105,7 +105,7 @@ class ClassReport:
         run_dir = getattr(trainer, "run_dir", None)
         if matrix is None or run_dir is None or not getattr(trainer, "is_main", True):
             return None
-        from workbench.core.files import atomic_write_text
+        from workbench.core.files import append_jsonl, atomic_write_text
 
         labels = class_names(trainer, int(matrix.shape[0]))
         where = {"step": int(trainer.step), "epoch": int(trainer.epoch)}
@@ -117,10 +117,8 @@ class ClassReport:
             worst.append({**where, "id": index, "text": row_text(dataset, index), "true": name(true),
                           "predicted": name(predicted), "confidence": round(confidence, 4), "loss": round(loss, 4)})
         run_dir = Path(run_dir)
-        with open(run_dir / CONFUSION_FILE, "a", encoding="utf-8") as f:  # whole lines, appended as metrics.csv is
-            f.write(json.dumps({**where, "labels": labels, "matrix": matrix.tolist()}, ensure_ascii=False) + "\n")
-        with open(run_dir / WORST_FILE, "a", encoding="utf-8") as f:
-            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in worst))
+        append_jsonl(run_dir / CONFUSION_FILE, [{**where, "labels": labels, "matrix": matrix.tolist()}])
+        append_jsonl(run_dir / WORST_FILE, worst)
         atomic_write_text(run_dir / REPORT_FILE, json.dumps(report, indent=1, ensure_ascii=False) + "\n")
         return report
 
@@ -201,15 +199,6 @@ def per_class(matrix: torch.Tensor, labels: list[str]) -> dict:
 
 def read_confusion(run_dir: str | Path) -> list[dict]:
     """The rows of ``run_dir/confusion.jsonl`` (a line that is not a JSON object is left out); [] when none."""
-    path = Path(run_dir) / CONFUSION_FILE
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
+    from workbench.core.files import read_jsonl
+
+    return read_jsonl(Path(run_dir) / CONFUSION_FILE)

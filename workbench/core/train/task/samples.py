@@ -17,12 +17,13 @@ sampling never dominates a run. Only the main process of a data-parallel run wri
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from workbench.core.files import append_jsonl, read_jsonl
 
 __all__ = ["SAMPLES_FILE", "PROMPT_TOKENS", "DEFAULT_PROMPTS", "TIME_BUDGET_S", "Samples", "read_samples"]
 
@@ -113,23 +114,10 @@ class Samples:
         rows = [{"step": int(trainer.step), "epoch": int(trainer.epoch), **r}
                 for r in self.complete(model, trainer.device)]
         if rows:
-            path = Path(trainer.run_dir) / SAMPLES_FILE
-            with open(path, "a", encoding="utf-8") as f:  # whole lines, appended as metrics.csv is
-                f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            append_jsonl(Path(trainer.run_dir) / SAMPLES_FILE, rows)  # whole lines or none
         return rows
 
 
 def read_samples(run_dir: str | Path) -> list[dict]:
     """The rows of ``run_dir/samples.jsonl`` (a line that is not a JSON object is left out); [] when none."""
-    path = Path(run_dir) / SAMPLES_FILE
-    if not path.is_file():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
+    return read_jsonl(Path(run_dir) / SAMPLES_FILE)
