@@ -39,6 +39,7 @@ from workbench.core.attach.commands_in import CALLBACK_METHODS, OPS, PROBE_SETTI
 from workbench.core.attach.ddp_guard import DDPGuard
 from workbench.core.attach.discovery import remove_discovery, write_discovery
 from workbench.core.attach.lease import PAUSE_LEASE_S, PauseLease, check_lease
+from workbench.core.attach.probe_hooks import call_probes
 from workbench.core.attach.notice import Notice, ReportingEditLog, WriteReporter
 from workbench.core.attach.server import AttachServer
 from workbench.core.attach.script_run import ScriptRun
@@ -564,18 +565,7 @@ class Attached:
 
     def _probe_hook(self, hook: str, *args) -> None:
         """Call ``hook`` on every probe callback; one that raises is logged and removed (never the script's end)."""
-        for cb in list(self._probes):
-            try:
-                getattr(cb, hook)(*args)
-            except Exception as exc:  # noqa: BLE001 - a probe's failure is the probe's, not the training's
-                log.warning("workbench attach: a probe failed in %s and was removed: %s: %s", hook,
-                            type(exc).__name__, exc)
-                if cb in self._probes:
-                    self._probes.remove(cb)
-                try:
-                    cb.on_exception(self.state, exc, "")
-                except Exception:  # noqa: BLE001
-                    pass
+        call_probes(self._probes, hook, args, state=self.state, log=log, who="workbench attach", traceback_text="")
 
     # ------------------------------------------------------------------ the server's threads
     def _welcome(self) -> dict:

@@ -27,7 +27,6 @@ import secrets
 import sys
 import threading
 import time
-import traceback
 from typing import Any, Callable
 
 import torch
@@ -35,6 +34,7 @@ import torch
 from workbench.core.attach.commands_in import read_command, steer_control
 from workbench.core.attach.discovery import remove_discovery, write_discovery
 from workbench.core.attach.lease import PAUSE_LEASE_S, PauseLease, check_lease
+from workbench.core.attach.probe_hooks import call_probes
 from workbench.core.attach.notice import Notice
 from workbench.core.attach.script import EMIT_S, PUBLISHED
 from workbench.core.attach.server import AttachServer
@@ -250,18 +250,7 @@ class TrainerAttach(Callback):
 
     def _probe_hook(self, hook: str, *args) -> None:
         """Call ``hook`` on every probe; one that raises is logged and removed (never the run's end)."""
-        for cb in list(self._probes):
-            try:
-                getattr(cb, hook)(*args)
-            except Exception as exc:  # noqa: BLE001 - a probe's failure is the probe's, not the training's
-                log.warning("workbench train: a probe failed in %s and was removed: %s: %s", hook,
-                            type(exc).__name__, exc)
-                if cb in self._probes:
-                    self._probes.remove(cb)
-                try:
-                    cb.on_exception(self.trainer, exc, traceback.format_exc())
-                except Exception:  # noqa: BLE001
-                    pass
+        call_probes(self._probes, hook, args, state=self.trainer, log=log, who="workbench train")
 
     # ------------------------------------------------------------------ the server's threads
     def _paused(self) -> bool:
