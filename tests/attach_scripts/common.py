@@ -137,3 +137,14 @@ def check_ddp_replicas(run_dir: Path, frozen: str, trained: str) -> list[dict]:
     done = [json.loads((run_dir / f"final{r}.json").read_text()) for r in (0, 1)]
     assert done[0]["steps"] == done[1]["steps"]
     return done
+
+
+def first_event(run, pred, timeout: float = 60.0):
+    """The first event of ``run`` for which ``pred`` holds (the history replay included); AssertionError naming
+    the last event types seen when none came within ``timeout`` seconds."""
+    seen = []
+    for event in run.events(timeout=timeout):
+        if pred(event):
+            return event
+        seen.append(type(event).__name__)
+    raise AssertionError(f"no such event; saw {seen[-20:]}")

@@ -9,12 +9,12 @@ import os
 import shlex
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.hosts.sshd import ALIAS, UNKNOWN_ALIAS
+from tests.remote.polling import wait_until
 from workbench import cli, remote
 from workbench.core.remote import jobs
 from workbench.core.remote.bundle import bundle, stage
@@ -35,14 +35,7 @@ def _run_toml(tmp_path: Path, epochs: int) -> Path:
 
 
 def _wait(condition, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout:.0f} s: {what}")
-        time.sleep(0.2)
+    return wait_until(condition, what, timeout)
 
 
 def _cli(host, remote_dir, *argv) -> int:

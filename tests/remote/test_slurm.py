@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.hosts.sshd import ALIAS
+from tests.remote.polling import wait_until
 from workbench import cli, remote
 
 pytestmark = [pytest.mark.remote, pytest.mark.slow]
@@ -30,12 +30,7 @@ def _run_toml(tmp_path, epochs: int):
 
 
 def _wait(condition, what: str):
-    deadline = time.monotonic() + WAIT_S
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {WAIT_S:.0f} s: {what}")
-        time.sleep(0.3)
-    return value
+    return wait_until(condition, what, WAIT_S)
 
 
 def _host_args(host, remote_dir):

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import workbench
+from tests.attach_scripts.common import first_event
 from workbench.core.attach import torchrun_rank as entry
 from workbench.core.probe.callback import ProbeCallback
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
@@ -25,13 +26,7 @@ ATTACH_LINE = re.compile(r"^attach: (\S+) token (\S+) ")
 
 
 def _until(run, pred, timeout: float = 60.0):
-    """The first event of ``run`` for which ``pred`` holds (the history replay included), or AssertionError."""
-    seen = []
-    for event in run.events(timeout=timeout):
-        if pred(event):
-            return event
-        seen.append(type(event).__name__)
-    raise AssertionError(f"no such event; saw {seen[-20:]}")
+    return first_event(run, pred, timeout)
 
 
 def _applied(kind: str):

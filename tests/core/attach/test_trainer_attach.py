@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 import workbench
+from tests.attach_scripts.common import first_event
 from workbench.core.train.config import DataConfig, ModelConfig, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,13 +33,7 @@ def _start(tmp_path: Path, *extra: str, epochs: int = 500, batch_size: int = 16)
 
 
 def _until(run, pred, timeout: float = 30.0):
-    """The first event of ``run`` for which ``pred`` holds (the history replay included), or AssertionError."""
-    seen = []
-    for event in run.events(timeout=timeout):
-        if pred(event):
-            return event
-        seen.append(type(event).__name__)
-    raise AssertionError(f"no such event; saw {seen[-20:]}")
+    return first_event(run, pred, timeout)
 
 
 def test_a_headless_run_is_attached_and_steered_freeze_lr_pause_save_stop(tmp_path):
