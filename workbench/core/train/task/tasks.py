@@ -137,16 +137,25 @@ class CriterionTask(Task):
         self.kind = kind
         self.criterion = criterion
 
+    def prediction(self, out: Any) -> torch.Tensor:
+        """The tensor the criterion compares with the target, from the model's output.
+
+        Raises
+        ------
+        StepError
+            The output is not a tensor.
+        """
+        if not isinstance(out, torch.Tensor):
+            raise StepError(f"the model returned a {type(out).__name__}, not a tensor, for the {self.kind} task: "
+                            "choose the model_loss task (if it returns its own loss) or give a training step")
+        return out
+
     def train_step(self, model, batch):
         try:
             x, y = split_xy(batch, self.kind)
         except ValueError as e:
             raise StepError(str(e)) from None
-        out = model(x)
-        if not isinstance(out, torch.Tensor):
-            raise StepError(f"the model returned a {type(out).__name__}, not a tensor, for the {self.kind} task: "
-                            "choose the model_loss task (if it returns its own loss) or give a training step")
-        out = _float(out)
+        out = _float(self.prediction(model(x)))
         try:
             loss = self.criterion(out, y)
         except Exception as e:  # noqa: BLE001 - named with the shapes that met
@@ -354,24 +363,20 @@ class ImageClassificationTask(CriterionTask):
         """Write the class report (called by validation)."""
         self.write_report(trainer)
 
-    def train_step(self, model, batch):
-        try:
-            x, y = split_xy(batch, self.kind)
-        except ValueError as e:
-            raise StepError(str(e)) from None
-        out = model(x)
+    def prediction(self, out: Any) -> torch.Tensor:
+        """The ``(N, C)`` logits of a ``*ForImageClassification`` output (or a plain tensor).
+
+        Raises
+        ------
+        StepError
+            The output holds no ``(N, C)`` logits.
+        """
         logits = out if isinstance(out, torch.Tensor) else getattr(out, "logits", None)
         if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
             raise StepError(f"the model returned {type(out).__name__} without (N, C) logits for the "
                             "image_classification task: open a *ForImageClassification folder (or a bare ViTModel, "
                             "which gets a head)")
-        logits = _float(logits)
-        try:
-            loss = self.criterion(logits, y)
-        except Exception as e:  # noqa: BLE001 - named with the shapes that met
-            raise StepError(f"the image_classification loss cannot compare the logits {describe(logits)} with the "
-                            f"target {describe(y)}: {type(e).__name__}: {e}") from e
-        return StepOutput(_scalar(loss, "the loss"), batch_size(x), logits, y)
+        return logits
 
 
 class StepTask(Task):
