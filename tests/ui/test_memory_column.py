@@ -34,7 +34,10 @@ def test_memory_column_and_fit_line_follow_batch_and_freezing(shown, qtbot):
     win = shown
     tm, settings = win.tree_model, win.training_panel.settings
     fit = win.training_panel.run_bar.fit_line
-    assert COL_MEMORY in CHOOSABLE_COLUMNS and not win.tree_widget.view.isColumnHidden(COL_MEMORY)
+    # hidden by default (the fit line has the total), shown from the header menu
+    assert COL_MEMORY in CHOOSABLE_COLUMNS and win.tree_widget.view.isColumnHidden(COL_MEMORY)
+    win.tree_widget.set_column_shown(COL_MEMORY, True)
+    assert not win.tree_widget.view.isColumnHidden(COL_MEMORY)
     _settled(win, qtbot)
     assert win.memory_feed.last_error is None
     core = _core(win)
@@ -98,6 +101,7 @@ def test_every_column_of_resnet18_shows_at_1280x800(shown, qtbot):
     win = shown
     win.training_panel.settings.batch_spin.setValue(8)  # a smaller fake forward: the columns are the point here
     win.session.set_model(torchvision.models.resnet18(), None, None, (1, 3, 224, 224), source="resnet18")
+    win.tree_widget.set_column_shown(COL_MEMORY, True)  # shown from the header menu: every column still fits
     _settled(win, qtbot)
     view = win.tree_widget.view
     header = view.header()

@@ -69,6 +69,9 @@ _MAX_TYPE_WIDTH = 110
 TREE_INDENT = 12
 #: QSettings key: the names of the columns the user hid with the header's column chooser.
 HIDDEN_COLUMNS_KEY = "modelTree/hiddenColumns"
+#: Columns hidden until the user shows them (header menu): Memory's total is under Start (the fit line), and its
+#: ~65 px were the Name column's at 1280x800 (a MiniLM folder's "word_embeddings" read "wo…gs" with it shown).
+DEFAULT_HIDDEN = ("Memory",)
 #: The least width of the Name column before Type and Output shape give it room (their text elides), px: with
 #: the Memory column, resnet18's counts left Name 26 px and pushed Memory 23 px past the edge of a 1280 px window.
 NAME_LEAST_WIDTH = 64
@@ -282,7 +285,7 @@ class ModelTreeWidget(QWidget):
     def _restore_hidden_columns(self) -> None:
         from workbench.ui.qsettings import make_settings
 
-        value = make_settings().value(HIDDEN_COLUMNS_KEY, "")
+        value = make_settings().value(HIDDEN_COLUMNS_KEY, list(DEFAULT_HIDDEN))
         names = {value} if isinstance(value, str) else set(value or ())
         for col in CHOOSABLE_COLUMNS:
             self.view.setColumnHidden(col, COLUMNS[col] in names)
