@@ -232,7 +232,14 @@ class TaskConfig:
         ``causal_lm``: texts the model completes at every evaluation (``samples.jsonl``
         in the run folder); empty: the first tokens of the first validation rows.
     max_new_tokens : int
-        ``causal_lm``: tokens generated per prompt (greedy).
+        ``causal_lm``: tokens generated per prompt.
+    do_sample : bool
+        ``causal_lm``: sample the completions (``generate(do_sample=True)``) instead of greedy decoding.
+    temperature : float
+        ``causal_lm``, with ``do_sample``: the softmax temperature (Hugging Face's ``generate`` argument).
+    sample_seed : int
+        ``causal_lm``, with ``do_sample``: the seed each prompt's sampling starts from, so the same prompt
+        draws the same noise at every evaluation (the training's random streams are left untouched).
     """
 
     kind: str = "auto"
@@ -245,6 +252,9 @@ class TaskConfig:
     files: dict = field(default_factory=dict)
     prompts: list = field(default_factory=list)
     max_new_tokens: int = 20
+    do_sample: bool = False
+    temperature: float = 1.0
+    sample_seed: int = 0
 
 
 @dataclass
@@ -555,6 +565,10 @@ class TrainConfig:
                              ">= 0 (0 = off)")
         if self.data.max_length < 0 or self.data.block_size < 0 or self.task.max_new_tokens < 0:
             raise ValueError("data.max_length, data.block_size and task.max_new_tokens must be >= 0")
+        temperature = self.task.temperature
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < math.inf:
+            raise ValueError(f"task.temperature = {temperature!r}: expected a number > 0 (greedy completions: "
+                             "task.do_sample = false)")
         d = self.data
         if bool(d.prompt) != bool(d.response) or (d.messages and d.prompt):
             raise ValueError("data.prompt and data.response name an instruction column and its answer column (give "

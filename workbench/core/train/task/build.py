@@ -8,7 +8,7 @@ from workbench.core import contrib
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.data.batch import split_xy
 from workbench.core.train.task.losses import LOSS_NAMES, build_loss
-from workbench.core.train.task.metrics import BUILTIN_METRICS, DEFAULT_METRICS
+from workbench.core.train.task.metrics import BUILTIN_METRICS, DEFAULT_METRICS, MULTILABEL_NAMES
 from workbench.core.train.task.tasks import (CausalLMTask, CriterionTask, ImageClassificationTask, ModelLossTask,
                                              StepTask, Task, TextClassificationTask, TokenClassificationTask)
 
@@ -71,7 +71,10 @@ def build_task(cfg: TrainConfig, kind: str) -> Task:
     if kind == "model_loss":
         return ModelLossTask(_metrics(cfg, kind))
     if kind == "text_classification":
-        return TextClassificationTask(_metrics(cfg, kind))
+        from workbench.core.train.data.text import is_multi_label
+
+        multi = is_multi_label(cfg.data)
+        return TextClassificationTask(_metrics(cfg, kind, multi), multi_label=multi)
     if kind == "token_classification":
         return TokenClassificationTask(_metrics(cfg, kind))
     if kind == "image_classification":
@@ -79,7 +82,8 @@ def build_task(cfg: TrainConfig, kind: str) -> Task:
     if kind == "causal_lm":
         from workbench.core.train.task.samples import Samples
 
-        samples = Samples(cfg.data.tokenizer, list(t.prompts), t.max_new_tokens) if cfg.data.tokenizer else None
+        samples = Samples(cfg.data.tokenizer, list(t.prompts), t.max_new_tokens, do_sample=bool(t.do_sample),
+                          temperature=float(t.temperature), seed=int(t.sample_seed)) if cfg.data.tokenizer else None
         return CausalLMTask(_metrics(cfg, kind), samples)
     loss = t.loss or (cfg.loss if kind == "classification" or cfg.loss != "cross_entropy" else "")
     loss = loss or DEFAULT_LOSS[kind]
@@ -87,8 +91,12 @@ def build_task(cfg: TrainConfig, kind: str) -> Task:
     return CriterionTask(kind, criterion, _metrics(cfg, kind))
 
 
-def _metrics(cfg: TrainConfig, kind: str) -> tuple:
+def _metrics(cfg: TrainConfig, kind: str, multi_label: bool = False) -> tuple:
+    """``(name, fn or None)`` of ``[task] metrics`` (or the kind's defaults); ``multi_label``: the
+    multi-label text classification's own (``accuracy`` -> ``multilabel_accuracy``...)."""
     names = cfg.task.metrics or DEFAULT_METRICS.get(kind, ())
+    if multi_label:
+        names = [MULTILABEL_NAMES.get(n, n) for n in names]
     out = []
     for name in names:
         if name in BUILTIN_METRICS:
