@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import json
 
+from PySide6.QtCore import QObject, Qt, Signal
+
+from tests.ui.helpers import pause_and_sync
 from workbench.core.train.config import TaskConfig
-from workbench.core.train.events import EpochEnded, FitStarted
+from workbench.core.train.events import CommandApplied, EpochEnded, Finished, FitStarted
+from workbench.core.train.task.samples import read_samples
+from workbench.core.train.trainer.commands import SampleNow
 from workbench.ui.train.samples_view import SamplesView
 from workbench.ui.train.task_fields import TaskFields
 
@@ -76,13 +81,82 @@ def test_a_causal_lm_trained_from_the_window_shows_its_prompts_completed_in_the_
     form.epochs_spin.setValue(2)
     form.lr_spin.setValue(3e-3)
     form.run_dir_edit.setText(str(tmp_path / "run"))
+    view = window.samples_view
+    assert not view.now_button.isEnabled()  # no run yet
     with qtbot.waitSignal(panel.runningChanged, timeout=60_000):
         assert panel.start(), window.errors
+    # "Sample now" while the run is paused before its first evaluation: applied by the training process
+    assert not panel.in_process()
+    pause_and_sync(qtbot, panel)
+    assert view.now_button.isEnabled()
+    qtbot.mouseClick(view.now_button, Qt.MouseButton.LeftButton)
+    assert not view.now_button.isEnabled()  # one press at a time, until it comes back
+    qtbot.waitUntil(lambda: any(s.on_demand for s in view.steps), timeout=30_000)
+    (asked,) = [s for s in view.steps if s.on_demand]
+    assert view.step_combo.currentText() == f"Step {asked.step} · epoch 1 · on demand"
+    assert set(asked.completions) == {"the cat", "the dog chases"} and "the dog chases" in view.text.toPlainText()
+    assert view.now_button.isEnabled()
+    panel.resume()
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=150_000)
     assert panel.last_reason() == "completed", window.errors
-    view = window.samples_view
-    qtbot.waitUntil(lambda: view.step_combo.count() == 2, timeout=10_000)
+    assert not view.now_button.isEnabled()
+    qtbot.waitUntil(lambda: view.step_combo.count() == 3, timeout=10_000)
+    evaluated = [s.step for s in view.steps if not s.on_demand]
+    assert len(evaluated) == 2 and asked.step < evaluated[0]  # not an evaluation's step: its own line
     assert set(view.steps[-1].completions) == {"the cat", "the dog chases"}
     text = view.text.toPlainText()
     assert "the cat" in text and "the dog chases" in text
     assert view.run_dir == tmp_path / "run"
+    on_demand = [r for r in read_samples(view.run_dir) if r.get("on_demand")]
+    assert [(r["step"], r["prompt"]) for r in on_demand] == [(asked.step, "the cat"), (asked.step, "the dog chases")]
+
+
+class _Run(QObject):
+    """What the view asks of the window's run: its ``event`` signal and ``queue`` (kept here)."""
+
+    event = Signal(object)
+
+    def __init__(self):
+        super().__init__()
+        self.queued: list = []
+
+    def queue(self, command) -> None:
+        self.queued.append(command)
+
+
+def test_sample_now_and_compare_with_another_run(qtbot, tmp_path):
+    """The button follows the run; an applied SampleNow (or its one-line refusal) shows; another run folder's
+    completions are compared at its nearest step, the words it said struck through."""
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "no-samples"
+    for folder in (a, b, c):
+        folder.mkdir()
+    _write(a, [{"step": 10, "epoch": 0, "prompt": "Once upon", "completion": " a time"},
+               {"step": 14, "epoch": 1, "prompt": "Once upon", "completion": " a cat", "on_demand": True}])
+    _write(b, [{"step": 8, "epoch": 0, "prompt": "Once upon", "completion": " a dog"},
+               {"step": 30, "epoch": 2, "prompt": "Once upon", "completion": " the end"}])
+    view, run = SamplesView(), _Run()
+    qtbot.addWidget(view)
+    view.follow(run, lambda: tmp_path)
+    assert not view.now_button.isEnabled()
+    run.event.emit(FitStarted({"run_dir": str(a), "samples": True}))
+    assert view.now_button.isEnabled() and view.step_combo.currentText() == "Step 14 · epoch 2 · on demand"
+    view.now_button.click()
+    assert isinstance(run.queued[-1], SampleNow) and not view.now_button.isEnabled()
+    run.event.emit(CommandApplied(SampleNow(error="no prompts yet: type some in Task › Prompts"), 14, 1.5))
+    assert view.note.text() == "Sample now: no prompts yet: type some in Task › Prompts"
+    assert view.now_button.isEnabled()
+    # compare with another run: the chooser lists the run folders with samples.jsonl, not this one
+    view.run_menu.aboutToShow.emit()
+    names = [action.text() for action in view.run_menu.actions()]
+    assert names[1:] == ["b"] and view.run_choices() == [b]
+    view.run_menu.actions()[1].trigger()
+    assert view.other_run == b and not view.compare_combo.isEnabled()
+    html = view.text.toHtml()
+    assert "line-through" in html and "underline" in html and "b, step 8" in view.text.toPlainText()
+    assert "changes against run b" in view.note.text()
+    view.step_combo.setCurrentIndex(0)  # step 10: b's nearest is 8
+    assert "b, step 8" in view.text.toPlainText()
+    view.compare_with_run(None)
+    assert view.compare_combo.isEnabled() and "b, step" not in view.text.toPlainText()
+    run.event.emit(Finished("completed"))
+    assert not view.now_button.isEnabled()

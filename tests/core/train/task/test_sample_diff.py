@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.core.train.task.sample_diff import steps_of, word_diff
+from workbench.core.train.task.sample_diff import compare_steps, nearest_step, steps_of, word_diff
 
 
 def test_rows_are_grouped_by_step_in_order_and_bad_rows_left_out():
@@ -25,3 +25,19 @@ def test_word_diff_marks_added_and_removed_words_and_rebuilds_both_texts():
     assert ("added", "dog") in pieces and ("removed", "cat") in pieces
     assert ("added", "a") in pieces and ("removed", "the") in pieces
     assert word_diff("same text", "same text") == [("same", "same text")]
+
+
+def test_on_demand_steps_are_marked_and_compared_like_evaluations():
+    rows = [{"step": 4, "prompt": "a", "completion": " x y"},
+            {"step": 6, "epoch": 1, "prompt": "a", "completion": " x z", "on_demand": True},
+            {"step": 8, "epoch": 1, "prompt": "a", "completion": " w", "on_demand": True},
+            {"step": 8, "epoch": 1, "prompt": "b", "completion": " v"}]  # an evaluation at that step too
+    steps = steps_of(rows)
+    assert [(s.step, s.on_demand) for s in steps] == [(4, False), (6, True), (8, False)]
+    (d,) = compare_steps(steps[1], steps[0])
+    assert (d.prompt, d.against_step, d.pieces) == ("a", 4, [("same", " x "), ("removed", "y"), ("added", "z")])
+    a, b = compare_steps(steps[2], steps[0])
+    assert a.against_step == 4 and (b.against_step, b.pieces) == (None, [("same", " v")])  # 4 never had "b"
+    assert compare_steps(steps[0], None)[0].pieces == [("same", " x y")]
+    assert nearest_step(steps, 5, "a").step == 4  # a tie (4 and 6): the earlier
+    assert nearest_step(steps, 7, "b").step == 8 and nearest_step(steps, 7, "c") is None

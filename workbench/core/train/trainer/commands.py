@@ -1,6 +1,6 @@
 """The commands a :class:`~workbench.core.train.trainer.loop.Trainer` takes from other threads.
 
-:class:`SetTrainable`, :class:`SetLR`, :class:`SaveNow` and :class:`Call` are
+:class:`SetTrainable`, :class:`SetLR`, :class:`SaveNow`, :class:`SampleNow` and :class:`Call` are
 queued on the run's :class:`~workbench.core.train.trainer.control.RunControl` and applied
 on the training thread at the next step boundary by :func:`apply_command`, which
 asks of the run only a :class:`~workbench.core.train.trainer.types.SteeredRun`
@@ -23,7 +23,7 @@ from workbench.core.train.trainer import optim
 from workbench.core.train.trainer.faults import nonfinite_tensors
 from workbench.core.train.trainer.types import SteeredRun
 
-__all__ = ["SetTrainable", "SetLR", "SaveNow", "EmptyCudaCache", "Call", "apply_command"]
+__all__ = ["SetTrainable", "SetLR", "SaveNow", "EmptyCudaCache", "SampleNow", "Call", "apply_command"]
 
 
 @dataclass
@@ -99,6 +99,26 @@ class EmptyCudaCache:
 
 
 @dataclass
+class SampleNow:
+    """Complete a causal language model's prompts now, between two steps (the Samples view's "Sample now").
+
+    Applied by :func:`workbench.core.train.task.samples.sample_now`: the same prompts and
+    settings as at each evaluation, appended to the run folder's ``samples.jsonl`` at the
+    current step with ``"on_demand": true``.
+
+    Attributes
+    ----------
+    rows : list of dict
+        Filled in when applied: the rows written (``step``, ``epoch``, ``prompt``, ``completion``, ``on_demand``).
+    error : str or None
+        Filled in when nothing could be written: why, in one line (not a causal LM, no prompts yet, a full disk).
+    """
+
+    rows: list = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
 class Call:
     """Run ``fn(run)`` on the training thread at the next step boundary (e.g. probes on/off); ``run`` is the
     run the command applies to (the :class:`~workbench.core.train.trainer.loop.Trainer`)."""
@@ -114,7 +134,7 @@ def apply_command(trainer: SteeredRun, cmd: Any) -> None:
     ----------
     trainer : SteeredRun
         The run (its model, optimizer, control, run folder, step...).
-    cmd : SetTrainable, SetLR, SaveNow, EmptyCudaCache or Call
+    cmd : SetTrainable, SetLR, SaveNow, EmptyCudaCache, SampleNow or Call
 
     Raises
     ------
@@ -149,6 +169,10 @@ def apply_command(trainer: SteeredRun, cmd: Any) -> None:
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+    elif isinstance(cmd, SampleNow):
+        from workbench.core.train.task.samples import sample_now
+
+        sample_now(trainer, cmd)
     elif isinstance(cmd, Call):
         cmd.result = cmd.fn(trainer)
     else:
