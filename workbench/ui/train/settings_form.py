@@ -534,6 +534,7 @@ class TrainingSettings(QWidget):
         for combo in (src.categorical_combo, *self.task_fields.combos()):
             combo.currentIndexChanged.connect(self._on_changed)
         self.task_fields.monitor_combo.editTextChanged.connect(self._on_changed)
+        self.task_fields.temperature_spin.valueChanged.connect(self._on_changed)
         for check in (self.download_check, self.nesterov_check, self.amp_check, self.flip_check,
                       self.shuffle_check, self.skip_check, self.drop_last_check, self.tensorboard_check):
             check.toggled.connect(self._on_changed)

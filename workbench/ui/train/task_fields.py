@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from PySide6.QtWidgets import QComboBox, QCompleter, QFormLayout, QLabel, QLineEdit
+from PySide6.QtWidgets import QComboBox, QCompleter, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QWidget
 
 from workbench.core.train.config import TaskConfig
 from workbench.core.train.task.losses import LOSS_NAMES
@@ -43,6 +43,9 @@ class TaskFields:
     prompts_edit : QLineEdit
         ``promptsEdit``: a causal language model's prompts (``[task] prompts``), separated by
         :data:`PROMPT_SEPARATOR`; its row is shown for that task only.
+    sampling_combo, temperature_spin
+        ``samplingCombo`` (greedy / sampled: ``[task] do_sample``) and ``temperatureSpin``
+        (``[task] temperature``, enabled when sampled), in the Completions row shown with the prompts.
     code_note : QLabel
         ``codeSpecNote``: shown while settings read from a file name code that has not been confirmed.
     """
@@ -77,9 +80,27 @@ class TaskFields:
         self.mode_combo.addItem("min (smaller is better)", "min")
         self.mode_combo.addItem("max (larger is better)", "max")
         self.prompts_edit = line_edit("promptsEdit", "the first words of the first validation rows",
-                                      "Texts the model completes at every evaluation (greedy), kept in the run "
+                                      "Texts the model completes at every evaluation, kept in the run "
                                       f"folder's samples.jsonl and shown in the Samples tab; several separated by "
                                       f"'{PROMPT_SEPARATOR}'")
+        self.sampling_combo = QComboBox(objectName="samplingCombo")
+        self.sampling_combo.addItem("Greedy", False)
+        self.sampling_combo.addItem("Sampled", True)
+        self.sampling_combo.setToolTip("How the prompts are completed: greedy (the same text for the same weights) "
+                                       "or sampled at the temperature, from [task] sample_seed (the same noise at "
+                                       "every evaluation)")
+        self.temperature_spin = QDoubleSpinBox(objectName="temperatureSpin", decimals=2, minimum=0.05, maximum=5.0,
+                                               singleStep=0.1, value=1.0)
+        self.temperature_spin.setPrefix("temperature ")
+        self.temperature_spin.setToolTip("The sampling temperature: below 1 sharper, above 1 more varied")
+        self._completions = QWidget(objectName="completionsRow")
+        row = QHBoxLayout(self._completions)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.sampling_combo)
+        row.addWidget(self.temperature_spin, 1)
+        self.sampling_combo.currentIndexChanged.connect(
+            lambda *_: self.temperature_spin.setEnabled(bool(self.sampling_combo.currentData())))
+        self.temperature_spin.setEnabled(False)
         self._form: QFormLayout | None = None
         self.code_note = QLabel(objectName="codeSpecNote")
         self.code_note.setWordWrap(True)
@@ -97,6 +118,7 @@ class TaskFields:
         form.addRow("Task loss", self.loss_edit)
         form.addRow("Metrics", self.metrics_edit)
         form.addRow("Prompts", self.prompts_edit)
+        form.addRow("Completions", self._completions)
         form.addRow("Best checkpoint by", self.monitor_combo)
         form.addRow("Mode", self.mode_combo)
         self._form = form
@@ -108,7 +130,7 @@ class TaskFields:
 
     def combos(self) -> list[QComboBox]:
         """The choice fields (for change notifications)."""
-        return [self.kind_combo, self.monitor_combo, self.mode_combo]
+        return [self.kind_combo, self.monitor_combo, self.mode_combo, self.sampling_combo]
 
     def read(self, base: TaskConfig) -> TaskConfig:
         """A :class:`TaskConfig` from the widgets (``files`` from ``base``)."""
@@ -118,7 +140,8 @@ class TaskFields:
             base, kind=self.kind_combo.currentData(), step=self.step_edit.text().strip(), prompts=prompts,
             validation_step=self.validation_step_edit.text().strip(), loss=self.loss_edit.text().strip(),
             metrics=metrics, monitor=self.monitor_combo.currentText().strip() or "val_loss",
-            mode=self.mode_combo.currentData())
+            mode=self.mode_combo.currentData(), do_sample=bool(self.sampling_combo.currentData()),
+            temperature=round(self.temperature_spin.value(), 2))
 
     def show(self, task: TaskConfig) -> None:
         """Put ``task`` in the widgets."""
@@ -131,6 +154,8 @@ class TaskFields:
         self.prompts_edit.setText(f" {PROMPT_SEPARATOR} ".join(str(p) for p in task.prompts))
         self.monitor_combo.setEditText(task.monitor or "val_loss")
         self.mode_combo.setCurrentIndex(max(self.mode_combo.findData(task.mode), 0))
+        self.sampling_combo.setCurrentIndex(1 if task.do_sample else 0)
+        self.temperature_spin.setValue(float(task.temperature))
 
     def set_code_note(self, origin: str | None, specs: list[str]) -> None:
         """Say that ``specs`` came from the file ``origin`` and need a confirmation at Start; None hides it."""
@@ -153,3 +178,4 @@ class TaskFields:
         self.metrics_edit.setPlaceholderText(text)
         if self._form is not None:
             self._form.setRowVisible(self.prompts_edit, kind == "causal_lm")
+            self._form.setRowVisible(self._completions, kind == "causal_lm")
