@@ -78,7 +78,7 @@ def test_an_unknown_command_word_is_a_usage_error_and_opens_no_window(monkeypatc
     monkeypatch.chdir(tmp_path)
     assert cli.main(["foo"]) == 2
     out, err = capsys.readouterr()
-    assert err == "error: no such file or command: foo; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, submit, pull, cancel, remote\n"
+    assert err == "error: no such file or command: foo; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, submit, pull, cancel, attach, remote\n"
     assert out == "" and calls == []
     assert cli.main(["--trust", "lr_find"]) == 2  # after options too; a near miss is named
     assert capsys.readouterr().err.rstrip().endswith("did you mean lr-find?")
@@ -95,7 +95,7 @@ def test_an_unknown_command_in_a_subprocess_exits_2_without_a_window(tmp_path):
                           cwd=tmp_path, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, submit, pull, cancel, remote"]
+        "error: no such file or command: frobnicate; commands: inspect, train, lr-find, diff, runs, contributions, index, graph, export, submit, pull, cancel, attach, remote"]
 
 
 def test_the_window_without_qt_is_one_line_and_exit_1(tmp_path):

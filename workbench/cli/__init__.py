@@ -8,8 +8,8 @@
     :mod:`.lr_find` (from a run file, without the window), :mod:`.diff`,
     :mod:`.runs`, :mod:`.contributions`, :mod:`.index` (the architecture
     index), :mod:`.graph` (the dataflow graph as JSON, SVG or PNG), :mod:`.export` (a run's
-    checkpoint as a ``save_pretrained`` folder), :mod:`.submit`, :mod:`.pull`, :mod:`.cancel` and
-    ``runs --host`` (a run on an SSH host or a SLURM cluster; :mod:`.remote` the older spelling).
+    checkpoint as a ``save_pretrained`` folder), :mod:`.submit`, :mod:`.pull`, :mod:`.cancel`,
+    :mod:`.attach_remote` (``attach --host``) and ``runs --host`` (a run on an SSH host or a SLURM cluster; :mod:`.remote` the older spelling).
 
 Every command module has the same shape (``NAME``, ``USAGE``, ``SUMMARY``,
 ``DESCRIPTION``, ``EPILOG``, ``SUBJECT``, ``add_arguments(parser)``,
@@ -40,7 +40,7 @@ from pathlib import Path
 from types import ModuleType
 
 from workbench.cli import contributions, diff, export, graph, index, inspect, lr_find, runs, train
-from workbench.cli import cancel, pull, remote, submit
+from workbench.cli import attach_remote, cancel, pull, remote, submit
 from workbench.cli.guard import run_command
 from workbench.cli.output import fail
 from workbench.cli.window import looks_like_a_command, open_window, window_parser, window_path
@@ -51,7 +51,7 @@ __all__ = ["main", "top_level_help", "COMMANDS"]
 #: The commands, in the order ``workbench --help`` lists them: name -> its module.
 COMMANDS: dict[str, ModuleType] = {
     command.NAME: command for command in (inspect, train, lr_find, diff, runs, contributions, index, graph,
-                                          export, submit, pull, cancel, remote)
+                                          export, submit, pull, cancel, attach_remote, remote)
 }
 
 

@@ -2,8 +2,10 @@
 
 :func:`submit` copies a run file and what it needs into a new run folder on the host (:func:`.jobs.upload`),
 then starts it detached (``setsid nohup workbench train``, :func:`.jobs.start`) or submits it with ``sbatch``
-(:mod:`.slurm`). :class:`RemoteRun` reads its state, pulls its run folder, cancels it; :func:`runs` lists a
-host's runs. ``workbench.remote`` is the public name of this module's API.
+(:mod:`.slurm`). :class:`RemoteRun` reads its state, attaches a window or a notebook to it through a tunnel
+Workbench manages (:meth:`RemoteRun.attach`), pulls its run folder, cancels it; :func:`runs` lists a host's runs
+(:func:`.waiting.scripts` what waits for a window there, scripts included). ``workbench.remote`` is the public name
+of this module's API.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.core.remote import jobs, listing, slurm
+from workbench.core.remote import jobs, listing, slurm, waiting
 from workbench.core.remote.ssh import RemoteError, Ssh
 
-__all__ = ["RemoteRun", "submit", "runs", "STATES"]
+__all__ = ["RemoteRun", "submit", "runs", "runs_with_states", "STATES"]
 
 #: What :meth:`RemoteRun.state` answers.
 STATES = ("queued", "running", "completed", "stopped", "crashed", "cancelled")
@@ -72,6 +74,52 @@ class RemoteRun:
         """
         return self.probe().state
 
+    def attach(self, steer: bool | str = True, *, callbacks=(), timeout: float | None = None):
+        """Attach to the run through a tunnel Workbench makes and closes; the handle :func:`workbench.connect` gives.
+
+        Reads the run's discovery file on the host over ssh (its port and token: read each time, never stored
+        here), forwards a free local port to it (:class:`~workbench.core.remote.tunnel.Tunnel`: through the host's
+        shared connection; on SLURM, to the compute node the job runs on, through the login node) and connects.
+        The handle (:class:`~workbench.core.remote.attached.RemoteAttachedRun`) has ``AttachedRun``'s methods and
+        attributes; a lost connection is a ``"disconnected"`` notice and it reconnects by itself; ``close()``
+        detaches (the run trains on) and closes the tunnel.
+
+        Parameters
+        ----------
+        steer : bool or "take"
+            As :func:`workbench.connect`: steer, watch read-only (False), or take the steering over.
+        callbacks : sequence of ProbeCallback
+            Live probes run in the remote run (the window's).
+        timeout : float, optional
+            Seconds to connect and be welcomed once the tunnel is open.
+
+        Raises
+        ------
+        RemoteError
+            ssh failed, or the run does not listen (queued, not started yet, ended, or ``--no-attach``).
+        AttachError
+            The run refused the token or did not answer through the tunnel.
+        """
+        from workbench.core.remote.attached import RemoteAttachedRun
+
+        return RemoteAttachedRun.open(self.ssh, self.host, self._locate, self.state, steer=steer,
+                                      callbacks=callbacks, timeout=timeout, what=f"the run {self.id!r}")
+
+    def _locate(self) -> tuple[dict, str | None] | None:
+        """The run's discovery dict (token included) and its compute node (None: the host), or None: not listening.
+
+        On the host first (a plain host; a SLURM node that is the login node or shares its ``/tmp``); else, for a
+        running job, on the job's nodes (``srun --overlap`` in the job's allocation).
+        """
+        found = waiting.find_run(waiting.read_waiting(self.ssh, self.host, self.remote_dir), self.run_dir, self.id)
+        if found is not None or not self.job:
+            return (found, None) if found is not None else None
+        for node, infos in waiting.read_waiting_on_nodes(self.ssh, self.host, self.job).items():
+            found = waiting.find_run(infos, self.run_dir, self.id)
+            if found is not None:
+                return found, node
+        return None
+
     def pull(self, dest: str | Path | None = None) -> Path:
         """Copy the run folder (and ``train.log``) into ``dest/ID``; that folder. Again later: only what changed.
 
@@ -122,6 +170,19 @@ def runs(host: str, *, remote_dir: str = jobs.DEFAULT_REMOTE_DIR, ssh_config: st
     """
     ssh = Ssh.from_env(ssh_config)
     return [_from_probe(p, host, remote_dir, ssh) for p in listing.probe(ssh, host, remote_dir)]
+
+
+def runs_with_states(host: str, *, remote_dir: str = jobs.DEFAULT_REMOTE_DIR, ssh_config: str | Path | None = None
+                     ) -> list[tuple[RemoteRun, str]]:
+    """The runs on ``host`` as :func:`runs` lists them, each with its state at that moment (one ssh command).
+
+    Raises
+    ------
+    RemoteError
+        ssh failed.
+    """
+    ssh = Ssh.from_env(ssh_config)
+    return [(_from_probe(p, host, remote_dir, ssh), p.state) for p in listing.probe(ssh, host, remote_dir)]
 
 
 def submit(run_toml: str | Path, host: str, *, slurm: bool = False, nodes: int = 1,

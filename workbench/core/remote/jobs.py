@@ -36,6 +36,8 @@ DEFAULT_REMOTE_DIR = "~/workbench-runs"
 STOP_WAIT_S = 120.0
 #: Files of a remote run folder, beside ``run.toml``.
 PID_FILE, LOG_FILE = "pid", "train.log"
+#: The private folder (0700) of a detached run's attach discovery file, in its remote folder beside ``run/``.
+ATTACH_SUBDIR = ".attach"
 #: Bytes of ``status.json`` read back (a real one is ~300 bytes; a bad file is never read whole).
 _STATUS_BYTES = 65536
 _MARK = "--workbench-remote--"
@@ -115,13 +117,17 @@ def launch_line(*, trust: bool = False, nproc_per_node: int = 0) -> str:
     """The shell line, run in a remote run folder, that starts ``workbench train run.toml`` detached; prints the pid.
 
     ``setsid`` gives it a session of its own and ``nohup`` ignores SIGHUP: a connection that drops (a terminal
-    that closes) does not end it. Output goes to ``train.log`` unbuffered, input is ``/dev/null``.
+    that closes) does not end it. Output goes to ``train.log`` unbuffered, input is ``/dev/null``. Its attach
+    discovery file goes to the run's own private :data:`ATTACH_SUBDIR` (beside ``run/``, so a pull never copies
+    the token): the default, ``$XDG_RUNTIME_DIR``, is removed by systemd-logind when the user's last ssh
+    session ends, which would leave a detached run unfindable by :func:`~.waiting.read_waiting`.
     """
     argv = ["workbench", "train", "run.toml"] + (["--trust"] if trust else [])
     if nproc_per_node > 1:
         argv += ["--nproc-per-node", str(int(nproc_per_node))]
     return (f"command -v workbench >/dev/null || {{ echo 'workbench is not on the PATH of the host; "
             f"pip install workbench there' >&2; exit 127; }}; "
+            f"mkdir -m 700 -p {ATTACH_SUBDIR} && WORKBENCH_ATTACH_DIR=\"$PWD/{ATTACH_SUBDIR}\" "
             f"PYTHONUNBUFFERED=1 setsid nohup {shlex.join(argv)} > {LOG_FILE} 2>&1 < /dev/null & "
             f"echo $! > {PID_FILE}; echo $!")
 

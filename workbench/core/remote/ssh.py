@@ -30,6 +30,11 @@ __all__ = ["RemoteError", "Ssh", "SSH_CONFIG_ENV", "CONNECT_TIMEOUT_S", "CONTROL
 SSH_CONFIG_ENV = "WORKBENCH_SSH_CONFIG"
 #: Seconds ssh waits for a host to answer (``ConnectTimeout``): a host that is down is said in seconds, not minutes.
 CONNECT_TIMEOUT_S = 15
+#: ssh's ``ServerAliveInterval`` (s) and ``ServerAliveCountMax``: a connection whose peer stops answering
+#: (a suspended laptop's network, a dead route) is closed after 30 s, so an attached window's tunnel is
+#: known lost and reopened instead of hanging until TCP's own timeout (minutes to hours).
+SERVER_ALIVE_S = 10
+SERVER_ALIVE_COUNT = 3
 #: Seconds a host's shared connection stays open after its last command (``ControlPersist``).
 CONTROL_PERSIST_S = 60
 #: Seconds a short remote command (status, stop, start) may take before it is abandoned.
@@ -95,14 +100,17 @@ class Ssh:
         return cls(config or os.environ.get(SSH_CONFIG_ENV) or None)
 
     def ssh_argv(self, host: str | None = None) -> list[str]:
-        """``ssh`` and its options (no host): ``-F`` when a configuration is named, batch mode, a connect timeout.
+        """``ssh`` and its options (no host): ``-F`` when a configuration is named, batch mode, a connect timeout,
+        keepalives (a dead network or a sleeping peer ends the connection, and so a tunnel through it, after
+        :data:`SERVER_ALIVE_S` x :data:`SERVER_ALIVE_COUNT` seconds instead of when TCP gives up).
 
         With ``host``, the options that share one connection to it (:meth:`control_options`).
         """
         argv = ["ssh"]
         if self.config:
             argv += ["-F", str(Path(self.config).expanduser())]
-        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}"]
+        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+                 "-o", f"ServerAliveInterval={SERVER_ALIVE_S}", "-o", f"ServerAliveCountMax={SERVER_ALIVE_COUNT}"]
         return argv + (self.control_options(host) if host is not None else [])
 
     def control_options(self, host: str) -> list[str]:
