@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, QSettings
 from PySide6.QtGui import QAction, QActionGroup, QColor, QPalette
 from PySide6.QtWidgets import QApplication, QMenu, QProxyStyle, QStyle, QStyleFactory, QWidget
 
-__all__ = ["THEMES", "THEME_KEY", "ThemeChooser", "apply_plot_colors", "apply_theme",
+__all__ = ["THEMES", "THEME_KEY", "ThemeChooser", "apply_plot_colors", "apply_theme", "is_dark",
            "plot_colors", "remembered_theme", "theme_palette"]
 
 #: The choices, as stored in QSettings and shown in View > Theme.
@@ -143,6 +143,15 @@ class DarkFusion(QProxyStyle):
             palette.setColor(_R.Window, self.OUTLINE_WINDOW)
             option.palette = palette
         super().drawPrimitive(element, option, painter, widget)
+
+
+def is_dark(palette: QPalette) -> bool:
+    """Whether ``palette`` is a dark one: its Base (where views draw) is darker than mid-grey.
+
+    Drawings with colours of their own (the Graph tab's boxes) choose their dark set by it, whatever theme
+    (a dark desktop under System included) set the palette.
+    """
+    return palette.color(_R.Base).lightnessF() < 0.5
 
 
 def plot_colors(palette: QPalette) -> tuple[QColor, QColor]:

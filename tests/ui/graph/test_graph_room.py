@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QToolButton
 
 
 def test_maximize_gives_the_graph_the_window_and_fit_shows_all_of_it(shown, qtbot):
@@ -17,13 +18,13 @@ def test_maximize_gives_the_graph_the_window_and_fit_shows_all_of_it(shown, qtbo
     assert all(d.isHidden() for d in others) and panel.maximize_button.text() == "Restore"
     assert win.graph_dock.width() > before.width() and win.graph_dock.height() > before.height()
     win.save_layout()  # a close while maximized keeps the docks' own layout for the next start
-    assert win.settings.value("windowState") == win._before_graph_maximized
+    assert win.settings.value("windowState") == win.maximizer.state_before
 
     # Fit: the whole graph, even with a module selected
     name = next(n.name for n in panel.view_graph.nodes if n.op == "module")
     panel.select_module(name, center=True)
     panel.view.zoom_by(4.0)
-    qtbot.mouseClick(panel.findChild(type(panel.maximize_button), "graphFit"), Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(panel.findChild(QToolButton, "graphFit"), Qt.MouseButton.LeftButton)
     shown_rect = panel.view.mapFromScene(panel.scene.itemsBoundingRect()).boundingRect()
     assert panel.view.viewport().rect().contains(shown_rect), (shown_rect, panel.view.viewport().rect())
 

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMessageBox, QSlider,
                                QToolButton, QVBoxLayout, QWidget)
@@ -31,6 +31,7 @@ from workbench.core.model.example_input import example_input
 from workbench.core.model.freezing import frozen_modules
 from workbench.core.model.skeleton import is_skeleton
 from workbench.core.probe.layer_stats import QUANTITIES, QUANTITY_TITLES
+from workbench.ui.dock_maximize import MaximizeButton
 from workbench.ui.graph import image_file
 from workbench.ui.graph.graph_scene import GraphScene, GraphView
 from workbench.ui.threading import run_in_background
@@ -90,6 +91,7 @@ class GraphPanel(QWidget):
         session.probeReports.connect(self._on_probe_reports)
         session.badgesChanged.connect(self._on_badges)
         session.revealRequested.connect(self._on_reveal)
+        session.runningChanged.connect(self._on_running_changed)
 
     def _build(self) -> None:
         self.search = QLineEdit(objectName="graphSearch", placeholderText="Find a module or an operation")
@@ -97,9 +99,9 @@ class GraphPanel(QWidget):
         self.search.returnPressed.connect(self._on_search)
         fit = QToolButton(text="Fit", objectName="graphFit", toolTip="The whole graph in view")
         fit.clicked.connect(self.fit_all)
-        self.maximize_button = QToolButton(text="Maximize", objectName="graphMaximize", checkable=True,
-                                           toolTip="The graph takes the whole window (again: the other docks back)")
-        self.maximize_button.toggled.connect(self._on_maximize_toggled)
+        self.maximize_button = MaximizeButton("graphMaximize",
+                                              "The graph takes the whole window (again: the other docks back)")
+        self.maximize_button.maximizeRequested.connect(self._on_maximize_requested)
         expand = QToolButton(text="Open all", objectName="graphExpandAll", toolTip="Show every operation")
         expand.clicked.connect(lambda: self.set_expanded_set(set(self.graph.module_paths()) if self.graph else {""}))
         collapse = QToolButton(text="Close all", objectName="graphCollapseAll", toolTip="The top-level modules")
@@ -151,6 +153,12 @@ class GraphPanel(QWidget):
     def sizeHint(self) -> QSize:  # noqa: D102 - Qt override
         return QSize(480, 520)
 
+    def changeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """A new palette (View > Theme): the boxes, lines and text take its colours."""
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self.scene.set_palette(self.palette())
+
     # ------------------------------------------------------------------ capture and views
     def _on_model_changed(self) -> None:
         self.graph = self.view_graph = self.layout_ = None
@@ -169,6 +177,11 @@ class GraphPanel(QWidget):
         """Capture when first shown for this model (after the show: the capture waits in a local event loop)."""
         super().showEvent(event)
         if self._stale or self._needs_redraw:
+            QTimer.singleShot(0, self._refresh_if_stale)
+
+    def _on_running_changed(self, running: bool) -> None:
+        """A run ended: a capture it held off (the tab was shown meanwhile) happens now."""
+        if not running and self._stale and self.isVisible():
             QTimer.singleShot(0, self._refresh_if_stale)
 
     def _refresh_if_stale(self) -> None:
@@ -333,13 +346,9 @@ class GraphPanel(QWidget):
 
     def set_maximized(self, flag: bool) -> None:
         """Show the Maximize button as ``flag`` (the window's state), without asking the window again."""
-        self.maximize_button.blockSignals(True)
-        self.maximize_button.setChecked(flag)
-        self.maximize_button.blockSignals(False)
-        self.maximize_button.setText("Restore" if flag else "Maximize")
+        self.maximize_button.set_maximized(flag)
 
-    def _on_maximize_toggled(self, flag: bool) -> None:
-        self.maximize_button.setText("Restore" if flag else "Maximize")
+    def _on_maximize_requested(self, flag: bool) -> None:
         self.maximizeRequested.emit(flag)
         QTimer.singleShot(0, self.fit_all)  # the view's new size: the whole graph again
 

@@ -5,7 +5,9 @@ a :meth:`~workbench.core.graph.model_graph.ModelGraph.collapsed` view): one box
 per node (a module shown closed, an operation, an input), one path per edge, and
 behind the members of each open module a translucent frame with its name. It
 computes nothing itself: colours come from :meth:`GraphScene.set_colors`, the
-frozen set from :meth:`GraphScene.set_frozen`.
+frozen set from :meth:`GraphScene.set_frozen`. Its fills, lines and text follow
+the palette (:meth:`GraphScene.set_palette`: light boxes on a light theme, dark
+ones on a dark theme).
 
 Level of detail: below :data:`LABEL_SCALE` zoom the labels are hidden (a
 10,000-node graph then paints boxes and lines only); edge annotations (the
@@ -16,13 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import (QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem, QGraphicsScene,
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPalette, QPen
+from PySide6.QtWidgets import (QApplication, QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem, QGraphicsScene,
                                QGraphicsSimpleTextItem, QGraphicsView)
 
 from workbench.core.graph.svg import node_label
+from workbench.ui.theme import is_dark
 
-__all__ = ["GraphScene", "GraphView", "LABEL_SCALE", "SHAPE_SCALE", "NODE_ROLE"]
+__all__ = ["COLORS", "GraphScene", "GraphView", "LABEL_SCALE", "SHAPE_SCALE", "NODE_ROLE"]
 
 #: Zoom (view scale) below which node labels are hidden.
 LABEL_SCALE = 0.35
@@ -37,11 +40,14 @@ KIND_ROLE = 2
 #: ``QGraphicsItem.data`` key of a box: "module", "input" or "op".
 OP_ROLE = 3
 
-_FILL = {"module": QColor("#dbe8f7"), "input": QColor("#d9f2d9"), "op": QColor("#f2f2f2")}
-_FROZEN_FILL = QColor("#e3e3e3")
-_EDGE = QColor("#8a8a8a")
-_SELECTED = QColor("#1f6fd1")
-_OUTLINE = QColor("#d62728")
+#: The drawing's colours on a light and on a dark palette: role -> (light, dark). A box's label is black or
+#: white by its fill's lightness (an overlay colour too).
+COLORS = {
+    "module": ("#dbe8f7", "#2b3d55"), "input": ("#d9f2d9", "#27472c"), "op": ("#f2f2f2", "#3a3a3a"),
+    "frozen": ("#e3e3e3", "#4d4d4d"),  # frozen boxes are dashed too
+    "pen": ("#5a5a5a", "#a6a6a6"), "edge": ("#8a8a8a", "#8c8c8c"), "shape": ("#777777", "#a0a0a0"),
+    "frame_title": ("#3c64aa", "#8fb6ee"), "selected": ("#1f6fd1", "#5aa2ff"), "outline": ("#d62728", "#ff5c5c"),
+}
 
 
 class GraphScene(QGraphicsScene):
@@ -72,6 +78,33 @@ class GraphScene(QGraphicsScene):
         self._colors: dict[str, QColor] = {}
         self._outlined: str | None = None
         self._selected: str | None = None
+        self.edges: list[QGraphicsPathItem] = []
+        self.frame_titles: list[QGraphicsSimpleTextItem] = []
+        self._dark = is_dark(QApplication.palette())
+
+    def color(self, role: str) -> QColor:
+        """The colour of ``role`` (a key of :data:`COLORS`) on the palette the scene follows."""
+        return QColor(COLORS[role][int(self._dark)])
+
+    def set_palette(self, palette: QPalette) -> None:
+        """Follow ``palette`` (the theme changed): every box, line and text drawn again in its colours."""
+        dark = is_dark(palette)
+        if dark == self._dark:
+            return
+        self._dark = dark
+        pen = self._edge_pen()
+        for item in self.edges:
+            item.setPen(pen)
+        for text in self.shape_labels:
+            text.setBrush(QBrush(self.color("shape")))
+        for title in self.frame_titles:
+            title.setBrush(QBrush(self.color("frame_title")))
+        self._restyle_all()
+
+    def _edge_pen(self) -> QPen:
+        pen = QPen(self.color("edge"), 1.2)
+        pen.setCosmetic(True)
+        return pen
 
     def forget(self) -> None:
         """Another model: nothing selected, nothing outlined, no overlay."""
@@ -84,11 +117,11 @@ class GraphScene(QGraphicsScene):
         self.clear()
         self.boxes, self.frames, self.labels, self.shape_labels, self.module_of = {}, {}, [], [], {}
         self.box_labels = {}  # the selection and the outline stay: they are modules, redrawn where they now are
+        self.edges, self.frame_titles = [], []
         self._labels_shown = self._shapes_shown = True  # new items are visible: set_detail hides them again
         font = QFont()
         font.setPointSizeF(9)
-        pen = QPen(_EDGE, 1.2)
-        pen.setCosmetic(True)
+        pen = self._edge_pen()
         for (src, dst), line in zip(graph.edges, layout.edges):
             path = QPainterPath(QPointF(*line[0]))
             for x, y in line[1:]:
@@ -97,11 +130,12 @@ class GraphScene(QGraphicsScene):
             item.setPen(pen)
             item.setZValue(-1)
             self.addItem(item)
+            self.edges.append(item)
             shapes = graph.node(src).shapes
             if shapes:
                 text = QGraphicsSimpleTextItem("×".join(map(str, shapes[0])) or "scalar")
                 text.setFont(font)
-                text.setBrush(QBrush(QColor("#777777")))
+                text.setBrush(QBrush(self.color("shape")))
                 mid = line[len(line) // 2] if len(line) > 2 else (line[0] + line[-1]) / 2
                 text.setPos(float(mid[0]) + 4, float(mid[1]) - 8)
                 text.setZValue(1)
@@ -158,9 +192,10 @@ class GraphScene(QGraphicsScene):
             frame.setZValue(-2 + 0.01 * path.count("."))
             frame.setToolTip(f"{path} (double-click to close)")
             title = QGraphicsSimpleTextItem(path, frame)
-            title.setBrush(QBrush(QColor(60, 100, 170)))
+            title.setBrush(QBrush(self.color("frame_title")))
             title.setPos(float(lo[0]) + 4, float(lo[1]) - top + 1)
             self.labels.append(title)
+            self.frame_titles.append(title)
             self.addItem(frame)
             self.frames[path] = frame
 
@@ -239,17 +274,17 @@ class GraphScene(QGraphicsScene):
         for name, box in self.boxes.items():
             path = self.module_of[name]
             frozen = _frozen(path, self._frozen)
-            fill = self._colors.get(path) or (_FROZEN_FILL if frozen else _FILL[_kind(box)])
+            fill = self._colors.get(path) or self.color("frozen" if frozen else _kind(box))
             box.setBrush(QBrush(fill))
             label = self.box_labels.get(name)
             if label is not None:  # readable on a dark overlay colour
                 label.setBrush(QBrush(QColor("white") if fill.lightnessF() < 0.45 else QColor("black")))
             if box is outlined:
-                pen = QPen(_OUTLINE, 3)
+                pen = QPen(self.color("outline"), 3)
             elif box is selected:
-                pen = QPen(_SELECTED, 2.5)
+                pen = QPen(self.color("selected"), 2.5)
             else:
-                pen = QPen(QColor("#5a5a5a"), 1, Qt.PenStyle.DashLine if frozen else Qt.PenStyle.SolidLine)
+                pen = QPen(self.color("pen"), 1, Qt.PenStyle.DashLine if frozen else Qt.PenStyle.SolidLine)
             pen.setCosmetic(True)
             box.setPen(pen)
 

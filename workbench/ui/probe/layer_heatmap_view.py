@@ -10,7 +10,8 @@ The filter box keeps the layers whose name or type contains the text; the sort
 box orders them by execution, name or worst latest value (the core decides).
 
 objectNames: ``layerHeatmap`` (the plot), ``heatmapQuantityCombo``, ``heatmapSortCombo``,
-``heatmapFilter``, ``heatmapHover``, ``heatmapExportPng``, ``heatmapExportCsv``.
+``heatmapFilter``, ``heatmapHover``, ``heatmapExportPng``, ``heatmapExportCsv``, ``heatmapMaximize`` (the
+heatmap takes the whole window: ``maximizeRequested``; the window answers with :meth:`set_maximized`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QFontMetricsF
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QSizePolicy, QToolButton,
+                               QVBoxLayout, QWidget)
 
 from workbench.core.probe.layer_history import SORT_KEYS, LayerHistory, display_levels
 from workbench.core.probe.layer_stats import LOG_QUANTITIES, QUANTITIES, QUANTITY_TITLES, LayerSnapshot
 from workbench.ui.axis_fit import ELLIPSIS, axis_font
+from workbench.ui.dock_maximize import MaximizeButton
 from workbench.ui.probe.module_label import elide_module_name
 
 #: Redraw at most this often while reports arrive, ms.
@@ -75,9 +78,12 @@ class LayerHeatmapView(QWidget):
     -------
     cellClicked(str, int)
         Module name and step of a clicked cell.
+    maximizeRequested(bool)
+        The Maximize button: the heatmap wants the whole window (True) or its place back (False).
     """
 
     cellClicked = Signal(str, int)
+    maximizeRequested = Signal(bool)
 
     def __init__(self, history: LayerHistory | None = None, parent: QWidget | None = None):
         super().__init__(parent)
@@ -102,6 +108,9 @@ class LayerHeatmapView(QWidget):
         self.png_button.setToolTip("Save this heatmap as a PNG image")
         self.csv_button = QToolButton(text="CSV…", objectName="heatmapExportCsv")
         self.csv_button.setToolTip("Save every layer's measurements as tidy CSV (step, module, quantity, value)")
+        self.maximize_button = MaximizeButton("heatmapMaximize", "The heatmap takes the whole window, the plots' "
+                                              "room included (again: every dock back)")
+        self.maximize_button.maximizeRequested.connect(self.maximizeRequested)
 
         self.axis = _StepAxis()
         self.plot = pg.PlotWidget(axisItems={"bottom": self.axis})
@@ -130,13 +139,18 @@ class LayerHeatmapView(QWidget):
             w.setMinimumContentsLength(10)
             bar.addWidget(w)
         bar.addWidget(self.filter_edit, 1)
-        bar.addWidget(self.png_button)
-        bar.addWidget(self.csv_button)
+        # the buttons under the plot, beside the hover line, which gives up its width: with them in the tool row
+        # the row was wider than the docked Layers tab at 1280x800 and Maximize scrolled out of sight
+        self.hover.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        foot = QHBoxLayout()
+        foot.addWidget(self.hover, 1)
+        for button in (self.png_button, self.csv_button, self.maximize_button):
+            foot.addWidget(button)
         v = QVBoxLayout(self)
         v.setContentsMargins(0, 0, 0, 0)
         v.addLayout(bar)
         v.addWidget(self.plot, 1)
-        v.addWidget(self.hover)
+        v.addLayout(foot)
 
         self._timer = QTimer(self, singleShot=True, interval=REDRAW_MS)
         self._timer.timeout.connect(self.refresh)
@@ -150,6 +164,10 @@ class LayerHeatmapView(QWidget):
         self.plot.getPlotItem().vb.sigResized.connect(self._fit_title)
         scene.sigMouseMoved.connect(self._on_mouse_moved)
         scene.sigMouseClicked.connect(self._on_mouse_clicked)
+
+    def set_maximized(self, flag: bool) -> None:
+        """Show the Maximize button as ``flag`` (the window's state), without asking the window again."""
+        self.maximize_button.set_maximized(flag)
 
     # ------------------------------------------------------------------ data
     @property

@@ -195,9 +195,13 @@ class ProbesPanel(QWidget):
         The probed module names changed.
     resultsShown()
         New results arrived and the visible tabs drew them (a probe batch finished or live reports arrived).
+    heatmapMaximizeRequested(bool)
+        The Layers heatmap's Maximize: the Probes dock wants the whole window (True) or its place back (False);
+        the window answers with :meth:`set_heatmap_maximized`.
     """
 
     reportsArrived = Signal(list)
+    heatmapMaximizeRequested = Signal(bool)
     probesChanged = Signal(list)
     resultsShown = Signal()
 
@@ -265,7 +269,9 @@ class ProbesPanel(QWidget):
         self.tabs.addTab(self.weights, "Weights")
         self.layers = LayerHeatmapView()
         self.layers.cellClicked.connect(self.session.reveal)
+        self.layers.maximizeRequested.connect(self.heatmapMaximizeRequested)
         self.tabs.addTab(self.layers, "Layers")
+        self._probed_column = left  # hidden while the heatmap has the window: its width goes to the steps
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
@@ -279,6 +285,14 @@ class ProbesPanel(QWidget):
         layout.addWidget(self.status)
         layout.addLayout(cadence)
         layout.addWidget(split, 1)
+
+    def set_heatmap_maximized(self, flag: bool) -> None:
+        """The Layers heatmap has the window (``flag``: the Layers tab in front, the probed list aside) or not;
+        its Maximize button follows without asking the window again."""
+        if flag:
+            self.tabs.setCurrentWidget(self.layers)
+        self._probed_column.setVisible(not flag)
+        self.layers.set_maximized(flag)
 
     def _build_cadence(self) -> QVBoxLayout:
         """The live cadence: a time budget or every N steps, and the line that says what it does."""
