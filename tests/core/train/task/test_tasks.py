@@ -14,7 +14,7 @@ from torch.utils.data import TensorDataset
 from workbench.core.errors import StepError
 from workbench.core.train.config import TaskConfig, TrainConfig
 from workbench.core.train.data.batch import batch_size, describe, move, split_xy
-from workbench.core.train.task.build import build_task, infer_kind, resolve_kind
+from workbench.core.train.task.build import build_task
 from workbench.core.train.task.losses import build_loss
 from workbench.core.train.task.metrics import build_metric
 from workbench.core.train.trainer.loop import Trainer
@@ -60,17 +60,6 @@ def test_a_regression_target_of_n_against_an_output_of_n_by_1_is_not_broadcast()
     out, y = torch.zeros(8, 1), torch.arange(8.0)
     loss = build_loss("mse")(out, y)
     assert loss.item() == pytest.approx(float((y ** 2).mean()))  # (8, 8) broadcasting would give another mean
-
-
-def test_kinds_are_inferred_from_a_batch():
-    assert infer_kind((torch.randn(2, 3), torch.tensor([0, 1]))) == "classification"
-    assert infer_kind((torch.randn(2, 3), torch.randn(2))) == "regression"
-    assert infer_kind((torch.randn(2, 3), torch.tensor([[0, 1], [1, 1]]))) == "multilabel"
-    assert infer_kind({"input_ids": torch.zeros(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4)}) \
-        == "model_loss"
-    cfg = TrainConfig(task=TaskConfig(kind="auto"))
-    assert resolve_kind(cfg, "regression") == "regression"  # the data's own task wins
-    assert resolve_kind(cfg, "", None) == "classification"
 
 
 def test_batches_of_any_structure_move_count_and_describe():
