@@ -10,13 +10,16 @@ import pytest
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A 64 KiB tmpfs: a real full disk (mounting needs root; skipped with the reason elsewhere)."""
+def small_disk(tmp_path, request):
+    """A 64 KiB tmpfs: a real full disk (mounting needs root; skipped with the reason elsewhere).
+
+    Another size: ``@pytest.mark.parametrize("small_disk", ["160k"], indirect=True)``."""
+    size = getattr(request, "param", "64k")
     if os.geteuid() != 0:
         pytest.skip("a full disk here is a 64 KiB tmpfs, and mounting one needs root")
     where = tmp_path / "disk"
     where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True,
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True,
                           text=True)
     if done.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")

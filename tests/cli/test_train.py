@@ -56,3 +56,17 @@ def test_a_one_process_run_listens_with_the_run_file_s_pause_lease(recorded, tmp
     assert cli.main(["train", str(tmp_path / "missing.toml")]) == 0  # the run says why; the defaults meanwhile
     assert calls[-1][2][0].lease.seconds == 120.0
     assert cli.main(["train", str(path), "--no-attach"]) == 0 and calls[-1][2] == []
+
+
+def test_the_nodes_options_reach_the_launcher_under_torchrun_s_names(recorded, capsys):
+    path, calls = recorded
+    assert cli.main(["train", str(path), "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "1",
+                     "--rdzv-backend", "c10d", "--rdzv-endpoint", "10.0.0.1:29400", "--rdzv-id", "job7"]) == 0
+    kw = calls[-1][2]
+    assert (kw["nnodes"], kw["node_rank"], kw["rdzv_backend"], kw["rdzv_endpoint"], kw["rdzv_id"]) == \
+        (2, 1, "c10d", "10.0.0.1:29400", "job7")
+    assert cli.main(["train", str(path), "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "2"]) == 2
+    assert "--nnodes 2 --node-rank 2: a node's rank is 0 to nnodes - 1" in capsys.readouterr().out
+    assert cli.main(["train", str(path), "--nnodes", "2"]) == 2  # several nodes, one process each: say so
+    assert "needs --nproc-per-node" in capsys.readouterr().out
+    assert len(calls) == 1

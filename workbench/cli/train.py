@@ -1,4 +1,6 @@
-"""``workbench train RUN.toml``: train from a run configuration without the window (``--nproc-per-node N``: DDP).
+"""``workbench train RUN.toml``: train from a run configuration without the window (``--nproc-per-node N``: DDP;
+``--nnodes N --node-rank R`` with ``--master-addr/--master-port`` or ``--rdzv-backend c10d --rdzv-endpoint``:
+several nodes, one launcher on each, one run folder made by the global rank 0).
 
 A run listens for Workbench's window as an attached script does
 (:class:`~workbench.core.attach.trainer_attach.TrainerAttach`: ``127.0.0.1``, a
@@ -36,10 +38,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ddp = parser.add_argument_group("data-parallel (DistributedDataParallel on torch.distributed.run)")
     ddp.add_argument("--nproc-per-node", type=int, default=0, metavar="N",
                      help="run N ranks on this machine (Gloo on CPU, NCCL on CUDA); 0 = one process, no DDP")
-    ddp.add_argument("--nnodes", type=int, default=1)
-    ddp.add_argument("--node-rank", type=int, default=0)
-    ddp.add_argument("--master-addr", default=None)
-    ddp.add_argument("--master-port", type=int, default=None)
+    ddp.add_argument("--nnodes", type=int, default=1, metavar="N",
+                     help="nodes of the run: start one launcher on each, with the same options (default 1)")
+    ddp.add_argument("--node-rank", type=int, default=0, metavar="R",
+                     help="this node's number, 0 to N-1 (the static rendezvous: node 0 holds rank 0)")
+    ddp.add_argument("--master-addr", default=None, metavar="HOST",
+                     help="node 0's address (static rendezvous; default 127.0.0.1)")
+    ddp.add_argument("--master-port", type=int, default=None, metavar="PORT",
+                     help="node 0's port (static rendezvous; default 29500)")
+    ddp.add_argument("--rdzv-backend", default=None, metavar="NAME",
+                     help="torchrun's rendezvous: static (default: --node-rank numbers the nodes) or c10d "
+                          "(the nodes are numbered as they join; --node-rank is not needed)")
+    ddp.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+                     help="where the rendezvous listens (c10d: one node's address and a free port)")
+    ddp.add_argument("--rdzv-id", default=None, metavar="ID",
+                     help="the run's id in the rendezvous, the same on every node (default: workbench)")
     ddp.add_argument("--rank-timeout", type=float, default=60.0, metavar="S",
                      help="end the run when a rank has made no step for S seconds (default 60)")
 
@@ -57,6 +70,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_attach and not 0 <= args.attach_port <= 65535:
         print(f"error: --attach-port {args.attach_port}: a port is 1 to 65535 (0: a free one)")
         return 2
+    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+        print(f"error: --nnodes {args.nnodes} --node-rank {args.node_rank}: a node's rank is 0 to nnodes - 1")
+        return 2
+    if args.nnodes > 1 and args.nproc_per_node < 1:
+        print("error: --nnodes: a run on several nodes needs --nproc-per-node (the ranks of each node)")
+        return 2
     if args.nproc_per_node > 0:
         from workbench.core.train.launch.headless import check_run_trust
         from workbench.core.train.launch.torchrun import launch
@@ -73,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             rank_args += ["--attach-port", str(args.attach_port)]
         return int(launch(args.config, args.nproc_per_node, out=print, nnodes=args.nnodes, node_rank=args.node_rank,
                           master_addr=args.master_addr, master_port=args.master_port,
+                          rdzv_backend=args.rdzv_backend, rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
                           timeout_s=args.rank_timeout, trust=args.trust, rank_args=rank_args))
     callbacks = []
     if not args.no_attach:

@@ -24,10 +24,11 @@ from workbench.core.model import tree as core_tree
 from workbench.core.model.edits import last_layer
 from workbench.core.model.skeleton import is_skeleton
 from workbench.core.train.runs.folder import default_runs_root
-from workbench.ui.attaching import attach_window
+from workbench.ui.attaching import attach_on_host, attach_remote_window, attach_window
 from workbench.ui.dock_follow import FollowingDock
 from workbench.ui.edits import ModelEdits
 from workbench.ui.file_actions import FileActions
+from workbench.ui.dock_maximize import DockMaximizer
 from workbench.ui.graph.graph_panel import GraphPanel
 from workbench.ui.help_menu import HelpMenu
 from workbench.ui.memory_feed import MemoryFeed
@@ -279,7 +280,8 @@ class MainWindow(QMainWindow):
         self.details_follower = FollowingDock(self, self.details_dock)  # a selection brings Details forward
         self.runs_dock.visibilityChanged.connect(lambda shown: shown and self.runs_panel.refresh())
         self._default_layout_pending = True
-        self._before_graph_maximized = None  # the layout the Graph's Maximize put aside
+        self.maximizer = DockMaximizer(self, self._docks)  # the Graph's and the heatmap's Maximize
+        self.maximizer.changed.connect(self._on_maximized)
 
     def apply_default_dock_sizes(self) -> None:
         """The left column as wide as the tree's columns need (half the window at most), the Training dock the rest.
@@ -366,6 +368,8 @@ class MainWindow(QMainWindow):
             file_menu, "A&ttach to a running script…", self.on_attach_triggered,
             tip="Watch and steer a training script that called workbench.attach(model, optimizer)")
         self.attach_action.setObjectName("attachAction")
+        self.attach_host_action = self._action(file_menu, "Attach to a run on a &host…", lambda: attach_on_host(self))
+        self.attach_host_action.setObjectName("attachHostAction")
         self.detach_action = self._action(file_menu, "&Detach from the script", self.detach,
                                           tip="Let go of the attached script: it trains on as it is")
         self.detach_action.setObjectName("detachAction")
@@ -436,13 +440,18 @@ class MainWindow(QMainWindow):
         session = self.session
         self.tree_widget.currentNodeChanged.connect(self._on_selection_changed)
         self.tree_widget.inputShapeEntered.connect(self._on_input_shape_entered)
+        self.training_panel.steeringChanged.connect(self.tree_widget.set_read_only)  # another window took over
         self.tree_model.badgesChanged.connect(self._on_badges_changed)
         self.runs_panel.openRequested.connect(lambda path: self.open_path(path))
         self.runs_panel.resumeRequested.connect(self.resume_run)
-        self.training_panel.run.event.connect(self.samples_view.on_event)  # the Samples tab follows the run
+        self.training_panel.remoteSubmitted.connect(self.runs_panel.remote.add_submitted)  # Run on a host
+        self.runs_panel.remote.set_attach(lambda run: attach_remote_window(self, run))  # On hosts › Attach
+        # the Samples tab follows the run ("Sample now" is queued on it) and compares with runs under the Runs root
+        self.samples_view.follow(self.training_panel.run, lambda: self.runs_panel.root_edit.text().strip() or None)
         # the graph and the tree stay in step: a box clicked selects the module, a module opened opens the row
         self.graph_panel.moduleSelected.connect(self._on_graph_module_selected)
         self.graph_panel.maximizeRequested.connect(self.maximize_graph)
+        self.probes_panel.heatmapMaximizeRequested.connect(self.maximize_heatmap)
         self.graph_panel.expandRequested.connect(self.tree_widget.set_expanded)
         self.tree_widget.moduleExpanded.connect(self.graph_panel.set_expanded)
         session.modelChanged.connect(self._on_model_changed)
@@ -579,22 +588,17 @@ class MainWindow(QMainWindow):
             self.details_follower.follow()
 
     def maximize_graph(self, flag: bool) -> None:
-        """The Graph dock alone in the window (``flag``), or every dock back where it was (the Graph's Maximize).
+        """The Graph dock alone in the window (``flag``), or every dock back where it was (the Graph's Maximize)."""
+        self.maximizer.set(self.graph_dock, flag)
 
-        The layout before is kept and put back; it is what a close while maximized saves.
-        """
-        if flag and self._before_graph_maximized is None:
-            self._before_graph_maximized = self.saveState()
-            for dock in self._docks():
-                if dock is not self.graph_dock:
-                    dock.hide()
-            self.graph_dock.setFloating(False)
-            self.graph_dock.show()
-            self.graph_dock.raise_()
-        elif not flag and self._before_graph_maximized is not None:
-            state, self._before_graph_maximized = self._before_graph_maximized, None
-            self.restoreState(state)
-        self.graph_panel.set_maximized(self._before_graph_maximized is not None)
+    def maximize_heatmap(self, flag: bool) -> None:
+        """The Probes dock alone in the window, its Layers heatmap in front (``flag``), or every dock back (the
+        heatmap's Maximize)."""
+        self.maximizer.set(self.probes_dock, flag)
+
+    def _on_maximized(self, dock) -> None:
+        self.graph_panel.set_maximized(dock is self.graph_dock)
+        self.probes_panel.set_heatmap_maximized(dock is self.probes_dock)
 
     def _on_graph_module_selected(self, name: str) -> None:
         """A box clicked in the Graph tab: the module selected in the tree, the Graph staying in front."""
@@ -708,6 +712,7 @@ class MainWindow(QMainWindow):
         self._update_change_arch_action()
         self.detach_action.setEnabled(running and self.training_panel.is_attached())
         self.attach_action.setEnabled(not running)
+        self.attach_host_action.setEnabled(not running)
         if not running and self.runs_dock.isVisible():
             self.runs_panel.refresh()  # the run that just ended joins the list
         self.undo_action.setEnabled(not running and self.undo_stack.canUndo())
@@ -759,8 +764,7 @@ class MainWindow(QMainWindow):
 
         A maximized or full-screen window keeps its size; the docks get their default shares.
         """
-        self._before_graph_maximized = None
-        self.graph_panel.set_maximized(False)
+        self.maximizer.forget()
         self.restoreState(self._default_state)
         for dock in self._docks():
             dock.setFloating(False)
@@ -774,7 +778,7 @@ class MainWindow(QMainWindow):
     def save_layout(self) -> None:
         """Persist window geometry and dock layout (QSettings)."""
         self.settings.setValue("geometry", self.saveGeometry())
-        maximized = self._before_graph_maximized  # a close with the graph maximized keeps the docks' layout
+        maximized = self.maximizer.state_before  # a close with a dock maximized keeps the docks' layout
         self.settings.setValue("windowState", maximized if maximized is not None else self.saveState())
         self.settings.sync()
 

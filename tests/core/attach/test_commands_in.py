@@ -7,7 +7,7 @@ import math
 import pytest
 
 from workbench.core.attach.commands_in import WindowCommand, read_command, steer_control
-from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
+from workbench.core.train.trainer.commands import SampleNow, SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.control import RunControl
 
 
@@ -34,11 +34,11 @@ def test_a_bad_command_is_one_line_for_the_window(msg, steering, problem):
 def test_good_commands_become_the_run_commands_and_reach_the_control():
     c = RunControl()
     for msg in ({"op": "freeze", "path": "fc"}, {"op": "unfreeze", "path": ["a", "b.weight"]},
-                {"op": "set_lr", "lr": 3, "group": 1}, {"op": "save_now"}):
+                {"op": "set_lr", "lr": 3, "group": 1}, {"op": "save_now"}, {"op": "sample_now"}):
         cmd = read_command(msg, True)
         assert isinstance(cmd, WindowCommand) and steer_control(c, cmd)
     queued = c.take_commands()
-    assert [type(q) for q in queued] == [SetTrainable, SetTrainable, SetLR, SaveNow]
+    assert [type(q) for q in queued] == [SetTrainable, SetTrainable, SetLR, SaveNow, SampleNow]
     assert (queued[0].names, queued[0].flag, queued[1].names, queued[1].flag) == (["fc"], False, ["a", "b.weight"], True)
     assert (queued[2].lr, queued[2].group) == (3.0, 1)
     assert steer_control(c, read_command({"op": "pause"}, True)) and c.is_paused

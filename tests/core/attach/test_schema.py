@@ -18,7 +18,7 @@ from workbench.core.probe.callback import ProbeCallback
 from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.events import (CommandApplied, EpochEnded, Finished, FitStarted, Metrics, NonFinite,
                                          Paused, ProgressText, RunError, Sink)
-from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
+from workbench.core.train.trainer.commands import SampleNow, SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.hooks import Callback
 from workbench.core.train.trainer.loop import Trainer
 
@@ -54,6 +54,8 @@ def test_what_a_real_run_sends_passes_after_the_wire(tmp_path):
               EpochEnded(epochs.epochs[0]), Sink(0, reports), Paused(3), ProgressText("x"), RunError("tb"),
               CommandApplied(SetTrainable(["fc"], False, changed=["fc.weight"]), 3, 0.5),
               CommandApplied(SetLR(0.1, 0), 3, 0.5), CommandApplied(SaveNow(None, "/r/last.pt", ["x"]), 3, 0.5),
+              CommandApplied(SampleNow([{"step": 3, "epoch": 0, "prompt": "a", "completion": " b", "on_demand": True}]),
+                             3, 0.5), CommandApplied(SampleNow(error="no prompts yet"), 3, 0.5),
               NonFinite(3, float("nan"), {}), NonFinite(3, float("inf"), {
                   "step": 3, "phase": "forward", "module": "fc", "module_type": "Linear", "parameter": "",
                   "kind": "NaN", "broken_weights": [], "exact": False}), Finished("completed")]
@@ -78,6 +80,7 @@ def test_a_real_models_welcome_passes():
     (Sink(0, "reports"), "Sink.data: expected a list of probe reports"),
     (CommandApplied(Paused(1), 1, 1.0), "CommandApplied.command: expected a command"),
     (CommandApplied(SetTrainable(["fc"], False, changed="fc.weight"), 1, 1.0), ".command.changed: expected a list"),
+    (CommandApplied(SampleNow([{"prompt": [1]}]), 1, 1.0), ".command.rows[0]['prompt']: expected"),
     (NonFinite(1, 1.0, {"broken_weights": "fc"}), "NonFinite.trace['broken_weights']"),
     (ProgressText("x" * (MAX_TEXT_CHARS + 1)), f"limit {MAX_TEXT_CHARS:,}"),
     (Metrics({"step": np.arange(3.0), "loss": np.ones(2)}), "Metrics.values['loss']: 2 values where the others"),

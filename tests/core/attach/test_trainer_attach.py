@@ -72,6 +72,10 @@ def test_a_headless_run_is_attached_and_steered_freeze_lr_pause_save_stop(tmp_pa
         assert run.wait_ack(run.save_now())["ok"]
         saved = _until(run, lambda e: type(e).__name__ == "CommandApplied" and type(e.command).__name__ == "SaveNow")
         assert Path(saved.command.saved_to).is_file()
+        assert run.wait_ack(run.sample_now())["ok"]  # a classifier has no prompts: said, the run goes on
+        sampled = _until(run, lambda e: type(e).__name__ == "CommandApplied"
+                         and type(e.command).__name__ == "SampleNow")
+        assert sampled.command.rows == [] and "completes no prompts" in sampled.command.error
 
         assert run.wait_ack(run.stop())["ok"]
         end = _until(run, lambda e: type(e).__name__ == "Finished")

@@ -14,7 +14,7 @@ from workbench.core.attach import script as attach_script
 from workbench.core.attach.wire import UnknownType, decode, encode
 from workbench.core.train.events import (EVENT_TYPES, ClassCountDiffers, CommandApplied, CudaMemory, EpochEnded,
                                          EventBridge, ExtrasReady, Finished, FitStarted, Metrics, NonFinite,
-                                         Paused, ProgressText, RanksLine, RunError, Sink, StateSynced, apply_state,
+                                         Notice, Paused, ProgressText, RanksLine, RunError, Sink, StateSynced, apply_state,
                                          from_wire, model_state, pack_metrics, plain, to_wire)
 from workbench.core.train.trainer.commands import Call, EmptyCudaCache, SaveNow, SetLR, SetTrainable
 
@@ -41,6 +41,7 @@ def _every_event() -> list:
         Sink(0, [1, 2, 3]),
         CudaMemory(1024.0, 2048.0),
         RanksLine("ranks: 0 step 40"),
+        Notice("write_failed", "metrics.csv row not written: No space left on device", "/tmp/run/metrics.csv"),
         Finished("completed"),
     ]
 

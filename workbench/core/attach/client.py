@@ -27,7 +27,7 @@ from workbench.core.attach.notice import Notice
 from workbench.core.attach.schema import SchemaError, check_ack, check_event, check_steering, check_welcome
 from workbench.core.attach.wire import MAX_MESSAGE_BYTES, UnknownType, WireError, recv_message, send_message
 from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink
-from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
+from workbench.core.train.trainer.commands import SampleNow, SaveNow, SetLR, SetTrainable
 
 __all__ = ["connect", "AttachedRun", "AttachError", "ConnectCancel", "parse_address", "CONNECT_TIMEOUT_S",
            "MAX_WELCOME_BYTES", "SCRIPT_EVENTS"]
@@ -318,6 +318,10 @@ class AttachedRun:
         """Have the script write ``last.pt`` into its run folder at its next step."""
         return self._command("save_now")
 
+    def sample_now(self) -> int:
+        """Have a causal LM's run complete its prompts at its next step (``samples.jsonl``, marked on demand)."""
+        return self._command("sample_now")
+
     def stop(self) -> int:
         """Ask the script to stop: its ``wb.should_stop`` turns True (a pause ends)."""
         return self._command("stop")
@@ -334,7 +338,7 @@ class AttachedRun:
         self.close()
 
     def queue(self, command: Any) -> None:
-        """A core command (``SetTrainable``, ``SetLR``, ``SaveNow``) from the window's controls.
+        """A core command (``SetTrainable``, ``SetLR``, ``SaveNow``, ``SampleNow``) from the window's controls.
 
         Raises
         ------
@@ -348,6 +352,8 @@ class AttachedRun:
             self.set_lr(command.lr, command.group)
         elif isinstance(command, SaveNow):
             self.save_now()
+        elif isinstance(command, SampleNow):
+            self.sample_now()
         else:
             raise TypeError(f"an attached script does not take {type(command).__name__}")
 

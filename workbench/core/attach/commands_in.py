@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.core.probe import callback, health
-from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
+from workbench.core.train.trainer.commands import SampleNow, SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.control import RunControl
 
 __all__ = ["WindowCommand", "read_command", "steer_control", "OPS", "PROBE_SETTINGS", "CALLBACK_METHODS",
            "MAX_PROBE_CALLBACKS"]
 
 #: The commands a window may send.
-OPS = ("freeze", "unfreeze", "set_lr", "pause", "resume", "save_now", "stop", "resolve_nonfinite", "callbacks",
-       "callback", "detach")
+OPS = ("freeze", "unfreeze", "set_lr", "pause", "resume", "save_now", "sample_now", "stop", "resolve_nonfinite",
+       "callbacks", "callback", "detach")
 #: The keyword arguments of :class:`ProbeCallback` a window may set (nothing that names code).
 PROBE_SETTINGS = ("every", "grad_every", "budget", "probed", "track_updates", "weight_hist", "thresholds",
                   "layers", "tb_histogram_budget", "flush_ms", "bins", "images")
@@ -71,8 +71,9 @@ class WindowCommand:
     ----------
     op : str
         One of :data:`OPS`.
-    command : SetTrainable, SetLR, SaveNow or None
-        What to queue on the run's control (freeze, unfreeze, set_lr, save_now).
+    command : SetTrainable, SetLR, SaveNow, SampleNow or None
+        What to queue on the run's control (freeze, unfreeze, set_lr, save_now, sample_now: a causal LM's
+        prompts completed now).
     action : str or None
         ``resolve_nonfinite``'s answer (each run says which it takes).
     probe_specs : list of dict or None
@@ -122,6 +123,8 @@ def read_command(msg: dict, steering: bool) -> WindowCommand | str:
         return WindowCommand(op, command=SetLR(float(lr), group))
     if op == "save_now":
         return WindowCommand(op, command=SaveNow(None))
+    if op == "sample_now":
+        return WindowCommand(op, command=SampleNow())
     if op == "resolve_nonfinite":
         action = msg.get("action")
         return WindowCommand(op, action=action if isinstance(action, str) else "")
@@ -138,7 +141,7 @@ def read_command(msg: dict, steering: bool) -> WindowCommand | str:
 
 
 def steer_control(control: RunControl, cmd: WindowCommand) -> bool:
-    """Apply what only needs the run's control: queue a freeze, LR or save; pause, resume, stop.
+    """Apply what only needs the run's control: queue a freeze, LR, save or sample; pause, resume, stop.
 
     Returns
     -------

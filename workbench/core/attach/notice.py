@@ -11,44 +11,21 @@ problems of the moment). Qt-free.
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
-from workbench.core.train.events import Event
+from workbench.core.train.events import NOTICE_KINDS, Notice
+from workbench.core.train.runs.writes import WriteWatch
 from workbench.core.train.trainer.edit_log import EditLog
 
 __all__ = ["Notice", "NOTICE_KINDS", "WriteReporter", "ReportingEditLog"]
 
 log = logging.getLogger("workbench.attach")
 
-#: The kinds of :class:`Notice`.
-NOTICE_KINDS = ("write_failed", "write_ok", "save_failed", "command_failed", "lease_lapsed", "read_only")
 
-
-@dataclass
-class Notice(Event):
-    """One line the window shows in its status bar.
-
-    Attributes
-    ----------
-    kind : str
-        One of :data:`NOTICE_KINDS`: a write failed (``file`` names it), a file is written again after a failure,
-        Save now failed, a command could not apply, the pause lease lapsed, this window is read-only now.
-    text : str
-        The line, whole (what failed and why).
-    file : str
-        The file concerned (``""``: none).
-    """
-
-    kind: str
-    text: str
-    file: str = ""
-
-
-class WriteReporter:
-    """Keep which run files fail to be written; say each failure once and each recovery once.
+class WriteReporter(WriteWatch):
+    """Keep which run files fail to be written; say each failure once and each recovery once
+    (:class:`~workbench.core.train.runs.writes.WriteWatch`, whose lines a Workbench run says too), as a
+    :class:`Notice` to the windows.
 
     Parameters
     ----------
@@ -57,36 +34,7 @@ class WriteReporter:
     """
 
     def __init__(self, publish: Callable[[Notice], None]):
-        self._publish = publish
-        self._lock = threading.Lock()
-        self.failing: dict[str, str] = {}  # file -> the line said
-
-    def failed(self, path, error, what: str = "not written") -> None:
-        """Writing ``path`` failed with ``error`` (an exception or a text): logged and told, once while it fails."""
-        name = str(path)
-        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
-        text = f"{Path(name).name} {what}: {reason} ({name}); training goes on, the next write tries again"
-        with self._lock:
-            if self.failing.get(name) == text:
-                return
-            self.failing[name] = text
-        log.warning("workbench attach: %s", text)
-        self._publish(Notice("write_failed", text, name))
-
-    def ok(self, path) -> None:
-        """``path`` was written: a failure said before is over (told once)."""
-        name = str(path)
-        with self._lock:
-            if self.failing.pop(name, None) is None:
-                return
-        text = f"{Path(name).name} written again"
-        log.warning("workbench attach: %s", text)
-        self._publish(Notice("write_ok", text, name))
-
-    def problems(self) -> list[str]:
-        """The failures of the moment, one line each."""
-        with self._lock:
-            return list(self.failing.values())
+        super().__init__(lambda kind, text, file: publish(Notice(kind, text, file)), log, "workbench attach: ")
 
 
 class ReportingEditLog(EditLog):

@@ -29,7 +29,7 @@ from workbench.core.attach.notice import NOTICE_KINDS, Notice
 from workbench.core.probe import activations, callback, layer_stats, stats
 from workbench.core.train.events import (CommandApplied, EpochEnded, Finished, FitStarted, Metrics, NonFinite, Paused,
                                          ProgressText, RunError, Sink)
-from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
+from workbench.core.train.trainer.commands import SampleNow, SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
 
 __all__ = ["SchemaError", "check_welcome", "check_event", "check_ack", "check_steering", "MAX_MODULES", "MAX_TENSORS", "MAX_DEPTH",
@@ -235,7 +235,8 @@ def _nan_trace(v: dict, w: str) -> list:
     return _typed_keys(v, w, typing.get_type_hints(NonFiniteTrace))
 
 
-@_rule("a command (SetTrainable, SetLR or SaveNow)", lambda v: isinstance(v, (SetTrainable, SetLR, SaveNow)))
+@_rule("a command (SetTrainable, SetLR, SaveNow or SampleNow)",
+       lambda v: isinstance(v, (SetTrainable, SetLR, SaveNow, SampleNow)))
 def _command(v: Any, w: str) -> list:
     return [(v, type(v), w)]
 
@@ -257,7 +258,7 @@ _FIELDS: dict[tuple[type, str], Any] = {
     (FitStarted, "info"): _fit_info, (Metrics, "values"): _step_metrics, (EpochEnded, "metrics"): _epoch_metrics,
     (CommandApplied, "command"): _command, (NonFinite, "trace"): _nan_trace, (Sink, "index"): _index,
     (Sink, "data"): _reports, (SetTrainable, "names"): str | list[str], (SetTrainable, "changed"): list[str],
-    (SaveNow, "nonfinite"): list[str],
+    (SaveNow, "nonfinite"): list[str], (SampleNow, "rows"): list[dict[str, int | str | bool]],
 }
 
 

@@ -50,7 +50,7 @@ from workbench.core.probe import activations, cadence, callback, gradients, heal
 from workbench.core.train.events import (CommandApplied, EpochEnded, Finished, FitStarted, Metrics, NonFinite,
                                          Paused, ProgressText, RunError, Sink, pack_metrics, plain)
 from workbench.core.train.runs.folder import MetricsCSV, StepsCSV, new_run_dir, write_status
-from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable, apply_command
+from workbench.core.train.trainer.commands import SampleNow, SaveNow, SetLR, SetTrainable, apply_command
 from workbench.core.train.trainer.control import RunControl
 from workbench.core.train.trainer.nan_trace import trace_nonfinite
 from workbench.core.train.trainer.optim import set_group_lr
@@ -64,7 +64,7 @@ log = logging.getLogger("workbench.attach")
 #: the socket rebuilds (:func:`~workbench.core.attach.wire.register`): no other type crosses it.
 PUBLISHED = (FitStarted, Metrics, ProgressText, EpochEnded, CommandApplied, NonFinite, RunError, Paused, Sink, Finished,
              Notice)
-register(*PUBLISHED, SetTrainable, SetLR, SaveNow)
+register(*PUBLISHED, SetTrainable, SetLR, SaveNow, SampleNow)
 register(callback.ProbeReport, activations.ActivationStats, cadence.CadencePlan, gradients.GradNorms,
          gradients.LayerNorm, health.Badge, health.HealthThresholds, layer_stats.LayerSnapshot, stats.Histogram)
 

@@ -42,7 +42,7 @@ from workbench.core.errors import TrainingError
 from workbench.core.model.skeleton import describe_structure
 from workbench.core.probe import callback
 from workbench.core.train.events import CommandApplied, EventBridge, Finished, Metrics, RunError, Sink, pack_metrics
-from workbench.core.train.trainer.commands import Call, SaveNow, SetLR, SetTrainable
+from workbench.core.train.trainer.commands import Call, SampleNow, SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.control import NONFINITE_ACTIONS
 from workbench.core.train.trainer.hooks import Callback
 
@@ -50,7 +50,7 @@ __all__ = ["TrainerAttach"]
 
 log = logging.getLogger("workbench.attach")
 
-_WIRE_COMMANDS = (SetTrainable, SetLR, SaveNow)
+_WIRE_COMMANDS = (SetTrainable, SetLR, SaveNow, SampleNow)
 
 
 def _stderr(line: str) -> None:
@@ -162,6 +162,9 @@ class TrainerAttach(Callback):
     def on_progress(self, trainer, text) -> None:  # noqa: D102
         self._bridge.on_progress(trainer, text)
 
+    def on_notice(self, trainer, kind, text, file) -> None:  # noqa: D102 - a failed write: the window's status bar
+        self._bridge.on_notice(trainer, kind, text, file)
+
     def on_epoch_end(self, trainer, metrics) -> None:  # noqa: D102
         self._flush()
         self._probe_hook("on_epoch_end", trainer, metrics)
@@ -263,7 +266,8 @@ class TrainerAttach(Callback):
                 "address": self.address, "run_dir": str(tr.run_dir), "model": describe_structure(tr.model),
                 "model_class": type(tr.model).__name__, "step": int(tr.step), "epoch": int(tr.epoch),
                 "paused": tr.control.is_paused, "stopping": tr.control.stop_requested,
-                "pause_lease_s": self.lease.seconds, "pause_lease": self.lease_mode, "problems": [],
+                "pause_lease_s": self.lease.seconds, "pause_lease": self.lease_mode,
+                "problems": tr.checkpoints.writes.problems(),  # a write failing now (a full disk)
                 "lrs": [float(g["lr"]) for g in opt.param_groups] if opt is not None else [],
                 "device": str(tr.device), "torch": torch.__version__, "headless": True}
 

@@ -18,7 +18,8 @@ instances of the dataclasses below, in this order of a run's life:
 * :class:`Sink`: what callback ``index`` built in the training process handed its
   sink (the live probes' reports; routed to the window's callback, never shown);
   :class:`CudaMemory`: bytes allocated, reserved; :class:`RanksLine`: every rank's
-  step and heartbeat age of a data-parallel run;
+  step and heartbeat age of a data-parallel run; :class:`Notice`: one line for the status bar (a run
+  file's write failed or works again, Save now failed; an attached script's lease, steering);
 * :class:`Finished`: the end reason, always last.
 
 :class:`EventBridge` is the one :class:`~workbench.core.train.trainer.hooks.Callback`
@@ -49,7 +50,7 @@ from workbench.core.train.data.preflight import ClassCountMismatch
 
 __all__ = ["Event", "FitStarted", "Metrics", "ProgressText", "EpochEnded", "CommandApplied", "NonFinite",
            "ClassCountDiffers", "RunError", "ExtrasReady", "Paused", "StateSynced", "Sink", "CudaMemory", "RanksLine",
-           "Finished", "EVENT_TYPES", "to_wire", "from_wire", "EventBridge", "pack_metrics", "to_cpu_copy",
+           "Notice", "NOTICE_KINDS", "Finished", "EVENT_TYPES", "to_wire", "from_wire", "EventBridge", "pack_metrics", "to_cpu_copy",
            "run_extras", "model_state", "read_state_blob", "apply_state", "extras_from_bytes"]
 
 @dataclass
@@ -59,7 +60,8 @@ class Event:
 
 @dataclass
 class FitStarted(Event):
-    """``fit()`` began: ``info`` holds epoch, step, epochs, steps_per_epoch, total_steps, run_dir, data_note, history."""
+    """``fit()`` began: ``info`` holds epoch, step, epochs, steps_per_epoch, total_steps, run_dir, data_note, history,
+    samples (a causal LM completes prompts: ``SampleNow`` applies)."""
 
     info: dict
 
@@ -168,6 +170,30 @@ class RanksLine(Event):
     text: str
 
 
+#: The kinds of :class:`Notice`.
+NOTICE_KINDS = ("write_failed", "write_ok", "save_failed", "command_failed", "lease_lapsed", "read_only")
+
+
+@dataclass
+class Notice(Event):
+    """One line the window shows in its status bar (a run's or an attached script's).
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`NOTICE_KINDS`: a write failed (``file`` names it), a file is written again after a failure,
+        Save now failed, a command could not apply, the pause lease lapsed, this window is read-only now.
+    text : str
+        The line, whole (what failed and why).
+    file : str
+        The file concerned (``""``: none).
+    """
+
+    kind: str
+    text: str
+    file: str = ""
+
+
 @dataclass
 class Finished(Event):
     """The run ended: ``"completed"``, ``"stopped"``, ``"error"``, ``"nonfinite"``, ``"crashed"``, ``"ended"``."""
@@ -178,11 +204,12 @@ class Finished(Event):
 #: Every event type by name: the one declaration (the wire format and the window dispatch on it).
 EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in (
     FitStarted, Metrics, ProgressText, EpochEnded, CommandApplied, NonFinite, ClassCountDiffers, RunError,
-    ExtrasReady, Paused, StateSynced, Sink, CudaMemory, RanksLine, Finished)}
+    ExtrasReady, Paused, StateSynced, Sink, CudaMemory, RanksLine, Notice, Finished)}
 
 #: The command types a :class:`CommandApplied` may carry back over a process boundary.
 _COMMAND_TYPES = {cls.__name__: cls for cls in (
-    _commands.SetTrainable, _commands.SetLR, _commands.SaveNow, _commands.EmptyCudaCache, _commands.Call)}
+    _commands.SetTrainable, _commands.SetLR, _commands.SaveNow, _commands.EmptyCudaCache, _commands.SampleNow,
+    _commands.Call)}
 
 
 #: Seconds between two ``CudaMemory`` events of a CUDA run.
@@ -377,6 +404,9 @@ class EventBridge(Callback):
     def on_progress(self, trainer, text) -> None:  # noqa: D102
         self.emit(ProgressText(str(text)))
 
+    def on_notice(self, trainer, kind, text, file) -> None:  # noqa: D102
+        self.emit(Notice(str(kind), str(text), str(file)))
+
     def on_epoch_end(self, trainer, metrics) -> None:  # noqa: D102
         self.emit(EpochEnded(plain(dict(metrics))))
 
@@ -450,5 +480,6 @@ def _fit_info(trainer) -> dict:
         pass
     info["run_dir"] = str(trainer.run_dir) if trainer.run_dir is not None else None
     info["data_note"] = trainer.data_note
+    info["samples"] = getattr(getattr(trainer, "task", None), "samples", None) is not None  # "Sample now" applies
     info["history"] = [plain(dict(h)) for h in trainer.history]  # the epochs a resumed run continues
     return info

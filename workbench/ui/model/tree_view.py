@@ -21,8 +21,10 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLineEdit,
     QMenu,
+    QStyle,
     QStyledItemDelegate,
     QToolButton,
+    QToolTip,
     QTreeView,
     QVBoxLayout,
     QWidget,
@@ -121,6 +123,35 @@ class _ElideRight(QStyledItemDelegate):
         option.textElideMode = Qt.TextElideMode.ElideRight
 
 
+class _TrainCells(_ElideRight):
+    """The Train column: its checkboxes greyed and deaf, the reason as their tooltip, while read-only
+    (:meth:`ModelTreeWidget.set_read_only`: another window steers the attached run)."""
+
+    #: events that would tick a checkbox (a click, a double click, Space / Select)
+    _TICKS = (QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease, QEvent.Type.MouseButtonDblClick,
+              QEvent.Type.KeyPress)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.reason = ""
+
+    def initStyleOption(self, option, index) -> None:  # noqa: N802 - Qt override
+        super().initStyleOption(option, index)
+        if self.reason:
+            option.state &= ~QStyle.StateFlag.State_Enabled
+
+    def editorEvent(self, event, model, option, index) -> bool:  # noqa: N802 - Qt override
+        if self.reason and event.type() in self._TICKS:
+            return True  # taken here: the check state does not change
+        return super().editorEvent(event, model, option, index)
+
+    def helpEvent(self, event, view, option, index) -> bool:  # noqa: N802 - Qt override
+        if self.reason and event.type() == QEvent.Type.ToolTip:
+            QToolTip.showText(event.globalPos(), self.reason, view)
+            return True
+        return super().helpEvent(event, view, option, index)
+
+
 class TreeController(Protocol):
     """What the context menu asks of its owner (:class:`workbench.ui.edits.ModelEdits` implements it)."""
 
@@ -209,9 +240,10 @@ class ModelTreeWidget(QWidget):
         view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         view.setIndentation(TREE_INDENT)
         self._elide_right = _ElideRight(view)
+        self._train_cells = _TrainCells(view)
         for col in range(len(COLUMNS)):
             if col != COL_NAME:
-                view.setItemDelegateForColumn(col, self._elide_right)
+                view.setItemDelegateForColumn(col, self._train_cells if col == COL_TRAIN else self._elide_right)
         header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header.customContextMenuRequested.connect(self._on_header_menu_requested)
         self._wanted: dict[int, int] = {}  # the widths Type and Output shape would have with room (fit or dragged)
@@ -473,16 +505,39 @@ class ModelTreeWidget(QWidget):
             menu.exec(self.view.viewport().mapToGlobal(pos))
             menu.deleteLater()
 
+    # -- read-only: another window steers the run ------------------------------------
+    def set_read_only(self, reason: str) -> None:
+        """Grey the Train checkboxes and the context menu's freezes, ``reason`` as their tooltip (``""``: editable
+        again). The training panel's ``steeringChanged`` drives it: an attached run whose steering another window
+        took over."""
+        self._train_cells.reason = str(reason or "")
+        self.view.viewport().update()
+
+    def read_only_reason(self) -> str:
+        """Why the Train checkboxes are read-only (``""``: they are not)."""
+        return self._train_cells.reason
+
+    def _grey_freezes(self, menu: QMenu) -> QMenu:
+        reason = self._train_cells.reason
+        if reason:
+            menu.setToolTipsVisible(True)
+            for action in menu.actions():
+                if action.text().startswith("Freeze") or action.text() == "Unfreeze":
+                    action.setEnabled(False)
+                    action.setToolTip(reason)
+        return menu
+
     # -- context menu ------------------------------------------------------------
     def context_menu(self, index: QModelIndex) -> QMenu | None:
-        """Build (not show) the context menu for a row of the view; None on empty space."""
+        """Build (not show) the context menu for a row of the view; None on empty space. While read-only
+        (:meth:`set_read_only`) its freezes are greyed, the reason as their tooltip."""
         obj = node_of(index)
         if obj is None:
             return None
         menu = QMenu(self)
         if isinstance(obj, ParamRow):
             self._add_freeze_actions(menu, obj.path, obj.info.requires_grad)
-            return menu
+            return self._grey_freezes(menu)
         self._add_freeze_actions(menu, obj.name, obj.trainable_params > 0)
         menu.addAction("Freeze all except this", lambda: self._controller.freeze_all_except(obj.name))
         menu.addAction("Freeze everything before this", lambda: self._controller.freeze_before(obj.name))
@@ -499,7 +554,7 @@ class ModelTreeWidget(QWidget):
         head.setEnabled(bool(obj.name) and is_head_candidate(obj.module))
         self._add_lora_action(menu, obj)
         self._add_probe_action(menu, obj.name)
-        return menu
+        return self._grey_freezes(menu)
 
     def _add_freeze_actions(self, menu: QMenu, path: str, trainable: bool) -> None:
         menu.addAction("Freeze", lambda: self._controller.set_trainable(path, False)).setEnabled(trainable)

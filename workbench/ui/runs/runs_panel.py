@@ -19,7 +19,8 @@ edits). A row's context menu (:meth:`RunsPanel.row_menu`) has these and
 "Export…": the run's ``best.pt`` (else ``last.pt``) exported and checked by
 :func:`workbench.core.export.api.export` on a worker thread, to a file whose
 suffix picks the format (:func:`~workbench.core.export.api.format_for_path`).
-Nothing here trains or loads a model.
+Below the table, "On hosts" (:mod:`.remote_runs`) lists the runs on the remembered hosts, with Pull
+(into the runs root listed here) and Cancel. Nothing here trains or loads a model.
 
 Every file is read by core's total readers: a run whose files cannot be read is
 listed with a warning icon, ``unreadable: <file>: <reason>`` in its state and
@@ -47,23 +48,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QApplication,
-    QComboBox,
-    QFileDialog,
-    QHBoxLayout,
-    QInputDialog,
-    QLabel,
-    QLineEdit,
-    QMainWindow,
-    QMenu,
-    QPlainTextEdit,
-    QProgressBar,
-    QPushButton,
-    QSplitter,
-    QStyle,
-    QTableView,
-    QVBoxLayout,
+    QAbstractItemView, QApplication, QComboBox, QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
+    QMainWindow, QMenu, QPlainTextEdit, QProgressBar, QPushButton, QSplitter, QStyle, QTableView, QVBoxLayout,
     QWidget,
 )
 
@@ -91,6 +77,7 @@ from workbench.core.train.runs.index import (
 from workbench.core.train.runs.trash import TrashedRun, restore_run, trash_run
 from workbench.ui.plot_legend import fit_legend_row, legend_above
 from workbench.ui.prompts import Prompts
+from workbench.ui.runs.remote_runs import RemoteRunsView
 from workbench.ui.threading import run_in_background
 
 COLUMNS = TABLE_COLUMNS
@@ -336,6 +323,9 @@ class RunsPanel(QWidget):
         uv.setContentsMargins(0, 0, 0, 0)
         uv.addWidget(self.table, 1)
         uv.addLayout(actions)
+        self.remote = RemoteRunsView(lambda: self.root_edit.text().strip(), self.prompts, self)  # "On hosts"
+        self.remote.pulled.connect(lambda name: (self.refresh(), self.select([name])))
+        uv.addWidget(self.remote)
         split.addWidget(upper)
         holder = QWidget()
         hv = QVBoxLayout(holder)
@@ -382,6 +372,7 @@ class RunsPanel(QWidget):
             self._again.add("refresh")
             return
         keep = [r.name for r in self.selected_runs()]
+        self.remote.refresh()  # the hosts' runs, on a worker thread
         root = self.root_edit.text().strip()
         try:
             runs = self._load(lambda progress: list_runs(root, progress), "Reading the runs' metrics…",

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from workbench.core.probe.health import Badge
 from workbench.core.train.events import (
     ClassCountDiffers, CommandApplied, CudaMemory, EpochEnded, ExtrasReady, Finished, FitStarted, Metrics, NonFinite,
-    Paused, ProgressText, RanksLine, RunError, StateSynced, apply_state,
+    Notice, Paused, ProgressText, RanksLine, RunError, StateSynced, apply_state,
 )
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.nan_trace import NonFiniteTrace
@@ -37,6 +37,7 @@ from workbench.ui.train.plot_feed import trainable_change
 from workbench.ui.train.run_bar import RunBar
 from workbench.ui.train.run_config import fill_model_source, untrainable_reason
 from workbench.ui.train.run_controller import SHUTDOWN_TIMEOUT_MS, RunController, tensorboard_command
+from workbench.ui.train.remote_target import submit_from_window
 from workbench.ui.train.run_options import RunOptions
 from workbench.ui.train.task_head import ensure_task_head, extend_finished_run
 from workbench.ui.train.run_progress import RunProgress
@@ -44,6 +45,13 @@ from workbench.ui.train.run_view import METRICS_MS, RunView
 from workbench.ui.train.settings_form import TrainingSettings
 from workbench.ui.train.settings_memory import SettingsMemory
 from workbench.ui.train.start_from import choose_start_weights
+
+
+#: Milliseconds a run's notice (a write that failed, Save now that failed) stays in the status bar: read, not glimpsed.
+NOTICE_MS = 30_000
+#: The tooltip of the steering controls (tree checkboxes, LR, Pause, Save now, Stop) while another window steers.
+READ_ONLY_TIP = ("Read-only: another window steers this run (it took over the steering). Detach, then attach "
+                 "again with \u201cTake over steering\u201d to steer it from here.")
 
 
 class TrainingPanel(QWidget):
@@ -72,12 +80,19 @@ class TrainingPanel(QWidget):
         A run started (True) / its thread finished (False).
     trainableChanged(list)
         Names of parameters whose ``requires_grad`` the trainer changed at a step boundary.
+    remoteSubmitted(object)
+        Start sent a run to a host (Run options › Run on): its :class:`~workbench.remote.RemoteRun`.
+    steeringChanged(str)
+        Whether this window steers the run: ``""`` it does (or no run), else why not (:data:`READ_ONLY_TIP`:
+        another window took the steering of the attached run); the tree's checkboxes follow it.
     runEvent(object)
         Every typed event of the run (:mod:`workbench.core.train.events`), on the GUI thread, in order,
         after the panel handled it (``Finished`` last).
     """
 
     runEvent = Signal(object)
+    steeringChanged = Signal(str)
+    remoteSubmitted = Signal(object)
     runningChanged = Signal(bool)
     trainableChanged = Signal(list)
     runPaused = Signal(int)
@@ -109,12 +124,14 @@ class TrainingPanel(QWidget):
             StateSynced: lambda e: self._on_state_synced(e.state),
             CudaMemory: lambda e: None,  # the controller shows it
             RanksLine: lambda e: self.run_progress.show_ranks(e.text),
+            Notice: self._on_notice,  # a failed write (a full disk), Save now failed, this window read-only
             Finished: self._on_finished,
         }
         self._last_reason: str | None = None
         self._last_error: str | None = None
         self._trained = False  # a run changed the weights since the model was opened
         self._paused = False
+        self._read_only = ""  # why this window only watches the run ("": it steers; show_steering)
         self._config = None
         self._attached_lr = math.nan  # the LR of an attached script's first param group, as last known here
         self._head_request: int | None = None
@@ -209,6 +226,8 @@ class TrainingPanel(QWidget):
 
         Setting errors are shown through ``prompts.training_error`` and return False. A model trained in this
         window asks which weights to start from (``prompts.start_from``, :mod:`.start_from`); Cancel returns False.
+        With a host chosen in Run options › Run on, the run is sent there (:func:`.remote_target.submit_from_window`,
+        ``remoteSubmitted``) and True means it was submitted.
         """
         if self.is_running():
             return False
@@ -239,6 +258,12 @@ class TrainingPanel(QWidget):
         if resume is not None and not extend_finished_run(self.session.checkpoint, config, self.prompts,
                                                           self._status, self.settings.epochs_spin):
             return False
+        host = self.run_options.run_target.entry()
+        if host is not None:  # Training › Run on: a host (its run is listed in the Runs dock, not trained here)
+            run = submit_from_window(self, config, host)
+            if run is not None:
+                self.remoteSubmitted.emit(run)
+            return run is not None
         processes = self.settings.device_and_processes()[1]
         handle = self.run.make_run(self.session.model, config, arch=self.session.arch_spec, resume=resume,
                                    callbacks=self.session.training_callbacks(), processes=processes)
@@ -263,6 +288,8 @@ class TrainingPanel(QWidget):
         if lrs:
             self.settings.lr_spin.setValue(float(lrs[0]))  # the field shows the script's LR (sent only when edited)
         self._begin(handle, handle.info.get("run_dir"), 0, handle.info.get("device", "cpu"), attached=True)
+        self.view.follow_attached(getattr(handle, "host", None), getattr(handle, "run_name", None))  # its folder
+        self.run_bar.fit_line.show_attached()  # not "estimating…" for ever: no estimate is made during a run
         self._status(f"Attached to {handle.info.get('name', 'the script')} (pid {handle.info.get('pid', '?')}) at "
                      f"{handle.address}" + ("" if handle.steering else " - read-only: another window steers it"),
                      10000)
@@ -289,6 +316,7 @@ class TrainingPanel(QWidget):
         self._update_buttons()
         self.session.set_running(True)
         self.runningChanged.emit(True)
+        self.show_steering()  # attached while another window steers: read-only from the start
 
     def stop(self) -> None:
         """Ask the trainer to stop after the current step.
@@ -411,18 +439,41 @@ class TrainingPanel(QWidget):
         """Why the model shown cannot be trained (no model, a weights-only tree), or None when it can."""
         return untrainable_reason(self.session.model)
 
+    def show_steering(self) -> None:
+        """Follow whether this window steers the run (:meth:`RunController.steers`): when another window took over
+        an attached run, the steering controls (the LR field, Pause / Resume, Save now, Stop, and through
+        ``steeringChanged`` the tree's checkboxes) are disabled with :data:`READ_ONLY_TIP` as their tooltip;
+        enabled again when it steers again or the run ends."""
+        reason = "" if not self.is_running() or self.run.steers() else READ_ONLY_TIP
+        if reason == self._read_only:
+            return
+        self._read_only = reason
+        self._update_buttons()
+        self.settings.set_running(self.is_running())  # the live fields as a run has them, tooltips too
+        if reason:
+            for widget in self.settings.live_widgets():
+                widget.setEnabled(False)
+            self.settings.lr_spin.setToolTip(reason)
+        self.steeringChanged.emit(reason)
+
+    def _on_notice(self, event) -> None:
+        """A run's notice: its line in the status bar; ``read_only``: this window watches from now on."""
+        self._status(event.text, NOTICE_MS)
+        if event.kind == "read_only":
+            self.show_steering()
+
     def _update_buttons(self) -> None:
         running = self.is_running()
         if not running:
             self._paused = False
-        self.run_bar.show_state(running, self._paused, self.untrainable_reason())
+        self.run_bar.show_state(running, self._paused, self.untrainable_reason(), self._read_only)
         self.run_bar.show_cuda(_cuda_available())
         self.resume_check.setEnabled(not running and self.resume_check.isEnabled())
 
     def _refresh_resume_check(self) -> None:
         raw = getattr(self.session.checkpoint, "raw", None) or {}
         self.run_options.offer_resume(isinstance(raw, dict) and "optimizer_state_dict" in raw, self.is_running())
-        self.run_bar.show_state(self.is_running(), self._paused, self.untrainable_reason())
+        self.run_bar.show_state(self.is_running(), self._paused, self.untrainable_reason(), self._read_only)
 
     def _lr_find_config(self):
         """The form's settings for the LR finder (as Start would use them); raises ValueError on a bad setting."""
@@ -565,6 +616,9 @@ class TrainingPanel(QWidget):
     def _on_thread_finished(self) -> None:
         self.view.end()
         self.settings.set_running(False)
+        if self._read_only:  # a run that ends leaves nothing read-only
+            self._read_only = ""
+            self.steeringChanged.emit("")
         self.inspector.hide_run()
         self._update_buttons()
         self._refresh_resume_check()
@@ -579,6 +633,9 @@ class TrainingPanel(QWidget):
         """A core command from elsewhere in the window (tree freeze, File > Save) for the active run."""
         if not self.is_running():
             self.session.show_status("No training run is active: the command was not sent.", 5000)
+            return
+        if self._read_only:
+            self.session.show_status(f"Not sent. {self._read_only}", 8000)
             return
         self.run.queue(command)
 

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from workbench.ui.train.fit_line import FitLine
 
-__all__ = ["RunBar", "RUN_SHORTCUTS", "START_TIP", "FIND_LR_TIP", "PAUSE_TIP", "STOP_TIP"]
+__all__ = ["RunBar", "RUN_SHORTCUTS", "START_TIP", "FIND_LR_TIP", "PAUSE_TIP", "STOP_TIP", "SAVE_TIP", "CACHE_TIP"]
 
 #: Tooltips of Start and Find LR (a model that cannot be trained puts the reason first).
 START_TIP = "Train the model shown with these settings (F5)"
@@ -25,6 +25,8 @@ FIND_LR_TIP = ("Learning-rate range test on a copy of the model with these setti
                "the model itself is not changed (Ctrl+L)")
 PAUSE_TIP = "Pause at the next step boundary; press again to resume (F6)"
 STOP_TIP = "Finish the current step, then stop (the model stays consistent) (Shift+F5)"
+SAVE_TIP = "Write a checkpoint into the run folder at the next step boundary"
+CACHE_TIP = "torch.cuda.empty_cache(): give cached, unused GPU memory back"
 #: Shortcut of each run action, by objectName (the tooltips above name them too).
 RUN_SHORTCUTS = {"startAction": "F5", "pauseAction": "F6", "stopAction": "Shift+F5", "findLrAction": "Ctrl+L"}
 
@@ -93,11 +95,11 @@ class RunBar(QWidget):
         self.pause_button = action_button(self.pause_action, "pauseButton")
         self.stop_button = action_button(self.stop_action, "stopButton")
         self.save_button = QPushButton("Save now", objectName="saveNowButton")
-        self.save_button.setToolTip("Write a checkpoint into the run folder at the next step boundary")
+        self.save_button.setToolTip(SAVE_TIP)
         self.save_button.clicked.connect(save)
         self.lr_find_button = action_button(self.find_lr_action, "findLrButton")
         self.cache_button = QPushButton("Empty CUDA cache", objectName="emptyCacheButton")
-        self.cache_button.setToolTip("torch.cuda.empty_cache(): give cached, unused GPU memory back")
+        self.cache_button.setToolTip(CACHE_TIP)
         self.cache_button.clicked.connect(lambda: empty_cache())
         self.cache_button.setVisible(False)
         self.fit_line = FitLine(self)
@@ -122,16 +124,22 @@ class RunBar(QWidget):
         """Start, Pause / Resume, Stop and Find LR, in menu order (the Training menu lists them)."""
         return [self.start_action, self.pause_action, self.stop_action, self.find_lr_action]
 
-    def show_state(self, running: bool, paused: bool, untrainable: str | None) -> None:
+    def show_state(self, running: bool, paused: bool, untrainable: str | None, read_only: str = "") -> None:
         """Enable what applies: Start and Find LR when idle with a trainable model (else the reason
-        leads their tooltips), Pause / Resume, Stop and Save now during a run."""
+        leads their tooltips), Pause / Resume, Stop and Save now during a run, unless this window only
+        watches it (``read_only``, the reason: another window steers the attached run; it leads their tooltips)."""
         can = not running and untrainable is None
         for action, tip in ((self.start_action, START_TIP), (self.find_lr_action, FIND_LR_TIP)):
             action.setEnabled(can)
             action.setToolTip(tip if untrainable is None or running else f"{untrainable}\n\n{tip}")
-        self.stop_action.setEnabled(running)
-        self.pause_action.setEnabled(running)
-        self.save_button.setEnabled(running)
+        steer = running and not read_only
+        self.stop_action.setEnabled(steer)
+        self.pause_action.setEnabled(steer)
+        self.save_button.setEnabled(steer)
+        self.cache_button.setEnabled(not (running and read_only))
+        for widget, tip in ((self.stop_action, STOP_TIP), (self.pause_action, PAUSE_TIP),
+                            (self.save_button, SAVE_TIP), (self.cache_button, CACHE_TIP)):
+            widget.setToolTip(f"{read_only}\n\n{tip}" if running and read_only else tip)
         resume = running and paused
         self.pause_action.setText("&Resume" if resume else "&Pause")
         self.pause_action.setIconText("Resume" if resume else "Pause")

@@ -254,6 +254,11 @@ class RunController(QObject):
         if self._thread is not None:
             self._on_thread_finished()
 
+    def steers(self) -> bool:
+        """This window steers the run of the moment (False: an attached run whose steering another window has,
+        or took over; its commands would be refused). True without a run."""
+        return bool(getattr(self.handle, "steering", True)) if self.handle is not None else True
+
     # steering: each goes straight to the handle (thread-safe there); nothing happens without a run
     def pause(self) -> None:
         """Pause at the next step boundary."""

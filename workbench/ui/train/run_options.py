@@ -1,4 +1,5 @@
-"""The inspector's last section, "Run options": resume, where the run trains, its priority, Reset and TensorBoard."""
+"""The inspector's last section, "Run options": the machine it runs on, resume, how it trains here (process,
+priority), Reset and TensorBoard."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QGridLayout, QLabel, QPushBu
 
 from workbench.core.train.launch.priority import HEADROOM_CORES, PRIORITIES, default_priority
 from workbench.ui.train.collapsible import CollapsibleSection, compact_form
+from workbench.ui.train.remote_target import RunTarget
 
 __all__ = ["RunOptions", "IN_PROCESS_KEY", "PRIORITY_KEY", "PRIORITY_TEXT", "PRIORITY_NOTE"]
 
@@ -33,6 +35,8 @@ class RunOptions(CollapsibleSection):
 
     Attributes
     ----------
+    run_target : RunTarget
+        "Run on: This machine | HOST…" (:mod:`.remote_target`): where Start trains.
     resume_check, in_process_check : QCheckBox
         objectNames ``resumeCheck``, ``inProcessCheck``.
     reset_button, tensorboard_button : QPushButton
@@ -78,7 +82,10 @@ class RunOptions(CollapsibleSection):
         self.priority_combo.activated.connect(self._on_priority_activated)
         self.priority_note = QLabel(PRIORITY_NOTE, objectName="priorityNote", wordWrap=True)
         self.priority_note.setEnabled(False)  # drawn as a hint
+        self.run_target = RunTarget(qsettings)
+        self.run_target.targetChanged.connect(lambda host: host and self.set_expanded(True))
         form = self.content.layout()
+        form.addRow(self.run_target)
         form.addRow(self.resume_check)
         form.addRow(self.in_process_check)
         form.addRow("Process priority:", self.priority_combo)

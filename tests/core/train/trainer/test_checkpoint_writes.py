@@ -20,9 +20,13 @@ from workbench.core.train.trainer.loop import Trainer
 class Lines(Callback):
     def __init__(self):
         self.lines: list[str] = []
+        self.notices: list[tuple[str, str, str]] = []
 
     def on_progress(self, trainer, text):
         self.lines.append(text)
+
+    def on_notice(self, trainer, kind, text, file):
+        self.notices.append((kind, text, file))
 
 
 def _data(batches: int = 5):
@@ -93,10 +97,15 @@ def test_a_failed_write_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):
     lines = Lines()
     tr = _trainer(tmp_path, callbacks=[lines], epochs=2)
     assert tr.fit() == "completed" and tr.step == 10
-    said = [line for line in lines.lines if line.startswith("checkpoint ")]
-    assert said[0].startswith("checkpoint init.pt not written (OSError: [Errno 28] No space left on device)")
-    assert len(said) == 3 and all("last.pt, best.pt not written" in line for line in said[1:])  # each epoch's
-    assert tr.checkpoints.failures == said
+    assert tr.checkpoints.failures[0].startswith("checkpoint init.pt not written (OSError: [Errno 28] No space")
+    assert len(tr.checkpoints.failures) == 3  # init.pt, then each epoch's last.pt + best.pt
+    assert all("last.pt, best.pt not written" in line for line in tr.checkpoints.failures[1:])
+    # the window is told each file once while it fails: the file, the error, where to free space
+    assert [(kind, os.path.basename(file)) for kind, _, file in lines.notices] == \
+        [("write_failed", "init.pt"), ("write_failed", "last.pt"), ("write_failed", "best.pt")]
+    text = lines.notices[1][1]
+    assert text.startswith(f"last.pt not written (the previous file is kept): No space left on device "
+                           f"({tr.run_dir / 'last.pt'}); free space on ") and "training goes on" in text
     assert not (tr.run_dir / "last.pt").exists() and not [p for p in tr.run_dir.iterdir() if p.suffix == ".tmp"]
 
 

@@ -18,6 +18,12 @@ SIGHUP (and the end of its own parent) by stopping every rank at the next step
 (rank 0 saves ``last.pt``), and ends torchrun's process group and every rank
 :data:`STOP_GRACE_S` seconds later; Ctrl-C stops them the same way.
 
+Several nodes (``--nnodes N``, one launcher on each): each launcher watches the
+ranks of its node; without a ``run_dir`` in the run file none makes a folder (the
+global rank 0 does, wherever the rendezvous put it), and the ranks compare their
+final weights across nodes themselves
+(:meth:`~workbench.core.train.launch.torchrun_rank.RankLife.check_weights`).
+
 A completed run exits 0: when every rank reported ``completed`` with identical
 weights, a death at shutdown (torchrun then exits 1) is named, rank by rank,
 and does not make the run a failure.
@@ -113,7 +119,11 @@ class DistributedRun:
     nnodes, node_rank : int
     master_addr : str, optional
     master_port : int, optional
-        Passed through to torchrun; without them a single node uses ``--standalone``.
+    rdzv_backend, rdzv_endpoint, rdzv_id : str, optional
+        Passed through to torchrun under its own names (``--rdzv-backend c10d --rdzv-endpoint HOST:PORT
+        --rdzv-id ID``: every node's launcher names the same endpoint and id, and the rendezvous numbers
+        the nodes; ``static``, torchrun's default, numbers them by ``node_rank``); without any of them a
+        single node uses ``--standalone``.
     timeout_s : float
         A rank that has made no step for this long is named and the run is ended.
     out : callable
@@ -135,7 +145,11 @@ class DistributedRun:
     Attributes
     ----------
     ranks : dict of int to RankState
-    run_dir : Path
+    run_dir : Path or None
+        The run folder, made here for one node (or named by the run file). Several nodes without a
+        ``run_dir`` in the run file: None, and the global rank 0, wherever the rendezvous put it, makes the
+        folder and tells the other ranks (:func:`~workbench.core.train.launch.torchrun_rank.share_run_dir`):
+        a node without rank 0 makes no folder.
     messages : list of str
         Every line this launcher printed.
     main_conn : Connection or None
@@ -147,7 +161,8 @@ class DistributedRun:
     def __init__(self, path: str | Path | None, nproc_per_node: int, *, nnodes: int = 1, node_rank: int = 0,
                  master_addr: str | None = None, master_port: int | None = None, timeout_s: float = 60.0,
                  out: Callable[[str], Any] = print, config=None, rank_args: list[str] | None = None,
-                 serve: bool = False, log_path: str | Path | None = None, trust: bool = False):
+                 serve: bool = False, log_path: str | Path | None = None, trust: bool = False,
+                 rdzv_backend: str | None = None, rdzv_endpoint: str | None = None, rdzv_id: str | None = None):
         from workbench.core.train.config import TrainConfig
         from workbench.core.train.runs.folder import new_run_dir
 
@@ -162,8 +177,10 @@ class DistributedRun:
         self.main_conn = None
         self.nproc, self.nnodes, self.node_rank = int(nproc_per_node), int(nnodes), int(node_rank)
         self.master_addr, self.master_port = master_addr, master_port
+        self.rdzv_backend, self.rdzv_endpoint, self.rdzv_id = rdzv_backend, rdzv_endpoint, rdzv_id
         self.timeout_s = float(timeout_s)
-        self.run_dir = Path(self.config.run_dir) if self.config.run_dir else new_run_dir()
+        self.run_dir: Path | None = (Path(self.config.run_dir) if self.config.run_dir
+                                     else new_run_dir() if self.nnodes == 1 else None)
         self.ranks: dict[int, RankState] = {}
         self.messages: list[str] = []
         self._out = out
@@ -193,20 +210,34 @@ class DistributedRun:
         """The torchrun command line (under a parent watch: it ends its ranks when this process ends)."""
         cmd = [sys.executable, "-m", "workbench.core.train.launch.parent_watch", "torch.distributed.run",
                f"--nproc-per-node={self.nproc}"]
-        if self.nnodes == 1 and not self.master_addr:
+        backend = self.rdzv_backend or "static"  # torchrun's default
+        if self.nnodes == 1 and not (self.master_addr or self.rdzv_endpoint or self.rdzv_backend):
             cmd.append("--standalone")
-        else:
-            cmd += [f"--nnodes={self.nnodes}", f"--node-rank={self.node_rank}",
-                    f"--master-addr={self.master_addr or '127.0.0.1'}", f"--master-port={self.master_port or 29500}"]
+        elif backend == "static":  # the node's rank is --node-rank; rank 0's node hosts the store
+            cmd += [f"--nnodes={self.nnodes}", f"--node-rank={self.node_rank}"]
+            cmd += ([f"--rdzv-endpoint={self.rdzv_endpoint}"] if self.rdzv_endpoint else
+                    [f"--master-addr={self.master_addr or '127.0.0.1'}", f"--master-port={self.master_port or 29500}"])
+        else:  # a dynamic rendezvous (c10d, etcd): it numbers the nodes; --node-rank means nothing there
+            endpoint = self.rdzv_endpoint or f"{self.master_addr or '127.0.0.1'}:{self.master_port or 29500}"
+            cmd += [f"--nnodes={self.nnodes}", f"--rdzv-backend={backend}", f"--rdzv-endpoint={endpoint}",
+                    f"--rdzv-id={self.rdzv_id or 'workbench'}"]
         # the attachable entry (rank 0 listens for the window) is outside core.train: named, not imported
         return cmd + ["-m", RANK_MODULE, *self.rank_args]
 
     def start(self) -> None:
         """Start torchrun in its own session (so Stop can end its whole process group)."""
         host, port = self._listener.address
-        env = {**os.environ, REPORT_ENV: f"{host}:{port}", KEY_ENV: self._key.hex(), RUN_DIR_ENV: str(self.run_dir),
+        env = {**os.environ, REPORT_ENV: f"{host}:{port}", KEY_ENV: self._key.hex(),
                PARENT_ENV: str(os.getpid()), FAULT_DIR_ENV: str(self._fault_dir)}
-        self.say(f"launching {self.world_size} ranks with torch.distributed.run (run folder {self.run_dir})")
+        env.pop(RUN_DIR_ENV, None)
+        if self.run_dir is not None:
+            env[RUN_DIR_ENV] = str(self.run_dir)
+        if self.nnodes == 1:
+            self.say(f"launching {self.world_size} ranks with torch.distributed.run (run folder {self.run_dir})")
+        else:
+            self.say(f"launching {self.nproc} of {self.world_size} ranks with torch.distributed.run (node "
+                     f"{self.node_rank} of {self.nnodes}; run folder "
+                     + (f"{self.run_dir}" if self.run_dir is not None else "made by the global rank 0") + ")")
         if self.log_path is None:
             self.proc = subprocess.Popen(self.command(), env=env, start_new_session=True)
         else:
@@ -454,8 +485,11 @@ class DistributedRun:
         if self.ranks and (not self.messages or self.messages[-1] != self.progress_line()):
             self.say(self.progress_line())
         digests = {s.digest for s in self.ranks.values() if s.digest}
-        if len(digests) == 1 and len(self.ranks) == self.world_size and all(reasons.values()):
-            self.say(f"all {len(self.ranks)} ranks end with identical weights")
+        if len(digests) == 1 and len(self.ranks) == self.nproc and all(reasons.values()) and self.nproc > 1:
+            # several nodes: this node's ranks here; every rank against every other is rank 0's check
+            # (torchrun_rank.RankLife.check_weights, across nodes)
+            self.say(f"all {len(self.ranks)} ranks end with identical weights" if self.nnodes == 1 else
+                     f"all {len(self.ranks)} ranks of this node end with identical weights")
         elif len(digests) > 1:
             self.say("the ranks end with DIFFERENT weights: " + ", ".join(
                 f"rank {r} {s.digest[:12]}" for r, s in sorted(self.ranks.items())))
@@ -464,9 +498,13 @@ class DistributedRun:
             return 0
         if self.failure is not None or (code != 0 and not any(v == "stopped" for v in reasons.values())):
             if self.failure is None:
-                missing = [r for r in range(self.world_size) if reasons.get(r) is None]
+                if self.nnodes == 1:
+                    missing = [str(r) for r in range(self.world_size) if reasons.get(r) is None]
+                else:  # a rank that never said hello has no number here: the rendezvous numbers them
+                    missing = [str(r) for r, why in sorted(reasons.items()) if why is None]
+                    missing += ["?"] * max(0, self.nproc - len(self.ranks))
                 self.say(f"torchrun exited with code {code}" + (
-                    f"; rank(s) {', '.join(map(str, missing))} ended without finishing" if missing else ""))
+                    f"; rank(s) {', '.join(missing)} ended without finishing" if missing else ""))
             return 1
         if all(v == "completed" for v in reasons.values()) and code == 0:
             return 0
@@ -475,7 +513,7 @@ class DistributedRun:
 
     def _completed(self, digests: set, reasons: dict) -> bool:
         """Every rank reported ``completed``, with identical weights."""
-        return (len(self.ranks) == self.world_size and len(digests) == 1
+        return (len(self.ranks) == self.nproc and len(digests) == 1
                 and all(v == "completed" for v in reasons.values()))
 
     def _shutdown_deaths(self, code: int) -> str:

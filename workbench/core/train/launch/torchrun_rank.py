@@ -28,8 +28,9 @@ import torch
 
 from workbench.core.train.trainer.hooks import Callback
 
-__all__ = ["RankReporter", "RankLife", "state_digest", "final_barrier", "main", "REPORT_ENV", "KEY_ENV", "RUN_DIR_ENV",
-           "FAULT_DIR_ENV", "FINAL_BARRIER_S"]
+__all__ = ["RankReporter", "RankLife", "state_digest", "final_barrier", "share_run_dir", "gather_digests",
+           "weights_verdict", "main", "REPORT_ENV", "KEY_ENV", "RUN_DIR_ENV", "FAULT_DIR_ENV", "FINAL_BARRIER_S",
+           "RUN_DIR_BYTES"]
 
 #: ``host:port`` of the launcher's ``multiprocessing.connection.Listener``.
 REPORT_ENV = "WORKBENCH_REPORT"
@@ -45,6 +46,10 @@ FINAL_BARRIER_S = 300.0
 ORPHAN_BARRIER_S = 2.0
 #: Folder where each rank's native crash report goes (``rank{RANK}.txt``), set by the launcher.
 FAULT_DIR_ENV = "WORKBENCH_FAULT_DIR"
+#: Bytes of the run folder's path that the global rank 0 sends the other ranks (UTF-8; Linux's PATH_MAX).
+RUN_DIR_BYTES = 4096
+#: Bytes of a SHA-256 digest (:func:`state_digest`), all-gathered from every rank at the end.
+DIGEST_BYTES = 32
 
 
 def state_digest(model: torch.nn.Module) -> str:
@@ -86,6 +91,7 @@ class RankReporter(Callback):
         self.conn = Client((host, int(port)), authkey=authkey)
         self.lock = threading.Lock()
         self.trainer = None
+        self.digest = ""  # this rank's final weights (on_fit_end)
 
     def send(self, *msg) -> None:
         with self.lock:
@@ -133,7 +139,8 @@ class RankReporter(Callback):
         self.send("applied", trainer.rank, int(trainer.step), command)
 
     def on_fit_end(self, trainer, reason):
-        self.send("end", trainer.rank, reason, state_digest(trainer.model))
+        self.digest = state_digest(trainer.model)  # RankLife.check_weights compares it across nodes
+        self.send("end", trainer.rank, reason, self.digest)
 
 
 def _join(cfg) -> int:
@@ -150,6 +157,91 @@ def _join(cfg) -> int:
         torch.cuda.set_device(local)
     dist.init_process_group("nccl" if cuda else "gloo")
     return dist.get_rank()
+
+
+def _device():
+    """Where this rank's collectives put their tensors: its GPU under NCCL, else the CPU."""
+    import torch.distributed as dist
+
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def share_run_dir(cfg) -> None:
+    """One run folder for every rank: the global rank 0 makes it and sends its path to the others.
+
+    A run whose launcher named no folder (several nodes: the node of rank 0 is
+    known only after the rendezvous; torchrun started by a SLURM job) and whose
+    run file names none: before, every rank made its own. Call on every rank
+    after joining the process group; nothing is done when ``cfg.run_dir`` is set.
+
+    Raises
+    ------
+    TrainingError
+        Rank 0 could not make the folder (every rank raises it: no rank trains alone).
+    """
+    import torch.distributed as dist
+
+    from workbench.core.errors import TrainingError
+    from workbench.core.train.runs.folder import new_run_dir
+
+    if cfg.run_dir or not dist.is_initialized():
+        return
+    buf = torch.zeros(RUN_DIR_BYTES, dtype=torch.uint8)
+    problem = ""
+    if dist.get_rank() == 0:
+        try:
+            raw = str(new_run_dir()).encode("utf-8")
+        except OSError as exc:
+            raw, problem = b"", f"the run folder could not be made ({exc}); set run_dir in the run file"
+        if len(raw) > RUN_DIR_BYTES:
+            raw, problem = b"", f"the run folder's path is longer than {RUN_DIR_BYTES} bytes; set run_dir"
+        if raw:
+            buf[:len(raw)] = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+    buf = buf.to(_device())
+    dist.broadcast(buf, src=0)
+    path = bytes(buf.cpu().numpy()).rstrip(b"\0").decode("utf-8", "replace")
+    if not path:
+        raise TrainingError(problem or "rank 0 could not make the run folder (its output says why)")
+    cfg.run_dir = path
+
+
+def gather_digests(digest: str, timeout_s: float) -> list[str] | None:
+    """Every rank's :func:`state_digest` (hex), in rank order, by an all-gather of 32 bytes each; None when a rank
+    did not take part within ``timeout_s`` seconds (the group is broken) or ``digest`` is not a SHA-256."""
+    import datetime
+
+    import torch.distributed as dist
+
+    try:
+        mine = torch.frombuffer(bytearray(bytes.fromhex(digest)), dtype=torch.uint8).to(_device())
+        if mine.numel() != DIGEST_BYTES:
+            return None
+        out = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+        if dist.get_backend() == "nccl":
+            dist.all_gather(out, mine)
+            torch.cuda.synchronize()
+        elif not dist.all_gather(out, mine, async_op=True).wait(timeout=datetime.timedelta(seconds=timeout_s)):
+            return None
+        return [bytes(t.cpu().numpy()).hex() for t in out]
+    except Exception:  # noqa: BLE001 - a rank is gone: there is nothing to compare
+        return None
+
+
+def weights_verdict(digests: list[str], nodes: int = 1) -> tuple[bool, str]:
+    """``(identical, the line to print)`` for every rank's final digest (rank order).
+
+    A mismatch names each group of ranks by digest, the largest group first:
+    ``"error: the ranks end with DIFFERENT weights across 2 nodes: ranks 0, 1 ab12cd34ef56; rank 2 0f0f..."``.
+    """
+    where = f" across {nodes} nodes" if nodes > 1 else ""
+    if len(set(digests)) == 1:
+        return True, f"weights: all {len(digests)} ranks{where} end identical (sha256 {digests[0][:12]})"
+    groups: dict[str, list[int]] = {}
+    for rank, d in enumerate(digests):
+        groups.setdefault(d, []).append(rank)
+    parts = [f"rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))} {d[:12]}"
+             for d, r in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))]
+    return False, f"error: the ranks end with DIFFERENT weights{where}: " + "; ".join(parts)
 
 
 def _reporter() -> list[Callback]:
@@ -250,10 +342,42 @@ class RankLife:
         if not dist.is_initialized():
             return _code(reason)
         if reason in AGREED_ENDS:  # orphaned: a short wait, a rank may be gone with torchrun
-            final_barrier(ORPHAN_BARRIER_S if self.orphaned else FINAL_BARRIER_S)
+            wait_s = ORPHAN_BARRIER_S if self.orphaned else FINAL_BARRIER_S
+            if final_barrier(wait_s):
+                self.check_weights(wait_s)
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
         return _code(reason)
+
+    def check_weights(self, timeout_s: float = FINAL_BARRIER_S) -> bool | None:
+        """Every rank, every node: are the final weights identical? (a collective: all ranks call it together)
+
+        Each rank's digest (its reporter's, else :func:`state_digest`) is all-gathered
+        (:func:`gather_digests`); the global rank 0 prints the verdict
+        (:func:`weights_verdict`), and a mismatch also goes into the run's
+        ``status.json`` as its ``error`` (the run folder is rank 0's). True
+        identical, False different, None when not checked (no trainer, a broken group).
+        """
+        import torch.distributed as dist
+
+        trainer = self.state.trainer
+        if trainer is None:
+            return None
+        digest = next((r.digest for r in self.reporters if getattr(r, "digest", "")), "") or \
+            state_digest(trainer.model)
+        digests = gather_digests(digest, timeout_s)
+        if digests is None:
+            return None
+        nodes = max(1, dist.get_world_size() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or 1)))
+        same, line = weights_verdict(digests, nodes)
+        if dist.get_rank() == 0:
+            print(line, flush=True)
+            if not same and getattr(trainer, "run_dir", None) is not None:
+                from workbench.core.train.runs.folder import note_status
+
+                with contextlib.suppress(OSError):
+                    note_status(trainer.run_dir, error=line.removeprefix("error: "))
+        return same
 
     def exit(self, code: int) -> None:
         """Steps 3-5: atexit handlers, tell the launcher, close, ``os._exit(code)``; never returns."""
@@ -410,6 +534,7 @@ def main(argv: Sequence[str] | None = None, life: RankLife | None = None,
         callbacks.append(PrintProgress(lambda line: print(line, flush=True)))
     reason = "error"
     try:
+        share_run_dir(cfg)  # no folder named yet (several nodes, a SLURM job): rank 0's, on every rank
         if callbacks_for is not None:
             callbacks.extend(callbacks_for(rank, cfg))
         settle_run_file(cfg, path, trust=trust, out=(lambda line: print(line, flush=True)) if rank == 0 else None)

@@ -72,6 +72,28 @@ def write_status(run_dir: str | Path, reason: str | None, started: float, info: 
     atomic_write_text(Path(run_dir) / "status.json", json.dumps(status))
 
 
+def note_status(run_dir: str | Path, **fields) -> None:
+    """Add ``fields`` to ``run_dir/status.json`` (atomically), keeping what it says: a fact learnt after the run's
+    end (``error``: the ranks ended with different weights).
+
+    Raises
+    ------
+    OSError
+        The file cannot be written (one that cannot be read is written anew with ``fields``).
+    """
+    import json
+
+    path = Path(run_dir) / "status.json"
+    try:
+        with open(path, "rb") as f:
+            status = json.loads(f.read(1 << 20))  # status.json is a few hundred bytes; bounded all the same
+    except (OSError, ValueError):
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    atomic_write_text(path, json.dumps({**status, **fields}))
+
+
 def default_data_dir() -> Path:
     """``$WORKBENCH_DATA_DIR`` if set, else the platform's per-user data folder + ``workbench``.
 

@@ -21,8 +21,11 @@ writer waits for their event), on CPU the state is cloned (the next step changes
 it in place). ``torch.save`` + digest + fsync run on the writer. ``best.pt`` of the
 same step is a hard link to ``last.pt`` (a copy where the file system cannot link).
 A step waits for a write only when a new save is asked while one is still in flight.
-A failed write leaves no half file (``atomic_save``), is logged and said through
-``on_progress``, and the run goes on.
+A failed write (a full disk) leaves no half file (``atomic_save``), is logged and
+said once through ``on_notice`` (the file, the error, where to free space:
+:class:`~workbench.core.train.runs.writes.WriteWatch`, :attr:`CheckpointConnector.writes`,
+which the run's ``metrics.csv``, ``steps.csv`` and ``edits.jsonl`` share), the run goes
+on, and the next save tries again (its success is said once too).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from workbench.core.model.names import frozen_names
 from workbench.core.model.formats import read_checkpoint
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.rng import set_rng_state
+from workbench.core.train.runs.writes import WriteWatch
 from workbench.core.train.trainer.faults import nonfinite_tensors
 from workbench.core.train.trainer.types import TrainerLike
 
@@ -78,10 +82,19 @@ class CheckpointConnector:
         self._pending: Future | None = None
         self._pending_paths: list[Path] = []
         self._stage: PinnedStage | None = None
-        #: one line per failed background write of this trainer (also logged and said through ``on_progress``)
+        #: one line per failed background write of this trainer (also logged and said through ``on_notice``)
         self.failures: list[str] = []
+        #: the run's failed writes of the moment, said once each through the trainer's ``on_notice``
+        self.writes = WriteWatch(self._notice)
         #: the step of the state last written (or being written) to ``run_dir/last.pt``, None before any
         self.last_step: int | None = None
+
+    def _notice(self, kind: str, text: str, file: str) -> None:
+        self.trainer.call("on_notice", self.trainer, kind, text, file)
+
+    def save_now_failed(self, path: str | Path, exc: OSError) -> None:
+        """Save now could not write ``path``: said (``save_failed``, every time) and logged; the run goes on."""
+        self.writes.failed(path, exc, "not written by Save now (the previous file is kept)", kind="save_failed")
 
     # ------------------------------------------------------------ writing
     def payload(self, loss: float | None = None) -> dict:
@@ -172,6 +185,7 @@ class CheckpointConnector:
         (not at the epoch's last batch: the epoch end writes its own)."""
         tr = self.trainer
         self.poll()
+        self.writes.retry_due()  # a file whose write failed and has no later write of its own (metrics.csv)
         every = int(tr.config.checkpoint_every_steps or 0)
         if (every and tr.step % every == 0 and tr.batch_in_epoch < n_batches
                 and (tr.is_main or self.collective) and tr.run_dir is not None):
@@ -290,18 +304,20 @@ class CheckpointConnector:
             future.result()
         except Exception as e:  # noqa: BLE001 - a failed write never ends the run
             names = ", ".join(p.name for p in self._pending_paths)
-            text = (f"checkpoint {names} not written ({type(e).__name__}: {e}); the previous file is kept; "
-                    "free disk space or fix the run folder's permissions; training goes on")
-            self.failures.append(text)
+            self.failures.append(f"checkpoint {names} not written ({type(e).__name__}: {e}); the previous file is "
+                                 "kept; training goes on")
             self.last_step = None
-            log.warning(text)
-            with contextlib.suppress(Exception):
-                self.trainer.call("on_progress", self.trainer, text)
+            for path in self._pending_paths:  # each file once while it fails (logged there)
+                self.writes.failed(path, e, "not written (the previous file is kept)")
+        else:
+            for path in self._pending_paths:
+                self.writes.ok(path)
 
     def shutdown(self) -> None:
         """Finish the pending write and stop the writer thread."""
         try:
             self.wait_for_saves()
+            self.writes.retry_due(force=True)  # the last epoch's metrics.csv row, if room came back since
         finally:
             if self._saver is not None:
                 self._saver.shutdown(wait=True)

@@ -40,10 +40,19 @@ def _record(cmd) -> dict | None:
 
 
 class EditLog:
-    """Appends edits to ``run_dir/edits.jsonl`` (rank 0 / the only process)."""
+    """Appends edits to ``run_dir/edits.jsonl`` (rank 0 / the only process).
 
-    def __init__(self, run_dir: str | Path):
+    Parameters
+    ----------
+    run_dir : str or Path
+    writes : WriteWatch, optional
+        Where a failed write is told (:class:`~workbench.core.train.runs.writes.WriteWatch`) instead of raised:
+        a freeze or a pause never ends the run on a full disk (that line is lost; the next one is tried).
+    """
+
+    def __init__(self, run_dir: str | Path, writes=None):
         self.path = Path(run_dir) / EDITS_FILE
+        self.writes = writes
 
     def write(self, step: int, entry: dict) -> None:
         """Append ``{"step": step, **entry}`` as one line (flushed: a crash keeps every earlier line).
@@ -52,8 +61,20 @@ class EditLog:
         ------
         OSError
             The line could not be written whole (a full disk): the file is cut back to its earlier lines,
-            so the next write appends a whole line after them.
+            so the next write appends a whole line after them. Told through ``writes`` instead when given.
         """
+        if self.writes is None:
+            self._append(step, entry)
+            return
+        try:
+            self._append(step, entry)
+        except OSError as exc:
+            self.writes.failed(self.path, exc, f"not written (the {entry.get('op', 'edit')} at step {step} is not "
+                                               "recorded)")
+        else:
+            self.writes.ok(self.path)
+
+    def _append(self, step: int, entry: dict) -> None:
         line = (json.dumps({"step": int(step), **entry}) + "\n").encode("utf-8")
         with open(self.path, "ab", buffering=0) as f:
             start = f.seek(0, 2)

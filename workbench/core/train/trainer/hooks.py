@@ -80,6 +80,10 @@ class Callback:
     def on_progress(self, trainer: TrainerLike, text: str) -> None:
         """Work before the first step reports where it is, e.g. ``"checking images 2,000 / 10,000"``."""
 
+    def on_notice(self, trainer: TrainerLike, kind: str, text: str, file: str) -> None:
+        """One line for whoever watches the run: a run file's write failed (``kind`` ``"write_failed"``,
+        ``"save_failed"``) or works again (``"write_ok"``); ``file`` names it. Training goes on."""
+
     def on_command_applied(self, trainer: TrainerLike, command: Any) -> None:
         """A queued command was applied (its result fields are filled in)."""
 

@@ -73,7 +73,7 @@ from workbench.core.model.freezing import apply_batchnorm_policy
 from workbench.core.rng import seed_everything
 from workbench.core.train.trainer import optim, speed
 from workbench.core.train.trainer.checkpoints import CheckpointConnector
-from workbench.core.train.trainer.commands import apply_command
+from workbench.core.train.trainer.commands import SaveNow, apply_command
 from workbench.core.train.trainer.edit_log import EditLog
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.trainer.control import RunControl
@@ -327,8 +327,18 @@ class Trainer:
             self.apply_one(cmd)
 
     def apply_one(self, cmd: Any) -> None:
-        """Apply one command on the training thread, record it in the edit log and tell the callbacks."""
-        apply_command(self, cmd)
+        """Apply one command on the training thread, record it in the edit log and tell the callbacks.
+
+        A Save now that cannot write (a full disk) is said (``on_notice``, ``save_failed``) instead of
+        applied: the run goes on."""
+        try:
+            apply_command(self, cmd)
+        except Exception as exc:
+            disk = exc if isinstance(exc, OSError) else exc.__cause__  # save_model_file's CheckpointError names it
+            if not isinstance(cmd, SaveNow) or not isinstance(disk, OSError):
+                raise
+            self.checkpoints.save_now_failed(cmd.path or self.run_dir / "last.pt", disk)
+            return
         if self.edit_log is not None:
             self.edit_log.command(self.step, cmd)
         self.call("on_command_applied", self, cmd)
@@ -444,7 +454,7 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir) if cfg.run_dir else new_run_dir()
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self.edit_log = EditLog(self.run_dir)
+            self.edit_log = EditLog(self.run_dir, self.checkpoints.writes)  # a full disk: said, never raised
         # CUDA: keep step losses on the device and read them at the emission cadence.
         self._defer_loss = self.device.type == "cuda"
         self._prepared = True

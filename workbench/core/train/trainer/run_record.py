@@ -15,6 +15,7 @@ from workbench.core.model.names import frozen_names
 from workbench.core.model.saving import checkpoint_payload
 from workbench.core.train.config import TrainConfig
 from workbench.core.train.runs.folder import MetricsCSV, StepsCSV, write_status
+from workbench.core.train.runs.writes import ReportedMetricsCSV, ReportedStepsCSV
 from workbench.core.train.trainer.types import TrainerLike
 
 __all__ = ["record_start", "open_run_files", "status_info"]
@@ -69,7 +70,8 @@ def open_run_files(trainer: TrainerLike) -> tuple[float, MetricsCSV, StepsCSV]:
     ``steps.csv`` (the step rows, appended by ``Trainer.emit`` from the first step on).
 
     A damaged ``metrics.csv`` set aside is said through ``on_progress``; a resumed
-    run's new folder starts with the epochs it continues.
+    run's new folder starts with the epochs it continues. Their later writes never raise: a failure is said
+    through ``on_notice`` (``trainer.checkpoints.writes``, :mod:`~workbench.core.train.runs.writes`).
 
     Returns
     -------
@@ -87,10 +89,11 @@ def open_run_files(trainer: TrainerLike) -> tuple[float, MetricsCSV, StepsCSV]:
     saved.to_toml(trainer.run_dir / "run.toml")
     started = time.time()
     write_status(trainer.run_dir, None, started, status_info(trainer.config))
-    csv = MetricsCSV(trainer.run_dir / "metrics.csv")
+    writes = trainer.checkpoints.writes
+    csv = ReportedMetricsCSV(trainer.run_dir / "metrics.csv", writes)
     if csv.problem:  # a damaged metrics.csv was set aside: say so where the run is watched
         trainer.call("on_progress", trainer, f"metrics.csv: {csv.problem}")
     if trainer.history and not csv.rows:  # a resumed run's folder starts with the epochs it continues
         for h in trainer.history:
             csv.append({**h, "time_s": h.get("time"), "best": int(bool(h.get("best")))})
-    return started, csv, StepsCSV(trainer.run_dir / "steps.csv")
+    return started, csv, ReportedStepsCSV(trainer.run_dir / "steps.csv", writes)

@@ -52,7 +52,16 @@ class CheckpointsLike(Protocol):
         Put the state of a checkpoint file this run wrote into the trainer.
     save_in_background(payload, paths) -> None
         Write ``payload`` to each of ``paths`` on the writer's thread.
+    save_now_failed(path, exc) -> None
+        Save now could not write ``path``: said and logged, the run goes on.
+
+    Attributes
+    ----------
+    writes : WriteWatch
+        The run's failed writes of the moment (:class:`~workbench.core.train.runs.writes.WriteWatch`).
     """
+
+    writes: Any
 
     def payload(self, loss: float | None = None) -> dict: ...
 
@@ -61,6 +70,8 @@ class CheckpointsLike(Protocol):
     def load_file(self, path: Path) -> None: ...
 
     def save_in_background(self, payload: dict, paths: list[Path]) -> None: ...
+
+    def save_now_failed(self, path: Path, exc: OSError) -> None: ...
 
 
 class RankAgreementLike(Protocol):
