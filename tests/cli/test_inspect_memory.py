@@ -74,6 +74,21 @@ def test_folder_sgd_bf16_and_the_text_table(capsys, gpt2_folder):
     assert without == 0 and "Memory" not in capsys.readouterr().out
 
 
+def test_activation_checkpointing_keeps_less(capsys, gpt2_folder):
+    args = (gpt2_folder, "--memory", "--batch", "4", "--optimizer", "adamw")
+    off = _json(capsys, *args)
+    on = _json(capsys, *args, "--activation-checkpointing")
+    assert on["memory_for"]["activation_checkpointing"] is True and on["memory_for"]["checkpointed_blocks"] == 2
+    assert off["memory_for"]["activation_checkpointing"] is False
+    # 2 layers: one is still recomputed at a time, and the logits stay
+    assert on["memory"]["activations_bytes"] < 0.6 * off["memory"]["activations_bytes"]
+    assert on["memory"]["optimizer_bytes"] == off["memory"]["optimizer_bytes"]
+    rows = {r["name"]: r["memory"] for r in on["modules"]}
+    assert rows["transformer.h.0.attn"]["activations_bytes"] == 0  # nothing inside a block stays
+    assert cli.main(["inspect", *map(str, args), "--activation-checkpointing"]) == 0
+    assert "activation checkpointing: 2 blocks' inputs kept" in capsys.readouterr().out
+
+
 def test_what_cannot_be_estimated_is_one_line(capsys, tmp_path):
     path = tmp_path / "odd.pt"
     torch.save({"foo.weight": torch.zeros(3, 3)}, path)

@@ -116,3 +116,15 @@ def test_every_column_of_resnet18_shows_at_1280x800(shown, qtbot):
     assert header.sectionSize(COL_NAME) >= NAME_LEAST_WIDTH
     assert all(header.sectionSize(c) >= floor for c, floor in SHRINK_FLOORS.items())
     assert win.tree_model.memory.batch_size == 8 and win.tree_model.index(0, COL_MEMORY).data().endswith(" MB")
+
+    # activation checkpointing ticked: the fit line gives what a checkpointed run keeps (core's figure), less
+    before = win.tree_model.memory
+    win.training_panel.settings.activation_ckpt_check.setChecked(True)
+    qtbot.waitUntil(lambda: win.tree_model.memory is not before, timeout=10_000)
+    _settled(win, qtbot)
+    example = example_input(win.model, win.session.input_shape)
+    kept = estimate_memory(win.model, example, batch_size=8, optimizer=win.training_panel.settings.optimizer_combo
+                           .currentData(), momentum=win.training_panel.settings.momentum_spin.value(), device="cpu",
+                           activation_checkpointing=True)
+    assert win.tree_model.memory.total_bytes == kept.total_bytes < before.total_bytes
+    assert win.training_panel.run_bar.fit_line.full_text.startswith(f"Memory: {format_bytes(kept.total_bytes)} of ")

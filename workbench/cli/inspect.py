@@ -42,6 +42,7 @@ examples:
   workbench inspect run/last.pt --json
   workbench inspect model.ckpt --arch "resnet50(num_classes=10)" --partial
   workbench inspect gpt2-folder --memory --batch 16 --optimizer adamw --precision bf16 --json
+  workbench inspect gpt2-folder --memory --batch 16 --activation-checkpointing
 """
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-depth", type=depth_arg, metavar="D", help="show modules down to this depth only")
     add_memory(parser)
+    parser.add_argument(
+        "--activation-checkpointing", action="store_true",
+        help="the --memory estimate for a run with activation_checkpointing = true: each checkpointed block's "
+        "inputs kept and one block recomputed at a time")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -154,7 +159,8 @@ def _memory(args: argparse.Namespace, loaded: dict[str, Any]):
     label = spec.name if spec is not None else type(model).__name__
     try:
         return estimate_memory(model, example, batch_size=batch, optimizer=args.optimizer,
-                               momentum=args.momentum, precision=args.precision)
+                               momentum=args.momentum, precision=args.precision,
+                               activation_checkpointing=getattr(args, "activation_checkpointing", False))
     except Exception as exc:  # the model's own forward on the fake input: say it in the user's terms
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CommandFailed(f"--memory: {label} does not run on {example.describe()} with batch {batch}: {first}; "
@@ -324,7 +330,9 @@ def _to_json(args, loaded: dict, root, rows: list[dict], estimate=None) -> str:
         doc["memory"] = estimate.root.as_dict()
         doc["memory_for"] = {"batch_size": estimate.batch_size, "optimizer": estimate.optimizer,
                              "momentum": estimate.momentum, "precision": estimate.precision,
-                             "example": estimate.example, "device": estimate.device}
+                             "example": estimate.example, "device": estimate.device,
+                             "activation_checkpointing": estimate.activation_checkpointing,
+                             "checkpointed_blocks": estimate.checkpointed_blocks}
     return json.dumps(doc, indent=2)
 
 
@@ -420,5 +428,11 @@ def _table(loaded: dict, root, rows: list[dict], estimate=None) -> str:
         lines.append(f"  parameters      {format_bytes(mem.params_bytes)}")
         lines.append(f"  gradients       {format_bytes(mem.grads_bytes)}")
         lines.append(f"  optimizer state {format_bytes(mem.optimizer_bytes)}")
-        lines.append(f"  activations     {format_bytes(mem.activations_bytes)} (saved for backward)")
+        if estimate.activation_checkpointing:
+            how = (f"activation checkpointing: {estimate.checkpointed_blocks} blocks' inputs kept, "
+                   f"{format_bytes(estimate.recompute_bytes)} recomputed at a time" if estimate.checkpointed_blocks
+                   else "activation checkpointing finds no repeated blocks: saved for backward")
+        else:
+            how = "saved for backward"
+        lines.append(f"  activations     {format_bytes(mem.activations_bytes)} ({how})")
     return escaped(lines)  # key names come from the file: escaped

@@ -102,7 +102,8 @@ def _estimate(snapshot, example, shape, choices: dict) -> tuple:
         example = example_input(snapshot, shape)
     device = choices["device"]
     est = estimate_memory(snapshot, example, batch_size=choices["batch_size"], optimizer=choices["optimizer"],
-                          precision=choices["precision"], momentum=choices["momentum"], device=device)
+                          precision=choices["precision"], momentum=choices["momentum"], device=device,
+                          activation_checkpointing=choices["activation_checkpointing"])
     try:
         available = device_memory(device)[0]
     except (OSError, RuntimeError, ValueError):
@@ -112,9 +113,6 @@ def _estimate(snapshot, example, shape, choices: dict) -> tuple:
              f"optimizer state {format_bytes(root.optimizer_bytes)} + activations "
              f"{format_bytes(root.activations_bytes)}, for batch {est.batch_size} ({est.optimizer}, {est.precision})")
     details = parts + "\n" + fit_summary(est, device, available=available)
-    if choices["activation_checkpointing"]:
-        details += ("\nActivation checkpointing is on: the activations counted are those kept without it "
-                    "(an upper bound).")
     fits = None if available is None else est.total_bytes <= int(available * FIT_HEADROOM)
     return est, fit_line(est, device, available=available), details, fits
 

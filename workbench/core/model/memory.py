@@ -45,6 +45,15 @@ autocast ops save are in 16 bits. The autocast runs on the device type of the
 fake tensors (the model's device, ``cpu`` for ``meta``), whose cast lists
 differ slightly from CUDA's.
 
+Activation checkpointing
+------------------------
+``activation_checkpointing=True``: the activations a run with
+``activation_checkpointing = true`` keeps (each checkpointed block's inputs, and
+one block's recomputation at a time, after Chen et al. 2016), worked out from the
+same fake forward by :mod:`~workbench.core.model.memory_checkpointing`.
+Every estimate also carries that figure (``activations_checkpointed_bytes``), so
+:func:`fit_summary` can say whether checkpointing would make a step fit.
+
 What is not counted: the allocator's caching and fragmentation, the CUDA
 context (a few hundred MB), the temporaries of backward and of the optimizer
 step, and the output of the forward when nothing saves it (a loss on top of the
@@ -67,8 +76,10 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from workbench.core.model.example_input import ExampleInput, model_device_dtype
+from workbench.core.model.memory_checkpointing import checkpointed_activations, checkpointed_blocks
 
 __all__ = [
     "MemoryEstimate",
@@ -140,6 +151,16 @@ class MemoryEstimate:
         The input the forward ran on (shapes and dtypes), for messages.
     device : str
         The device type the fake forward ran as (``"cpu"``, ``"cuda"``).
+    activation_checkpointing : bool
+        Whether ``modules`` count the activations with activation checkpointing on
+        (:mod:`~workbench.core.model.memory_checkpointing`).
+    checkpointed_blocks : int
+        How many blocks checkpointing recomputes (0: the model has none, and checkpointing changes nothing).
+    recompute_bytes : int
+        With checkpointing on: the largest block's recomputed activations, in the root's own entry (0 when off).
+    activations_checkpointed_bytes : int
+        The root's activations with checkpointing on, whatever ``activation_checkpointing`` says (what
+        :func:`fit_summary` offers it for).
     """
 
     modules: dict[str, ModuleMemory]
@@ -149,6 +170,10 @@ class MemoryEstimate:
     precision: str
     example: str = ""
     device: str = "cpu"
+    activation_checkpointing: bool = False
+    checkpointed_blocks: int = 0
+    recompute_bytes: int = 0
+    activations_checkpointed_bytes: int = 0
 
     @property
     def root(self) -> ModuleMemory:
@@ -191,7 +216,8 @@ class _ModuleStack:
 
 
 @contextmanager
-def saved_tensor_bytes(model: nn.Module, exclude: Iterable[torch.Tensor] = ()) -> Iterator[dict[nn.Module | None, int]]:
+def saved_tensor_bytes(model: nn.Module, exclude: Iterable[torch.Tensor] = (),
+                       storages: dict | None = None) -> Iterator[dict[nn.Module | None, int]]:
     """Count the bytes autograd saves for backward inside the block, per innermost running module.
 
     Works the same on real tensors and on fake ones: each saved tensor's
@@ -205,6 +231,9 @@ def saved_tensor_bytes(model: nn.Module, exclude: Iterable[torch.Tensor] = ()) -
         The modules to attribute to (hooks on each, removed on exit).
     exclude : iterable of Tensor
         Tensors whose storages are not activations (parameters, buffers).
+    storages : dict, optional
+        Filled too, when given: ``{storage key: (module or None, bytes)}`` of each counted storage (the key is a
+        ``StorageWeakRef``), what :mod:`~workbench.core.model.memory_checkpointing` needs.
 
     Yields
     ------
@@ -225,7 +254,10 @@ def saved_tensor_bytes(model: nn.Module, exclude: Iterable[torch.Tensor] = ()) -
             seen.add(key)
             kept.append(t)
             owner = stack.stack[-1] if stack.stack else None
-            counts[owner] = counts.get(owner, 0) + t.untyped_storage().nbytes()
+            nbytes = t.untyped_storage().nbytes()
+            counts[owner] = counts.get(owner, 0) + nbytes
+            if storages is not None:
+                storages[key] = (owner, nbytes)
         return t
 
     try:
@@ -309,11 +341,45 @@ def _quiet_fake_kernel_errors() -> Iterator[None]:
         logger.removeFilter(drop)
 
 
-def _fake_activations(model: nn.Module, example, batch_size: int, precision: str,
-                      device: torch.device, grad: dict[int, bool]) -> tuple[dict, str]:
-    """``({module: saved bytes}, example description)`` of one fake training forward on ``device``.
+class _BlockInputs:
+    """The storages each of ``blocks`` is called with (positional and keyword tensors), by forward pre-hooks.
 
-    ``grad`` maps ``id(parameter)`` to the ``requires_grad`` its fake twin gets.
+    ``inputs[i]`` is ``{storage key: bytes}`` of block ``i``'s call (its first call, when it runs twice);
+    the tensors are kept referenced until :meth:`remove`, so no storage address is reused meanwhile.
+    """
+
+    def __init__(self, blocks: list[nn.Module], skip: set):
+        self.inputs: list[dict] = [{} for _ in blocks]
+        self._skip, self._kept = skip, []
+        self._handles = [b.register_forward_pre_hook(self._hook(i), with_kwargs=True) for i, b in enumerate(blocks)]
+
+    def _hook(self, i: int):
+        def record(_module, args, kwargs):
+            if self.inputs[i]:
+                return None
+            for t in tree_leaves((args, kwargs)):
+                if isinstance(t, torch.Tensor):
+                    key = _storage_key(t)
+                    if key not in self._skip:
+                        self._kept.append(t)
+                        self.inputs[i][key] = t.untyped_storage().nbytes()
+            return None
+        return record
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._kept.clear()
+
+
+def _fake_activations(model: nn.Module, example, batch_size: int, precision: str,
+                      device: torch.device, grad: dict[int, bool],
+                      blocks: list[nn.Module] = ()) -> tuple[dict, str, dict, list[dict]]:
+    """``({module: saved bytes}, example description, {storage: (module, bytes)}, block inputs)`` of one fake
+    training forward on ``device``.
+
+    ``grad`` maps ``id(parameter)`` to the ``requires_grad`` its fake twin gets; ``blocks``: the modules whose
+    inputs are recorded (:class:`_BlockInputs`).
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -339,16 +405,22 @@ def _fake_activations(model: nn.Module, example, batch_size: int, precision: str
             model.train()
             mha.set_fastpath_enabled(False)
             exclude = [*state.values(), *named_p.values(), *named_b.values()]
-            with saved_tensor_bytes(model, exclude=exclude) as counts:
-                with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                    out = torch.func.functional_call(model, state, tuple(call.args), dict(call.kwargs),
-                                                     strict=False)
-                del out  # the graph (and what it saved) goes with it
+            storages: dict = {}
+            recorder = _BlockInputs(list(blocks), {_storage_key(t) for t in exclude})
+            try:
+                with saved_tensor_bytes(model, exclude=exclude, storages=storages) as counts:
+                    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                        out = torch.func.functional_call(model, state, tuple(call.args), dict(call.kwargs),
+                                                         strict=False)
+                    del out  # the graph (and what it saved) goes with it
+                    inputs = recorder.inputs
+            finally:
+                recorder.remove()
     finally:
         mha.set_fastpath_enabled(was_fast)
         for m, training in modes:
             m.training = training
-    return dict(counts), call.describe()
+    return dict(counts), call.describe(), storages, inputs
 
 
 def estimate_memory(
@@ -361,6 +433,7 @@ def estimate_memory(
     momentum: float = 0.9,
     trainable: set[str] | None = None,
     device: str | torch.device | None = None,
+    activation_checkpointing: bool = False,
 ) -> MemoryEstimate:
     """Estimate the memory of a training step of ``model``, per module, without running on the device.
 
@@ -392,6 +465,11 @@ def estimate_memory(
         autocast and the attention kernel are the ones it would pick (on
         CUDA, flash attention saves far less than the math path). Default:
         the model's device. ``meta``, and CUDA on a machine without it, run as ``cpu``.
+    activation_checkpointing : bool
+        Count the activations a run with ``activation_checkpointing = true`` keeps: outside the checkpointed
+        blocks as without it, each block's inputs, and one block's recomputation at a time (Chen et al. 2016;
+        :mod:`~workbench.core.model.memory_checkpointing`). A model without blocks to checkpoint is counted
+        as without (``checkpointed_blocks == 0``).
 
     Returns
     -------
@@ -417,7 +495,13 @@ def estimate_memory(
     for name, p in model.named_parameters(remove_duplicate=False):
         grad[id(p)] = grad.get(id(p), False) or (p.requires_grad if trainable is None else name in trainable)
     dev = _fake_device(model, device)
-    saved, described = _fake_activations(model, example, batch_size, precision, dev, grad)
+    blocks = [m for _, m in checkpointed_blocks(model)]
+    saved, described, storages, inputs = _fake_activations(model, example, batch_size, precision, dev, grad,
+                                                           blocks)
+    kept = checkpointed_activations(storages, inputs, blocks)
+    if activation_checkpointing and blocks:
+        saved = dict(kept.own)
+        saved[None] = saved.get(None, 0) + kept.recompute_bytes  # one block at a time: the root's own
     own: dict[str, list[int]] = {}
     names: dict[int, str] = {}
     seen: set[int] = set()
@@ -445,8 +529,11 @@ def estimate_memory(
             for i in range(4):
                 own[parent][i] += own[name][i]
     modules = {name: ModuleMemory(*vals) for name, vals in own.items()}
+    on = bool(activation_checkpointing and blocks)
     return MemoryEstimate(modules, batch_size, optimizer, momentum if states else 0.0, precision, described,
-                          dev.type)
+                          dev.type, activation_checkpointing=bool(activation_checkpointing),
+                          checkpointed_blocks=len(blocks), recompute_bytes=kept.recompute_bytes if on else 0,
+                          activations_checkpointed_bytes=kept.total_bytes if blocks else modules[""].activations_bytes)
 
 
 def device_memory(device: str | torch.device) -> tuple[int, int]:
@@ -531,9 +618,13 @@ def _fit_ideas(estimate: MemoryEstimate, budget: int) -> list[tuple[str, str]]:
             steps = math.ceil(estimate.batch_size / batch)
             ideas.append((f"batch {batch} x {steps} accumulated",
                           f"batch {batch} with accumulate_grad_batches = {steps} (effective batch {batch * steps})"))
-    if static < budget and root.activations_bytes:
+    ckpt = estimate.activations_checkpointed_bytes
+    if not estimate.activation_checkpointing and estimate.checkpointed_blocks and ckpt < root.activations_bytes \
+            and static + ckpt <= budget:
         ideas.append(("activation checkpointing",
-                      "activation checkpointing (keeps only each block's input; activations shrink several times)"))
+                      f"activation checkpointing (keeps each of the {estimate.checkpointed_blocks} blocks' inputs "
+                      f"and recomputes one block at a time: activations {format_bytes(ckpt)} instead of "
+                      f"{format_bytes(root.activations_bytes)})"))
     if estimate.precision == "fp32" and root.activations_bytes and static + root.activations_bytes // 2 <= budget:
         ideas.append(("bf16", "bf16 autocast (about half the activations)"))
     if root.grads_bytes:

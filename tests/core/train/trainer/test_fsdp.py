@@ -108,3 +108,17 @@ def test_the_strategy_key_is_checked():
     with pytest.raises(ValueError, match="strategy = 'zero3' is not one of auto, ddp, fsdp"):
         TrainConfig.from_dict({"strategy": "zero3"})
     assert TrainConfig.from_dict({"strategy": "fsdp"}).strategy == "fsdp"
+
+
+@pytest.mark.slow
+def test_a_sharded_last_pt_opens_with_both_ranks_shards_gathered(fsdp_runs):
+    """File › Open of a sharded ``last.pt`` (``workbench.core.model.formats.sharded``): whole tensors, not shards."""
+    from workbench.core.model.formats import read_checkpoint
+
+    out, _ = fsdp_runs
+    ck = read_checkpoint(out / "full" / "last.pt")
+    init = torch.load(out / "full" / "init.pt", weights_only=True)["model_state_dict"]  # whole, gathered at start
+    assert ck.metadata.extra["sharded"] == "last.dcp/ (2 ranks), gathered" and ck.metadata.global_step == 10
+    assert {k: v.shape for k, v in ck.state_dict.items()} == {k: v.shape for k, v in init.items()}
+    name = "transformer.h.1.mlp.c_fc.weight"  # trained all along: not the initial values
+    assert torch.isfinite(ck.state_dict[name]).all() and not torch.equal(ck.state_dict[name], init[name])

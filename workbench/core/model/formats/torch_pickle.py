@@ -1,7 +1,8 @@
 """The ``torch.save`` format: zip archives and legacy (pre-1.6) pickles.
 
 A state_dict, a training dict (``model_state_dict``, optimizer, epoch...), a
-Lightning ``.ckpt`` or a pickled ``nn.Module``. Loaded with
+Lightning ``.ckpt`` or a pickled ``nn.Module``; an FSDP run's sharded ``last.pt``
+gets its model from the ``last.dcp/`` folder beside it (:mod:`.sharded`). Loaded with
 ``weights_only=True`` (:mod:`~workbench.core.model.formats.pickle_safety`);
 a digest stored by Workbench is checked (:mod:`~workbench.core.model.formats.intact`).
 Qt-free.
@@ -18,6 +19,7 @@ from workbench.core.model.formats.classify import classify
 from workbench.core.model.formats.intact import verified
 from workbench.core.model.formats.metadata import metadata_from_raw, tensor_stats
 from workbench.core.model.formats.pickle_safety import load_pickled
+from workbench.core.model.formats.sharded import read_sharded
 from workbench.core.model.formats.sniff import FIX_HINT, PICKLE_PROTO, ZIP_MAGIC, Sniff, short, sniff
 
 __all__ = ["match", "read"]
@@ -61,6 +63,8 @@ def read(path: str | Path, *, trust: bool = False, head: Sniff | None = None, mm
     path = Path(path)
     head = head if isinstance(head, Sniff) else sniff(path)
     obj, ok = verified(path, load_pickled(head, trust=trust, mmap=mmap))
+    if isinstance(obj, Mapping) and obj.get("sharded"):  # an FSDP run's last.pt: its model is in last.dcp/
+        return read_sharded(path, obj, ok, head)
     try:
         fmt, key, state_dict, module = classify(path, obj)
         raw = dict(obj) if isinstance(obj, Mapping) and fmt != "state_dict" else None
