@@ -205,6 +205,8 @@ class MemoryFeed(QObject):
             return  # the running estimate starts the next one when it ends
         if session.model is None or session.running:
             self._dirty = False
+            if self.fit_line.full_text == FIT_PENDING:  # a model set during a run: nothing is estimated till it ends
+                self.fit_line.show_fit("")
             return
         if any(t.objectName() == BACKGROUND_CALL for t in live_threads()) or not self.fit_line.window().isVisible():
             # a background call may hold the model (a graph capture swaps in fake tensors); a window not shown

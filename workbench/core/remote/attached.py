@@ -46,6 +46,8 @@ class RemoteAttachedRun:
     Attributes
     ----------
     host : str
+    run_name : str or None
+        A submitted run's name (``workbench pull --host HOST RUN``); None for a script.
     tunnel : Tunnel or None
         The forward of the moment (None while disconnected or once closed).
     reason : str or None
@@ -59,8 +61,8 @@ class RemoteAttachedRun:
     _inner = None
 
     def __init__(self, ssh: Ssh, host: str, locate: Locate, state: Callable[[], str], *, steer: bool | str = True,
-                 callbacks=(), what: str = "the run"):
-        self.ssh, self.host, self.what = ssh, host, what
+                 callbacks=(), what: str = "the run", run_name: str | None = None):
+        self.ssh, self.host, self.what, self.run_name = ssh, host, what, run_name
         self._locate, self._state = locate, state
         self._steer = steer
         self.callbacks = list(callbacks)
@@ -76,7 +78,8 @@ class RemoteAttachedRun:
 
     @classmethod
     def open(cls, ssh: Ssh, host: str, locate: Locate, state: Callable[[], str], *, steer: bool | str = True,
-             callbacks=(), timeout: float | None = None, what: str = "the run") -> RemoteAttachedRun:
+             callbacks=(), timeout: float | None = None, what: str = "the run",
+             run_name: str | None = None) -> RemoteAttachedRun:
         """Read the discovery file on ``host`` (``locate``), open the tunnel, connect; the handle.
 
         Raises
@@ -90,7 +93,7 @@ class RemoteAttachedRun:
         if found is None:
             raise RemoteError(f"{host}: {what} does not wait for a window (not started yet, ended, or started with "
                               f"--no-attach); see its state with: workbench runs --host {host}")
-        run = cls(ssh, host, locate, state, steer=steer, callbacks=callbacks, what=what)
+        run = cls(ssh, host, locate, state, steer=steer, callbacks=callbacks, what=what, run_name=run_name)
         run._connect(found, timeout)
         threading.Thread(target=run._pump, name="workbench-remote-attach", daemon=True).start()
         return run

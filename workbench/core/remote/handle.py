@@ -103,7 +103,8 @@ class RemoteRun:
         from workbench.core.remote.attached import RemoteAttachedRun
 
         return RemoteAttachedRun.open(self.ssh, self.host, self._locate, self.state, steer=steer,
-                                      callbacks=callbacks, timeout=timeout, what=f"the run {self.id!r}")
+                                      callbacks=callbacks, timeout=timeout, what=f"the run {self.id!r}",
+                                      run_name=self.id)
 
     def _locate(self) -> tuple[dict, str | None] | None:
         """The run's discovery dict (token included) and its compute node (None: the host), or None: not listening.

@@ -10,10 +10,13 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy
 
-__all__ = ["FitLine", "FIT_PENDING"]
+__all__ = ["FitLine", "FIT_PENDING", "FIT_ATTACHED"]
 
 #: What the line says while an estimate is being made (the first one after a model opens).
 FIT_PENDING = "Memory: estimating…"
+#: What the line says while a window follows an attached run: no estimate is made while a run owns the model
+#: (the memory feed skips it), so "estimating…" stayed until the run ended.
+FIT_ATTACHED = "Memory: not estimated for an attached run (it trains in its own process)"
 
 
 class FitLine(QLabel):
@@ -52,6 +55,11 @@ class FitLine(QLabel):
         self.setStyleSheet("color: #c62828;" if fits is False else "")
         self.setVisible(bool(line))
         self._elide()
+
+    def show_attached(self) -> None:
+        """An attached run began: say that its memory is not estimated here (replaces a pending "estimating…")."""
+        self.show_fit(FIT_ATTACHED, "The window estimates the memory of the runs it starts; an attached run's "
+                      "memory is its own process's, on its device. The estimate comes back when the run ends.")
 
     @property
     def full_text(self) -> str:

@@ -384,7 +384,9 @@ class TrainingPlots(QWidget):
         )
         if val_loss is not None:
             self._grow_y(np.array([val_loss], dtype=np.float64))
-        self._epochs_pending = ["loss", "accuracy"]
+        # a part still waiting keeps its turn: epochs ending faster than the passes (an attached run's
+        # history, short epochs) reset the list to the loss plot first, and the accuracy plot stayed empty
+        self._epochs_pending += [p for p in ("loss", "accuracy") if p not in self._epochs_pending]
 
     def expect_extent(self, steps: float, epochs: float) -> None:
         """The run's planned end (``total_steps``, ``epochs``): the step and epoch views span it from the start,

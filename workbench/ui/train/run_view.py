@@ -59,6 +59,7 @@ class RunView(QObject):
         self._last_samples: float | None = None
         self._last_epoch: dict = {}
         self._last_metrics: dict | None = None
+        self._attached: tuple[str | None, str | None] | None = None  # (host, run name) of an attached run
         self._phase = 0
         self._timer = QTimer(self)
         self._timer.setInterval(REDRAW_MS // 2)  # plots and progress take turns
@@ -67,10 +68,36 @@ class RunView(QObject):
     def begin(self, epochs: int, device, run_dir: str | None) -> None:
         """A run starts: empty curves, the progress of ``epochs`` on ``device``, repaints on."""
         self._last_samples, self._last_epoch, self.skipped_images = None, {}, []
-        self.run_dir = run_dir
+        self.run_dir, self._attached = run_dir, None
         self.feed.begin()
         self.progress.begin(epochs, device)
         self._timer.start()
+
+    def follow_attached(self, host: str | None = None, run_name: str | None = None) -> None:
+        """The run begun is attached (after :meth:`begin`): its folder is on the machine that trains it.
+
+        Parameters
+        ----------
+        host : str, optional
+            The ssh host of a remote run (None: a run this machine reaches directly).
+        run_name : str, optional
+            A submitted remote run's name, for ``workbench pull --host HOST RUN`` (None: not a submitted run).
+        """
+        self._attached = (host, run_name)
+
+    def folder_note(self) -> str:
+        """Where the run's folder is, for the status bar: ``"run folder runs/x"``, ``"run folder run on gpu-box;
+        copy it here with: workbench pull --host gpu-box x"``, or ``"no run folder was created"``."""
+        here = self.run_dir if self.run_dir and Path(self.run_dir).is_dir() else None
+        if self._attached is None:
+            return f"run folder {here}" if here else "no run folder was created"
+        host, name = self._attached
+        if not self.run_dir:
+            return "its run folder is on the machine that trained it"
+        if host is None:
+            return f"run folder {self.run_dir}" + ("" if here else ", on the machine that trained it")
+        pull = f"; copy it here with: workbench pull --host {host} {name}" if name else ""
+        return f"run folder {self.run_dir} on {host}{pull}"
 
     def fit_started(self, info: dict) -> None:
         """The trainer's plan: the progress's totals, a resumed run's past epochs, the run folder."""
@@ -81,7 +108,8 @@ class RunView(QObject):
         if info.get("run_dir"):
             self.run_dir = info["run_dir"]
             note = f" ({info['data_note']})" if info.get("data_note") else ""
-            self._status(f"Training… run folder {self.run_dir}{note}", 8000)
+            where = f" on {self._attached[0]}" if self._attached and self._attached[0] else ""
+            self._status(f"Training… run folder {self.run_dir}{where}{note}", 8000)
 
     def add_metrics(self, m: dict) -> None:
         """A batch of step metrics into the buffers (the progress is repainted on the next redraw)."""
@@ -126,9 +154,7 @@ class RunView(QObject):
 
     def finished(self, reason: str) -> None:
         """The run ended for ``reason``: say so (with its folder), show the last metrics and the end."""
-        folder = self.run_dir if self.run_dir and Path(self.run_dir).is_dir() else None
-        self._status(f"Training {reason}" + (f" - run folder {folder}" if folder else " - no run folder was created"),
-                     10000)
+        self._status(f"Training {reason} - {self.folder_note()}", 10000)
         m, self._last_metrics = self._last_metrics, None
         if m is not None:  # the metrics that arrived after the last redraw tick
             self.progress.show_metrics(m)
