@@ -25,13 +25,12 @@ from workbench.core.model.skeleton import SkeletonError, build_skeleton
 from workbench.core.remote.attached import BACK, LOST
 from workbench.core.train.events import FitStarted
 from workbench.ui.threading import run_in_background
+from workbench.ui.train.steering import NOTICE_MS
 
-__all__ = ["attach_window", "attach_remote_window", "attach_on_host", "NOTICE_MS", "RECONNECTING"]
+__all__ = ["attach_window", "attach_remote_window", "attach_on_host", "RECONNECTING"]
 
 log = logging.getLogger("workbench.attach")
 
-#: Milliseconds a script's notice stays in the status bar: a failed write must be read, not glimpsed.
-NOTICE_MS = 30_000
 #: What a remote run's lost connection shows, until it is back (never "crashed": the run trains on).
 RECONNECTING = "disconnected, reconnecting…"
 
@@ -204,4 +203,4 @@ def _show_paused(panel, paused: bool) -> None:
         show(paused)
         return
     panel._paused = panel.run_progress.paused = bool(paused)
-    panel._update_buttons()
+    panel.update_buttons()

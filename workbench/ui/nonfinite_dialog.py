@@ -74,3 +74,32 @@ def ask_nonfinite(parent: QWidget | None, step: int, loss: float | None = None,
     dialog = NonFiniteDialog(step, loss, can_rollback, parent, trace=trace)
     dialog.exec()
     return dialog.action()
+
+
+def mark_nonfinite(session, step: int, trace: dict | None) -> str:
+    """Where a non-finite value first appeared, as text (empty: unknown); a forward or backward one is badged on
+    its module in the tree (``session.set_badges``) and the module revealed.
+
+    Parameters
+    ----------
+    session : Session
+        The window's session (``measured_badges``, ``set_badges``, ``reveal``).
+    step : int
+        The step of the non-finite loss.
+    trace : dict or None
+        A :class:`~workbench.core.train.trainer.nan_trace.NonFiniteTrace`'s fields.
+    """
+    from workbench.core.probe.health import Badge
+    from workbench.core.train.trainer.nan_trace import NonFiniteTrace
+
+    if not trace:
+        return ""
+    text = NonFiniteTrace(**trace).text()
+    if trace.get("phase") in ("forward", "backward"):
+        module = trace.get("module", "")
+        badges = dict(session.measured_badges)
+        badges[module] = [b for b in badges.get(module, []) if b.kind != "nonfinite"] + [
+            Badge("nonfinite", 1.0, step, text)]
+        session.set_badges(badges)
+        session.reveal(module, step)
+    return text

@@ -14,7 +14,7 @@ import workbench
 from tests.ui.helpers import RecordingPrompts
 from workbench.ui.main_window import MainWindow
 from workbench.ui.model.tree_model import COL_TRAIN
-from workbench.ui.train.panel import READ_ONLY_TIP
+from workbench.ui.train.steering import READ_ONLY_TIP
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_dangling_qthreads")]
 
@@ -84,4 +84,4 @@ def test_a_runs_notice_shows_in_the_status_bar(qtbot):
     text = "metrics.csv row not written: No space left on device (/r/metrics.csv); free space on /r; training goes on"
     window.training_panel._on_event(Notice("write_failed", text, "/r/metrics.csv"))  # as a run's event arrives
     assert window.statusBar().currentMessage() == text
-    assert window.training_panel._read_only == ""  # a write's notice changes no steering
+    assert window.training_panel.steering.reason == ""  # a write's notice changes no steering

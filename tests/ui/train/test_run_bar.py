@@ -18,7 +18,7 @@ def test_empty_cuda_cache_is_in_the_run_bar_in_view_when_cuda_is(qtbot, monkeypa
     win.show()
     panel = win.panel
     panel.run_options.set_expanded(False)
-    panel._update_buttons()
+    panel.update_buttons()
     assert panel.cache_button.isVisible()
     assert panel.run_bar.isAncestorOf(panel.cache_button)
     emptied = []
@@ -26,5 +26,5 @@ def test_empty_cuda_cache_is_in_the_run_bar_in_view_when_cuda_is(qtbot, monkeypa
     qtbot.mouseClick(panel.cache_button, Qt.MouseButton.LeftButton)
     assert emptied == [1]
     monkeypatch.setattr(panel_module, "_cuda_available", lambda: False)
-    panel._update_buttons()
+    panel.update_buttons()
     assert not panel.cache_button.isVisible()

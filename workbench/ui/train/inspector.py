@@ -101,6 +101,15 @@ class InspectorSplit(QSplitter):
         width = max(max(p.minimumSizeHint().width(), p.minimumWidth()) for p in parts)
         return QSize(width, sum(p.minimumSizeHint().height() for p in parts) + self.handleWidth())
 
+    def stacked_size_with(self, rows, layout) -> QSize:
+        """The least size of a box (``layout``) holding ``rows`` (widgets) and this split stacked, one row each, px."""
+        margins = layout.contentsMargins()
+        stacked = self.stacked_size()
+        width = max(stacked.width(), *(max(p.minimumSizeHint().width(), p.minimumWidth()) for p in rows))
+        height = stacked.height() + sum(p.minimumSizeHint().height() for p in rows) + (len(rows) + 1) * \
+            layout.spacing()
+        return QSize(width + margins.left() + margins.right(), height + margins.top() + margins.bottom())
+
     def fit(self, size: QSize, room: int) -> None:
         """Beside the plots whenever ``room`` (the width there is for the split, px) holds both, else above them
         with a smaller share (``size``: the dock's).

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QSize, Qt, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from workbench.core.probe.health import Badge
 from workbench.core.train.events import (
     ClassCountDiffers, CommandApplied, CudaMemory, EpochEnded, ExtrasReady, Finished, FitStarted, Metrics, NonFinite,
     Notice, Paused, ProgressText, RanksLine, RunError, StateSynced, apply_state,
 )
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
-from workbench.core.train.trainer.nan_trace import NonFiniteTrace
+from workbench.ui.nonfinite_dialog import mark_nonfinite
 from workbench.ui.qsettings import make_settings
 from workbench.ui.session import Session
 from workbench.ui.train.code_confirm import confirm_file_code
@@ -36,7 +35,7 @@ from workbench.ui.train.lr_find_dialog import LRFinder
 from workbench.ui.train.plot_feed import trainable_change
 from workbench.ui.train.run_bar import RunBar
 from workbench.ui.train.run_config import fill_model_source, untrainable_reason
-from workbench.ui.train.run_controller import SHUTDOWN_TIMEOUT_MS, RunController, tensorboard_command
+from workbench.ui.train.run_controller import SHUTDOWN_TIMEOUT_MS, RunController, copy_tensorboard_command
 from workbench.ui.train.remote_target import submit_from_window
 from workbench.ui.train.run_options import RunOptions
 from workbench.ui.train.task_head import ensure_task_head, extend_finished_run
@@ -45,13 +44,7 @@ from workbench.ui.train.run_view import METRICS_MS, RunView
 from workbench.ui.train.settings_form import TrainingSettings
 from workbench.ui.train.settings_memory import SettingsMemory
 from workbench.ui.train.start_from import choose_start_weights
-
-
-#: Milliseconds a run's notice (a write that failed, Save now that failed) stays in the status bar: read, not glimpsed.
-NOTICE_MS = 30_000
-#: The tooltip of the steering controls (tree checkboxes, LR, Pause, Save now, Stop) while another window steers.
-READ_ONLY_TIP = ("Read-only: another window steers this run (it took over the steering). Detach, then attach "
-                 "again with \u201cTake over steering\u201d to steer it from here.")
+from workbench.ui.train.steering import Steering
 
 
 class TrainingPanel(QWidget):
@@ -83,8 +76,8 @@ class TrainingPanel(QWidget):
     remoteSubmitted(object)
         Start sent a run to a host (Run options › Run on): its :class:`~workbench.remote.RemoteRun`.
     steeringChanged(str)
-        Whether this window steers the run: ``""`` it does (or no run), else why not (:data:`READ_ONLY_TIP`:
-        another window took the steering of the attached run); the tree's checkboxes follow it.
+        Whether this window steers the run: ``""`` it does (or no run), else why not (another window took the
+        steering of the attached run: :class:`~workbench.ui.train.steering.Steering`); the tree's checkboxes follow.
     runEvent(object)
         Every typed event of the run (:mod:`workbench.core.train.events`), on the GUI thread, in order,
         after the panel handled it (``Finished`` last).
@@ -124,14 +117,15 @@ class TrainingPanel(QWidget):
             StateSynced: lambda e: self._on_state_synced(e.state),
             CudaMemory: lambda e: None,  # the controller shows it
             RanksLine: lambda e: self.run_progress.show_ranks(e.text),
-            Notice: self._on_notice,  # a failed write (a full disk), Save now failed, this window read-only
+            Notice: lambda e: self.steering.on_notice(e),  # a failed write (a full disk), Save now failed, read-only
             Finished: self._on_finished,
         }
         self._last_reason: str | None = None
         self._last_error: str | None = None
         self._trained = False  # a run changed the weights since the model was opened
         self._paused = False
-        self._read_only = ""  # why this window only watches the run ("": it steers; show_steering)
+        self.steering = Steering(self)  # whether this window steers the run (another may have taken it)
+        self.steering.changed.connect(self.steeringChanged)
         self._config = None
         self._attached_lr = math.nan  # the LR of an attached script's first param group, as last known here
         self._head_request: int | None = None
@@ -149,7 +143,7 @@ class TrainingPanel(QWidget):
         self.run.in_process = self.in_process_check.isChecked()
         self.in_process_check.toggled.connect(self._on_in_process_toggled)
         self._remember_mode = True
-        self._update_buttons()
+        self.update_buttons()
         self.on_model_changed()
         self.run.start_ahead()
 
@@ -203,12 +197,7 @@ class TrainingPanel(QWidget):
         stacked one lets the Training dock share a laptop screen with the model tree
         (:meth:`resizeEvent` turns the splitter before anything would be squeezed).
         """
-        margins = self.layout().contentsMargins()
-        stacked = self._split.stacked_size()
-        rows = (self.run_bar, self.run_progress)
-        width = max(stacked.width(), *(max(p.minimumSizeHint().width(), p.minimumWidth()) for p in rows))
-        height = stacked.height() + sum(p.minimumSizeHint().height() for p in rows) + 3 * self.layout().spacing()
-        return QSize(width + margins.left() + margins.right(), height + margins.top() + margins.bottom())
+        return self._split.stacked_size_with((self.run_bar, self.run_progress), self.layout())
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         """Settings beside the plots in a wide dock, above them (a smaller share) in a narrow or tall one."""
@@ -313,10 +302,10 @@ class TrainingPanel(QWidget):
         self.settings.set_running(True)
         info = getattr(handle, "info", None)
         self.inspector.show_run(info.get("name", "a script") if attached and isinstance(info, dict) else None)
-        self._update_buttons()
+        self.update_buttons()
         self.session.set_running(True)
         self.runningChanged.emit(True)
-        self.show_steering()  # attached while another window steers: read-only from the start
+        self.steering.follow()  # attached while another window steers: read-only from the start
 
     def stop(self) -> None:
         """Ask the trainer to stop after the current step.
@@ -370,7 +359,7 @@ class TrainingPanel(QWidget):
         if self.is_running() and not self._paused:
             self.run.pause()
             self._paused = self.run_progress.paused = True
-            self._update_buttons()
+            self.update_buttons()
 
     def resume(self) -> None:
         """Resume a paused run."""
@@ -378,7 +367,7 @@ class TrainingPanel(QWidget):
             self.run.resume()
             self.run_progress.eta.restart_window()  # the time paused is not step time
             self._paused = self.run_progress.paused = False
-            self._update_buttons()
+            self.update_buttons()
 
     def is_paused(self) -> bool:
         """True while the active run is paused by the user."""
@@ -406,15 +395,7 @@ class TrainingPanel(QWidget):
 
     def copy_tensorboard_command(self) -> str | None:
         """Put the TensorBoard command of the current or last run on the clipboard and say so; returns it."""
-        from PySide6.QtGui import QGuiApplication
-
-        command = tensorboard_command(self.view.run_dir)
-        if command is None:
-            self._status("Start a run first: TensorBoard reads the run folder's event files", 8000)
-            return None
-        QGuiApplication.clipboard().setText(command)
-        self._status(f"Copied: {command}", 15000)
-        return command
+        return copy_tensorboard_command(self.view.run_dir, self._status)
 
     def shutdown(self, ask: bool = True, timeout_ms: int = SHUTDOWN_TIMEOUT_MS) -> bool:
         """The window's closeEvent path; True = the window may close (:meth:`RunController.shutdown`).
@@ -439,41 +420,19 @@ class TrainingPanel(QWidget):
         """Why the model shown cannot be trained (no model, a weights-only tree), or None when it can."""
         return untrainable_reason(self.session.model)
 
-    def show_steering(self) -> None:
-        """Follow whether this window steers the run (:meth:`RunController.steers`): when another window took over
-        an attached run, the steering controls (the LR field, Pause / Resume, Save now, Stop, and through
-        ``steeringChanged`` the tree's checkboxes) are disabled with :data:`READ_ONLY_TIP` as their tooltip;
-        enabled again when it steers again or the run ends."""
-        reason = "" if not self.is_running() or self.run.steers() else READ_ONLY_TIP
-        if reason == self._read_only:
-            return
-        self._read_only = reason
-        self._update_buttons()
-        self.settings.set_running(self.is_running())  # the live fields as a run has them, tooltips too
-        if reason:
-            for widget in self.settings.live_widgets():
-                widget.setEnabled(False)
-            self.settings.lr_spin.setToolTip(reason)
-        self.steeringChanged.emit(reason)
-
-    def _on_notice(self, event) -> None:
-        """A run's notice: its line in the status bar; ``read_only``: this window watches from now on."""
-        self._status(event.text, NOTICE_MS)
-        if event.kind == "read_only":
-            self.show_steering()
-
-    def _update_buttons(self) -> None:
+    def update_buttons(self) -> None:
+        """The run bar's buttons as the run's state (running, paused, read-only) and the model allow."""
         running = self.is_running()
         if not running:
             self._paused = False
-        self.run_bar.show_state(running, self._paused, self.untrainable_reason(), self._read_only)
+        self.run_bar.show_state(running, self._paused, self.untrainable_reason(), self.steering.reason)
         self.run_bar.show_cuda(_cuda_available())
         self.resume_check.setEnabled(not running and self.resume_check.isEnabled())
 
     def _refresh_resume_check(self) -> None:
         raw = getattr(self.session.checkpoint, "raw", None) or {}
         self.run_options.offer_resume(isinstance(raw, dict) and "optimizer_state_dict" in raw, self.is_running())
-        self.run_bar.show_state(self.is_running(), self._paused, self.untrainable_reason(), self._read_only)
+        self.run_bar.show_state(self.is_running(), self._paused, self.untrainable_reason(), self.steering.reason)
 
     def _lr_find_config(self):
         """The form's settings for the LR finder (as Start would use them); raises ValueError on a bad setting."""
@@ -556,16 +515,7 @@ class TrainingPanel(QWidget):
     def _on_nonfinite(self, step: int, loss: float, trace: dict | None = None) -> None:
         if not self.is_running():
             return
-        text = ""
-        if trace:
-            text = NonFiniteTrace(**trace).text()
-            if trace.get("phase") in ("forward", "backward"):
-                module = trace.get("module", "")
-                badges = dict(self.session.measured_badges)
-                badges[module] = [b for b in badges.get(module, []) if b.kind != "nonfinite"] + [
-                    Badge("nonfinite", 1.0, step, text)]
-                self.session.set_badges(badges)
-                self.session.reveal(module, step)
+        text = mark_nonfinite(self.session, step, trace)  # badged on its module in the tree
         attached = self.run.kind == "attached"  # a script's run has no checkpoint of the window's to roll back to
         action = self.run.resolve_nonfinite(self.prompts.nonfinite(step, loss, can_rollback=not attached, trace=text))
         self._status(f"Non-finite loss at step {step}: {action.replace('_', ' ')}", 8000)
@@ -616,11 +566,9 @@ class TrainingPanel(QWidget):
     def _on_thread_finished(self) -> None:
         self.view.end()
         self.settings.set_running(False)
-        if self._read_only:  # a run that ends leaves nothing read-only
-            self._read_only = ""
-            self.steeringChanged.emit("")
+        self.steering.run_ended()
         self.inspector.hide_run()
-        self._update_buttons()
+        self.update_buttons()
         self._refresh_resume_check()
         self.session.set_running(False)  # the window re-reads requires_grad and weights on this
         self.runningChanged.emit(False)
@@ -634,10 +582,8 @@ class TrainingPanel(QWidget):
         if not self.is_running():
             self.session.show_status("No training run is active: the command was not sent.", 5000)
             return
-        if self._read_only:
-            self.session.show_status(f"Not sent. {self._read_only}", 8000)
-            return
-        self.run.queue(command)
+        if not self.steering.refuses():
+            self.run.queue(command)
 
     @Slot(list)
     def _on_probe_reports(self, reports: list) -> None:

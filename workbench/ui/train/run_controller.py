@@ -49,6 +49,20 @@ def tensorboard_command(run_dir: str | None) -> str | None:
     return f'tensorboard --logdir "{Path(run_dir) / "tensorboard"}"'
 
 
+def copy_tensorboard_command(run_dir: str | None, status) -> str | None:
+    """Put :func:`tensorboard_command` of ``run_dir`` on the clipboard and say so (``status(text, ms)``); it, or
+    None (and the status says why) without a run folder."""
+    from PySide6.QtGui import QGuiApplication
+
+    command = tensorboard_command(run_dir)
+    if command is None:
+        status("Start a run first: TensorBoard reads the run folder's event files", 8000)
+        return None
+    QGuiApplication.clipboard().setText(command)
+    status(f"Copied: {command}", 15000)
+    return command
+
+
 #: What the status bar says at Start of a run in a training process, by its priority.
 PRIORITY_SAID = {"normal": "Training process at normal priority (Run options › Process priority)",
                  "lower": "Training process at lower priority, nice +10: the window stays smooth "
