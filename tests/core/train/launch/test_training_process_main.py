@@ -13,8 +13,8 @@ from workbench.core.train.config import DataConfig, TrainConfig
 from workbench.core.train.launch.training_process import make_warm_up
 
 
-def _config(**kw):
-    return TrainConfig(data=DataConfig(dataset="digits", batch_size=4), **kw)
+def _config(batch_size=4, **kw):
+    return TrainConfig(data=DataConfig(dataset="digits", batch_size=batch_size), **kw)
 
 
 def test_a_torchvision_model_takes_its_training_steps_and_the_global_rng_is_left_alone():
@@ -33,6 +33,23 @@ def test_a_job_waiting_ends_the_warm_up_after_the_step_under_way():
     spec = make_warm_up(DigitsCNN(), _config(), (1, 1, 8, 8))
     calls = []
     assert warm_model(spec, interrupted=lambda: calls.append(1) or len(calls) > 1) == 1
+
+
+def test_the_warm_up_also_meets_the_last_smaller_batches_of_an_in_memory_dataset(monkeypatch):
+    """digits: 1438 training and 359 validation samples; at batch 64 the run also meets 30 (training), 64 and 39."""
+    from workbench.core.model.example_input import ExampleInput
+    from workbench.core.train.launch import training_process_main as main
+
+    assert main.run_batch_sizes(_config(batch_size=64)) == ([30], [64, 39])
+    assert main.run_batch_sizes(TrainConfig(data=DataConfig(dataset="digits", batch_size=719))) == ([], [359])
+    assert main.run_batch_sizes(TrainConfig(data=DataConfig(dataset="imagefolder", root="/nowhere"))) == ([], [])
+    seen = []
+    call = ExampleInput.call
+    monkeypatch.setattr(ExampleInput, "call", lambda x, model: seen.append(
+        (x.shape[0], "train" if model.training else "eval")) or call(x, model))
+    spec = make_warm_up(DigitsCNN(), _config(batch_size=64), (1, 1, 8, 8))
+    assert warm_model(spec) == WARM_STEPS
+    assert seen == [(64, "train")] * WARM_STEPS + [(30, "train"), (64, "eval"), (39, "eval")]
 
 
 def test_a_model_whose_forward_fails_is_simply_not_warmed():
