@@ -5,14 +5,18 @@
     both sides turn into ``BertForSequenceClassification`` with 3 labels) fine-tuned
     for 1 epoch on ``tests/data/topics.csv`` repeated to :data:`ROWS` rows,
     ``max_length`` :data:`MAX_LENGTH`, batch :data:`BATCH`, AdamW lr 5e-5, CPU,
-    in this process. Workbench: ``trainer_from_toml(run.toml).fit()`` with
-    ``checkpoint_every_epoch = false`` and no TensorBoard (a validation file of one
-    batch, run after the timed epoch). Hugging Face: ``Trainer`` on the same rows
+    in this process. Both sides do the same work: the same rows (the same non-pad tokens,
+    padded per batch to the batch's longest row), the same steps, AdamW at a constant LR,
+    gradients clipped to norm :data:`GRAD_CLIP` (``Trainer``'s default ``max_grad_norm``),
+    no evaluation inside the timed epoch. Workbench: ``trainer_from_toml(run.toml).fit()`` with
+    ``grad_clip = GRAD_CLIP``, ``checkpoint_every_epoch = false`` and no TensorBoard (a validation
+    file of one batch, run after the timed epoch). Hugging Face: ``Trainer`` on the same rows
     tokenized up front with ``Dataset.map`` (the usual recipe) and padded per batch by
     ``DataCollatorWithPadding``, ``report_to="none"``, ``save_strategy="no"``,
     ``eval_strategy="no"``, ``optim="adamw_torch"`` (torch's AdamW as Workbench builds it on
     CPU: the per-tensor loop; Hugging Face's default ``adamw_torch_fused`` is the fused CPU
-    kernel), other arguments at their defaults. Tokens/s = the
+    kernel), ``lr_scheduler_type="constant"`` (Workbench's LR without a scheduler), other
+    arguments at their defaults. Tokens/s = the
     non-pad tokens of the training rows (the same count on both sides) divided by
     the training epoch's wall-clock time: Workbench's ``epoch_time`` (the training
     loop, batches drawn and tokenized included), Hugging Face's time from
@@ -20,6 +24,13 @@
     >= 1 means Workbench is as fast. A warm-up run of :data:`WARM_ROWS` rows on each
     side, then :data:`PAIRS` pairs interleaved ABBA, median and the range of all
     pairs. Target >= 1.0.
+``text_finetune_cpu_ratio``
+    The same pairs' CPU time (``time.process_time``: every thread of this process) from the
+    epoch's start to its last step's end, Hugging Face / Workbench; reported (a loaded machine
+    sways it too: intra-op threads spin while they wait for a core).
+``text_finetune_step_ratio``
+    The same two runs at once, their steps taking turns (:func:`_lockstep`): Hugging Face / Workbench of
+    the summed step times; the figure a shared, loaded machine sways least; reported.
 ``text_finetune_wall_ratio``
     The same runs' whole-call time (Hugging Face: ``map`` + ``Trainer(...)`` +
     ``train()``; Workbench: ``trainer_from_toml`` + ``fit()``, reading and
@@ -49,6 +60,7 @@ MAX_LENGTH = 32
 BATCH = 32
 LR = 5e-5
 PAIRS = 3
+GRAD_CLIP = 1.0  # transformers.TrainingArguments' default max_grad_norm: both sides clip
 WARM_ROWS = 64  # the warm-up run's rows: imports, allocator and datasets' first read, on neither side
 BIG_ROWS = 1_000_000
 TOPICS = Path(__file__).resolve().parents[1] / "tests" / "data" / "topics.csv"
@@ -79,8 +91,8 @@ def _tokens(tokenizer, rows) -> int:
     return sum(len(ids) for ids in enc["input_ids"])
 
 
-def _workbench(folder: Path, model: Path, i: int, train: str = "train.csv") -> tuple[float, float]:
-    """``(training epoch seconds, whole-call seconds)`` of the Workbench run."""
+def _workbench(folder: Path, model: Path, i: int, train: str = "train.csv", extra=()) -> tuple[float, float, float]:
+    """``(training epoch seconds, whole-call seconds, the epoch's CPU seconds)`` of the Workbench run."""
     from workbench.core.train.launch.headless import trainer_from_toml
     from workbench.core.train.trainer.hooks import Callback
 
@@ -88,6 +100,7 @@ def _workbench(folder: Path, model: Path, i: int, train: str = "train.csv") -> t
     run.write_text(f"""epochs = 1
 optimizer = "adamw"
 lr = {LR}
+grad_clip = {GRAD_CLIP}
 tensorboard = false
 checkpoint_every_epoch = false
 run_dir = "{folder / f'wb_run{i}'}"
@@ -107,19 +120,26 @@ max_length = {MAX_LENGTH}
     times = {}
 
     class EpochTime(Callback):
+        def on_fit_start(self, trainer):  # the epoch starts next
+            times["cpu0"] = time.process_time()
+
+        def on_step_end(self, trainer, metrics):
+            times["cpu"] = time.process_time() - times["cpu0"]
+
         def on_epoch_end(self, trainer, metrics):
             times["epoch"] = metrics["epoch_time"]
 
     torch.manual_seed(0)
     t0 = time.perf_counter()
-    trainer = trainer_from_toml(run, lambda line: None, callbacks=[EpochTime()])
+    trainer = trainer_from_toml(run, lambda line: None, callbacks=[EpochTime(), *extra])
     assert trainer is not None
     assert trainer.fit() == "completed", trainer.error
-    return times["epoch"], time.perf_counter() - t0
+    return times["epoch"], time.perf_counter() - t0, times["cpu"]
 
 
-def _huggingface(folder: Path, model: Path, rows, tokenizer, i: int) -> tuple[float, float]:
-    """``(training epoch seconds, whole-call seconds)`` of the same job in ``transformers.Trainer``."""
+def _huggingface(folder: Path, model: Path, rows, tokenizer, i: int, extra=()) -> tuple[float, float, float]:
+    """``(training epoch seconds, whole-call seconds, the epoch's CPU seconds)`` of the same job in
+    ``transformers.Trainer``."""
     import datasets
     import transformers
 
@@ -130,6 +150,10 @@ def _huggingface(folder: Path, model: Path, rows, tokenizer, i: int) -> tuple[fl
     class EpochTime(transformers.TrainerCallback):
         def on_epoch_begin(self, args, state, control, **kw):
             times["t0"] = time.perf_counter()
+            times["cpu0"] = time.process_time()
+
+        def on_step_end(self, args, state, control, **kw):
+            times["cpu"] = time.process_time() - times["cpu0"]
 
         def on_epoch_end(self, args, state, control, **kw):
             times["epoch"] = time.perf_counter() - times["t0"]
@@ -144,13 +168,14 @@ def _huggingface(folder: Path, model: Path, rows, tokenizer, i: int) -> tuple[fl
         local_files_only=True)
     args = transformers.TrainingArguments(
         output_dir=str(folder / f"hf_run{i}"), per_device_train_batch_size=BATCH, num_train_epochs=1,
-        learning_rate=LR, optim="adamw_torch", report_to="none", save_strategy="no", eval_strategy="no",
+        learning_rate=LR, optim="adamw_torch", lr_scheduler_type="constant", max_grad_norm=GRAD_CLIP,
+        report_to="none", save_strategy="no", eval_strategy="no",
         use_cpu=True, disable_tqdm=True, seed=0)
     trainer = transformers.Trainer(model=net, args=args, train_dataset=table,
                                    data_collator=transformers.DataCollatorWithPadding(tokenizer),
-                                   callbacks=[EpochTime()])
+                                   callbacks=[EpochTime(), *extra])
     trainer.train()
-    return times["epoch"], time.perf_counter() - t0
+    return times["epoch"], time.perf_counter() - t0, times["cpu"]
 
 
 def _finetune(folder: Path) -> dict[str, float]:
@@ -167,24 +192,84 @@ def _finetune(folder: Path) -> dict[str, float]:
     _write_csv(folder / "warm.csv", rows[:WARM_ROWS])
     _workbench(folder, model, -1, "warm.csv")  # warm-up: imports, allocator, datasets' first read
     _huggingface(folder, model, rows[:WARM_ROWS], tokenizer, -1)
-    ratios, walls = [], []
+    ratios, walls, cpus = [], [], []
     for i in range(PAIRS):
         order = ("wb", "hf") if i % 2 == 0 else ("hf", "wb")
         got = {}
         for side in order:
             got[side] = _workbench(folder, model, i) if side == "wb" else \
                 _huggingface(folder, model, rows, tokenizer, i)
-        (wb_epoch, wb_wall), (hf_epoch, hf_wall) = got["wb"], got["hf"]
-        print(f"pair {i}: Workbench {tokens / wb_epoch:.0f} tokens/s ({wb_epoch:.2f} s, whole call {wb_wall:.2f} s), "
-              f"transformers.Trainer {tokens / hf_epoch:.0f} tokens/s ({hf_epoch:.2f} s, whole call {hf_wall:.2f} s)")
+        (wb_epoch, wb_wall, wb_cpu), (hf_epoch, hf_wall, hf_cpu) = got["wb"], got["hf"]
+        print(f"pair {i}: Workbench {tokens / wb_epoch:.0f} tokens/s ({wb_epoch:.2f} s, CPU {wb_cpu:.2f} s, whole "
+              f"call {wb_wall:.2f} s), transformers.Trainer {tokens / hf_epoch:.0f} tokens/s ({hf_epoch:.2f} s, "
+              f"CPU {hf_cpu:.2f} s, whole call {hf_wall:.2f} s)")
         ratios.append(hf_epoch / wb_epoch)  # tokens/s ratio: Workbench over Hugging Face
         walls.append(hf_wall / wb_wall)
+        cpus.append(hf_cpu / wb_cpu)
+    print(f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores at the end)")
     figures = {}
-    for name, values in (("text_finetune_tokens_per_s_ratio", ratios), ("text_finetune_wall_ratio", walls)):
+    for name, values in (("text_finetune_tokens_per_s_ratio", ratios), ("text_finetune_cpu_ratio", cpus),
+                         ("text_finetune_wall_ratio", walls)):
         print(f"{name}: median {statistics.median(values):.3f} over {PAIRS} pairs "
               f"(range {min(values):.3f}-{max(values):.3f})")
         figures.update({name: statistics.median(values), f"{name}_min": min(values), f"{name}_max": max(values)})
+    figures.update(_lockstep(folder, model, rows, tokenizer))
     return figures
+
+
+def _lockstep(folder: Path, model: Path, rows, tokenizer) -> dict[str, float]:
+    """``text_finetune_step_ratio``: both runs at once in two threads of this process, their steps taking
+    turns (a baton passed at each step's end), each step timed from the baton to its end: a load that comes
+    and goes on a shared machine falls on neighbouring steps of both sides alike. The first step (start-up,
+    both at once) and the last (the other side's end overlaps it) are dropped. Hugging Face / Workbench
+    of the summed step times."""
+    import threading
+
+    import transformers
+    from workbench.core.train.trainer.hooks import Callback
+
+    cv = threading.Condition()
+    turn, done, start, steps = ["wb"], set(), {}, {"wb": [], "hf": []}
+
+    def baton(side: str) -> None:
+        other = "hf" if side == "wb" else "wb"
+        now = time.perf_counter()
+        with cv:
+            if side in start:
+                steps[side].append(now - start[side])
+            turn[0] = other
+            cv.notify_all()
+            cv.wait_for(lambda: turn[0] == side or other in done)
+        start[side] = time.perf_counter()
+
+    class WorkbenchBaton(Callback):
+        def on_step_end(self, trainer, metrics):
+            baton("wb")
+
+    class HuggingFaceBaton(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            baton("hf")
+
+    def side(name, call):
+        try:
+            call()
+        finally:
+            with cv:
+                done.add(name)
+                cv.notify_all()
+
+    runs = {"wb": lambda: _workbench(folder, model, 90, extra=[WorkbenchBaton()]),
+            "hf": lambda: _huggingface(folder, model, rows, tokenizer, 90, extra=[HuggingFaceBaton()])}
+    threads = [threading.Thread(target=side, args=item) for item in runs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    n = min(len(steps["wb"]), len(steps["hf"])) - 1
+    wb, hf = sum(steps["wb"][:n]), sum(steps["hf"][:n])
+    print(f"text_finetune_step_ratio: {hf / wb:.3f} ({n} steps a side taking turns: Workbench {wb:.2f} s, "
+          f"transformers.Trainer {hf:.2f} s)")
+    return {"text_finetune_step_ratio": hf / wb}
 
 
 def _big_csv() -> Path:

@@ -71,7 +71,10 @@ def _add_head(session, config) -> str | None:
         from workbench.core.train.data.text import task_classes
 
         classes = task_classes(config.data, config.task.kind)
-    added = add_task_head(session.model, session.arch_spec, config.task.kind, classes, list(session.edits))
+    from workbench.core.train.data.text import is_multi_label
+
+    added = add_task_head(session.model, session.arch_spec, config.task.kind, classes, list(session.edits),
+                          multi_label=not image and is_multi_label(config.data))
     if added is None:
         return None
     model, spec, edits, note = added

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.core.train.text_models import tiny_bert_folder
 
@@ -80,3 +81,27 @@ def test_a_folder_without_a_tokenizer(tmp_path, capsys):
     line = _error_line(tmp_path, capsys, _run(tmp_path, 'root = "train.csv"\n', folder))
     assert f"{folder}: no tokenizer in this folder (tokenizer.json or tokenizer_config.json is missing)" in line
     assert "[data] tokenizer" in line
+
+
+MULTI = "text,sport,food\nthe ball game,1,0\nbake the bread,0,1\nkick the ball,1,0\nfry an egg,0,true\n" \
+        "a ball game then bread,1,1\n"
+
+
+def test_a_list_of_target_columns_is_multi_label(tmp_path, bert):
+    """``target = ["sport", "food"]``: the labels are the columns, each batch's labels (N, 2) float 0/1."""
+    (tmp_path / "train.csv").write_text(MULTI)
+    cfg = DataConfig(dataset="text", root=str(tmp_path / "train.csv"), tokenizer=str(bert), batch_size=5,
+                     val_fraction=0.2, shuffle=False, target=["sport", "food"])
+    assert text_classes(cfg) == ["sport", "food"]
+    train, _, fields = text_loaders(cfg, task="text_classification")
+    assert (fields["classes"], fields["target_shape"]) == (["sport", "food"], (2,))
+    labels = next(iter(train))["labels"]
+    assert labels.dtype == torch.float32 and labels.shape == (4, 2)
+    assert set(labels.flatten().tolist()) == {0.0, 1.0} and labels.sum(1).max() <= 2
+
+
+def test_a_multi_label_cell_that_is_not_0_or_1(tmp_path, capsys, bert):
+    (tmp_path / "train.csv").write_text(MULTI + "a long game,2,0\n")
+    line = _error_line(tmp_path, capsys, _run(tmp_path, 'root = "train.csv"\ntarget = ["sport", "food"]\n', bert))
+    assert f"{tmp_path / 'train.csv'}: line 7: the label column 'sport' holds 2; a multi-label target" in line
+    assert "0 or 1" in line

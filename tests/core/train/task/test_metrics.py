@@ -112,5 +112,6 @@ def test_names_columns_and_the_defaults_of_each_task():
         assert all(name in BUILTIN_METRICS for name in names), kind
     assert [build_metric(name).name for name in BUILTIN_METRICS] == list(BUILTIN_METRICS)
     with pytest.raises(ValueError, match=r"^unknown metric 'iou'; built-in: accuracy, top5, mae, rmse, r2, f1, map, "
-                                         r"macro_f1, perplexity, or give a spec \(file.py:my_metric\)$"):
+                                         r"macro_f1, perplexity, multilabel_accuracy, multilabel_f1, "
+                                         r"or give a spec \(file.py:my_metric\)$"):
         build_metric("iou")

@@ -9,6 +9,14 @@ truncated at ``max_length``: ``{"input_ids", "attention_mask"[, "token_type_ids"
 "labels"}``, which a Hugging Face ``*ForSequenceClassification`` takes as
 keyword arguments and returns its loss for.
 
+Multi-label text classification: ``[data] target`` a list of two or more
+columns (``target = ["sports", "politics", "science"]``), each a 0/1 label of
+the row (0 or 1, ``true`` / ``false``, ``0.0`` / ``1.0``). The labels are the
+column names in the given order (the head's ``id2label``, its config's
+``problem_type = "multi_label_classification"``: transformers' loss is
+``BCEWithLogitsLoss``); ``"labels"`` is ``(N, K)`` float32 multi-hot. Any other
+value is one :class:`~workbench.core.errors.DataError` naming the file, its line and the column.
+
 Token classification (``"token_classification"``): the column ``[data] text``
 (default ``"tokens"``) holds each row's words, ``[data] target`` (default
 ``"tags"``) one tag per word: lists in JSON Lines / Parquet / a saved dataset,
@@ -44,7 +52,7 @@ from workbench.core.train.data.text_files import check_column, load_tokenizer, r
 
 __all__ = ["MAX_LENGTH_CAP", "SCAN_BATCH", "text_loaders", "text_classes", "tokenizer_of", "max_length_of",
            "ClassificationRows", "TokenizeBatch", "TaggedRows", "TokenizeWords", "IGNORE_INDEX",
-           "tag_classes", "task_classes"]
+           "tag_classes", "task_classes", "is_multi_label", "MultiLabelRows"]
 
 #: Longest default ``max_length`` (tokens): BERT-like encoders stop at 512 positions, and attention memory
 #: grows with its square; a tokenizer whose ``model_max_length`` is larger (or unset: 1e30) is capped here.
@@ -118,6 +126,36 @@ def _target_column(cfg: DataConfig, default: str = "label") -> str:
     return str(target[0])
 
 
+def is_multi_label(cfg: DataConfig) -> bool:
+    """True when ``[data] target`` names two or more columns of a text dataset: multi-label classification."""
+    targets = [cfg.target] if isinstance(cfg.target, str) else list(cfg.target)  # one column may be a string
+    return cfg.dataset == "text" and len(targets) >= 2
+
+
+#: What a multi-label target cell may hold, lower-cased and stripped (a CSV's ``"1"``, a JSON ``true``).
+_ZERO_ONE = {"0": 0.0, "1": 1.0, "0.0": 0.0, "1.0": 1.0, "false": 0.0, "true": 1.0}
+
+
+def _zero_one(value: Any) -> float | None:
+    """A multi-label cell as 0.0 / 1.0; None when it is anything else (empty, 2, "yes")."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value) if value in (0, 1) else None
+    if isinstance(value, str):
+        return _ZERO_ONE.get(value.strip().lower())
+    return None
+
+
+def _check_zero_one(table: Any, columns: list[str], path: str) -> None:
+    """Each cell of ``columns`` holds 0 or 1 (read :data:`SCAN_BATCH` rows at a time)."""
+    for column in columns:
+        for i, value in _scan(table, column):
+            if _zero_one(value) is None:
+                raise DataError(f"{path}: {row_name(path, i)}: the label column {column!r} holds {value!r}; a "
+                                "multi-label target (one column per label) holds 0 or 1: fix the row")
+
+
 def _label(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and value != value):
         return None
@@ -138,14 +176,24 @@ def text_classes(cfg: DataConfig, tables: tuple | None = None) -> list[str]:
     """The classes of a text classification: the sorted distinct labels of the training rows.
 
     Integer labels are sorted as numbers (``"2"`` before ``"10"``), others as text.
+    Multi-label (:func:`is_multi_label`): the target column names, in their order.
 
     Raises
     ------
     DataError
         The file cannot be read, the target column is missing, a row has no label,
-        or fewer than 2 classes.
+        or fewer than 2 classes; multi-label: a cell that is not 0 or 1 (file, line, column).
     """
     _, _, path, _, rows = tables or _splits(cfg)
+    if is_multi_label(cfg):
+        columns = [str(c) for c in cfg.target]
+        if len(set(columns)) != len(columns):
+            raise DataError(f"[data] target = {columns}: a column is named twice; name each label column once")
+        if tables is None:  # else the reader's check ran on them
+            for c in columns:
+                check_column(rows, c, path, "[data] target")
+            _check_zero_one(rows, columns, path)
+        return columns
     column = _target_column(cfg)
     check_column(rows, column, path, "[data] target")
     seen: set[str] = set()
@@ -176,11 +224,25 @@ class ClassificationRows(Dataset):
         return row[self.text], (row[self.pair] if self.pair else None), self.label2id[_label(row[self.target])]
 
 
+class MultiLabelRows(Dataset):
+    """``(text, text_pair or None, [0.0 / 1.0 per label column])`` of each row of a table (read per item)."""
+
+    def __init__(self, table: Any, text: str, pair: str, targets: list[str]):
+        self.table, self.text, self.pair, self.targets = table, text, pair, list(targets)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, index: int):
+        row = self.table[int(index)]
+        return row[self.text], (row[self.pair] if self.pair else None), [_zero_one(row[c]) for c in self.targets]
+
+
 class TokenizeBatch:
     """Collate ``(text, pair, label)`` samples: one tokenizer call per batch, padded to the batch's longest row.
 
     Returns ``{"input_ids": (N, L) int64, "attention_mask": (N, L), ["token_type_ids"], "labels": (N,) int64}``
-    with ``L <= max_length``.
+    with ``L <= max_length``; multi-label samples (a list of 0/1 per row) give ``"labels": (N, K) float32``.
     """
 
     def __init__(self, tokenizer: Any, max_length: int):
@@ -193,11 +255,36 @@ class TokenizeBatch:
         enc = self.tokenizer(texts, pairs, truncation=True, max_length=self.max_length, padding=True,
                              return_tensors="pt")
         batch = {k: v for k, v in enc.items()}
-        batch["labels"] = torch.tensor([s[2] for s in samples], dtype=torch.long)
+        labels = [s[2] for s in samples]
+        multi = bool(labels) and isinstance(labels[0], list)
+        batch["labels"] = torch.tensor(labels, dtype=torch.float32 if multi else torch.long)
         return batch
 
 
+def _multi_label(cfg: DataConfig, tokenizer: Any) -> tuple[Dataset, Dataset, dict]:
+    text, pair, targets = cfg.text or "text", cfg.text_pair, [str(c) for c in cfg.target]
+
+    def check(table, path):
+        check_column(table, text, path, "[data] text")
+        if pair:
+            check_column(table, pair, path, "[data] text_pair")
+        for c in targets:
+            check_column(table, c, path, "[data] target")
+        _check_texts(table, text, path)
+        _check_zero_one(table, targets, path)
+
+    tables = _splits(cfg, check)
+    train, val = tables[0], tables[1]
+    classes = text_classes(cfg, tables)
+    fields = {"name": "text", "input_shape": (max_length_of(cfg, tokenizer),), "num_classes": len(classes),
+              "classes": classes, "train_size": len(train), "val_size": len(val), "task": "text_classification",
+              "target_shape": (len(classes),)}
+    return MultiLabelRows(train, text, pair, targets), MultiLabelRows(val, text, pair, targets), fields
+
+
 def _classification(cfg: DataConfig, tokenizer: Any) -> tuple[Dataset, Dataset, dict]:
+    if is_multi_label(cfg):
+        return _multi_label(cfg, tokenizer)
     text, pair = cfg.text or "text", cfg.text_pair
     target = _target_column(cfg)
 

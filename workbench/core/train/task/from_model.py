@@ -255,20 +255,24 @@ def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = 
                             f"one opens as {type(model).__name__}")
     kind = cfg.task.kind
     classes: list[str] = []
+    multi_label = False
     if kind == "image_classification":
         from workbench.core.train.data.image_processor import image_classes
 
         classes = image_classes(cfg.data)
     elif kind in LABELLED_KINDS:
-        from workbench.core.train.data.text import task_classes
+        from workbench.core.train.data.text import is_multi_label, task_classes
 
         classes = task_classes(cfg.data, kind)
-    extra = _label_config(kind, classes)
+        multi_label = kind == "text_classification" and is_multi_label(cfg.data)
+    extra = _label_config(kind, classes, multi_label)
     proposal = propose_task(model, opened)
     fits = proposal.kind == kind and proposal.head == "present" and \
         (kind not in LABELLED_KINDS or model.config.num_labels == len(classes))
     if fits and kind in LABELLED_KINDS:
         model.config.id2label, model.config.label2id = extra["id2label"], extra["label2id"]
+        if kind == "text_classification":  # the loss transformers picks: cross-entropy or BCE with logits
+            model.config.problem_type = extra["problem_type"]
         config_json = json.dumps(model.config.to_diff_dict(), separators=(",", ":"), sort_keys=True, default=str)
         spec = ArchSpec(spec.name, {**spec.kwargs, "architecture": type(model).__name__, "config_json": config_json})
     elif not fits:
@@ -289,12 +293,17 @@ def model_for_task(cfg: TrainConfig, base: Path | None = None, *, trust: bool = 
     return model, spec
 
 
-def _label_config(kind: str, classes: list[str]) -> dict:
-    """``num_labels`` / ``id2label`` / ``label2id`` of a head sized to ``classes`` (``{}`` for a causal LM)."""
+def _label_config(kind: str, classes: list[str], multi_label: bool = False) -> dict:
+    """``num_labels`` / ``id2label`` / ``label2id`` of a head sized to ``classes`` (``{}`` for a causal LM);
+    text classification also ``problem_type`` (``"multi_label_classification"``: transformers' loss is
+    ``BCEWithLogitsLoss`` on ``(N, K)`` 0/1 labels; else ``"single_label_classification"``)."""
     if kind not in LABELLED_KINDS:
         return {}
-    return {"num_labels": len(classes), "id2label": dict(enumerate(classes)),
-            "label2id": {c: i for i, c in enumerate(classes)}}
+    extra = {"num_labels": len(classes), "id2label": dict(enumerate(classes)),
+             "label2id": {c: i for i, c in enumerate(classes)}}
+    if kind == "text_classification":
+        extra["problem_type"] = "multi_label_classification" if multi_label else "single_label_classification"
+    return extra
 
 
 def _config_spec(spec: Any, model: nn.Module) -> Any:
@@ -326,7 +335,8 @@ def _prefixed_edit(edit: dict, prefix: str) -> dict:
 
 
 def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | None = None,
-                  edits: list[dict] | None = None) -> tuple[nn.Module, Any, list[dict], str] | None:
+                  edits: list[dict] | None = None, multi_label: bool = False
+                  ) -> tuple[nn.Module, Any, list[dict], str] | None:
     """The model shown in the window with the head a text task needs, its weights kept (no file is read).
 
     What :func:`model_for_task` does for ``workbench train``, done on the live model of
@@ -350,6 +360,9 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
         The data's classes (text or image classification) or tags (token classification).
     edits : list of dict, optional
         The structural edits made on ``model`` since it was opened (replayed, paths prefixed).
+    multi_label : bool
+        Text classification with one 0/1 column per class (``[data] target`` a list): the head's
+        ``problem_type`` is ``"multi_label_classification"``.
 
     Returns
     -------
@@ -367,9 +380,11 @@ def add_task_head(model: nn.Module, spec: Any, kind: str, classes: list[str] | N
         return None
     proposal = propose_task(model)
     classes = list(classes or [])
-    extra = _label_config(kind, classes)
+    extra = _label_config(kind, classes, multi_label)
     if proposal.kind == kind and proposal.head == "present" and \
             (kind not in LABELLED_KINDS or model.config.num_labels == len(classes)):
+        if "problem_type" in extra:
+            model.config.problem_type = extra["problem_type"]
         return None
     name = head_class(model, kind)
     if not name:

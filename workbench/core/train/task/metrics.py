@@ -14,6 +14,11 @@ Built-in metrics by name (the column each writes into ``metrics.csv``, with the
 * text classification: ``accuracy`` (``val_acc``) and ``macro_f1`` (``val_f1``:
   the unweighted mean of the per-class F1, torchmetrics'
   ``multiclass_f1_score(average="macro")``);
+* multi-label text classification (``[data] target`` a list of 0/1 columns):
+  ``multilabel_accuracy`` (``val_acc``: the share of (row, label) decisions
+  right at logit 0, torchmetrics' ``multilabel_accuracy(average="micro")``) and
+  ``multilabel_f1`` (``val_f1``: the unweighted mean of the per-label F1,
+  torchmetrics' ``multilabel_f1_score(average="macro")``);
 * token classification: ``accuracy`` (``val_acc``: token accuracy over the
   labelled tokens, each word's first sub-token) and ``macro_f1`` (``val_f1``: macro F1 over tags);
 * causal language model: ``perplexity`` (``val_perplexity``: ``exp`` of the mean
@@ -36,7 +41,7 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["Metric", "BUILTIN_METRICS", "DEFAULT_METRICS", "build_metric", "column", "Mean"]
+__all__ = ["Metric", "BUILTIN_METRICS", "DEFAULT_METRICS", "MULTILABEL_NAMES", "build_metric", "column", "Mean"]
 
 #: The built-in metrics of each task kind, used when ``[task] metrics`` is empty.
 DEFAULT_METRICS = {"classification": ("accuracy", "top5"), "regression": ("mae", "rmse", "r2"),
@@ -44,7 +49,10 @@ DEFAULT_METRICS = {"classification": ("accuracy", "top5"), "regression": ("mae",
                    "token_classification": ("accuracy", "macro_f1"), "causal_lm": ("perplexity",),
                    "image_classification": ("accuracy", "macro_f1")}
 #: Metrics whose ``metrics.csv`` column is not ``val_<name>``.
-_COLUMNS = {"accuracy": "val_acc", "macro_f1": "val_f1"}
+_COLUMNS = {"accuracy": "val_acc", "macro_f1": "val_f1", "multilabel_accuracy": "val_acc",
+            "multilabel_f1": "val_f1"}
+#: The metric a multi-label text classification computes for each single-label name (``[task] metrics``).
+MULTILABEL_NAMES = {"accuracy": "multilabel_accuracy", "macro_f1": "multilabel_f1"}
 
 
 def column(name: str) -> str:
@@ -287,6 +295,63 @@ class MacroF1(Metric):
                                          average="macro"))
 
 
+def _multi_hot(output: Any, target: Any):
+    """``(predictions, targets)`` as ``(N, K)`` bools of ``(N, K)`` logits (at 0) and 0/1 targets; None otherwise."""
+    if not isinstance(output, torch.Tensor) or not isinstance(target, torch.Tensor) or output.dim() != 2 \
+            or output.shape != target.shape:
+        return None
+    return output.detach() > 0, target.detach() > 0.5
+
+
+class MultilabelAccuracy(_Sums):
+    """Share of the (row, label) decisions right: ``(N, K)`` logits thresholded at 0 against ``(N, K)`` 0/1
+    targets (torchmetrics' ``multilabel_accuracy(average="micro")``)."""
+
+    name = "multilabel_accuracy"
+
+    def update(self, output, target, n):
+        pair = _multi_hot(output, target)
+        if pair is None:
+            self.count = -1
+            return
+        pred, t = pair
+        self.add(correct=(pred == t).sum())
+        self.count += 0 if self.count < 0 else int(t.numel())
+
+    def compute(self):
+        return self.get("correct") / self.count if self.count > 0 else math.nan
+
+
+class MultilabelF1(Metric):
+    """Macro F1 over labels of ``(N, K)`` logits (at 0) against ``(N, K)`` 0/1 targets (torchmetrics'
+    ``multilabel_f1_score(average="macro")``; NaN without it). Kept on the CPU as bools, scored once."""
+
+    name = "multilabel_f1"
+
+    def __init__(self):
+        self.preds: list[torch.Tensor] = []
+        self.targets: list[torch.Tensor] = []
+        self.bad = False
+
+    def update(self, output, target, n):
+        pair = _multi_hot(output, target)
+        if pair is None:
+            self.bad = True
+            return
+        self.preds.append(pair[0].cpu())
+        self.targets.append(pair[1].cpu())
+
+    def compute(self):
+        if self.bad or not self.preds:
+            return math.nan
+        try:
+            from torchmetrics.functional.classification import multilabel_f1_score
+        except ImportError:
+            return math.nan
+        preds, targets = torch.cat(self.preds).long(), torch.cat(self.targets).long()
+        return float(multilabel_f1_score(preds, targets, num_labels=preds.shape[1], average="macro"))
+
+
 class Perplexity(_Sums):
     """``exp`` of the sample-weighted mean loss; the task passes each batch's mean loss (0-d) as ``output``."""
 
@@ -341,7 +406,8 @@ class Mean(Metric):
 
 BUILTIN_METRICS: dict[str, Callable[[], Metric]] = {
     "accuracy": Accuracy, "top5": TopK, "mae": MAE, "rmse": RMSE, "r2": R2, "f1": F1, "map": MeanAveragePrecision,
-    "macro_f1": MacroF1, "perplexity": Perplexity,
+    "macro_f1": MacroF1, "perplexity": Perplexity, "multilabel_accuracy": MultilabelAccuracy,
+    "multilabel_f1": MultilabelF1,
 }
 
 

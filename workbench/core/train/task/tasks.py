@@ -254,20 +254,37 @@ class TextClassificationTask(ModelLossTask):
     """A Hugging Face ``*ForSequenceClassification`` on ``{"input_ids", ..., "labels"}`` batches: its own loss.
 
     The validation metrics see the logits ``(N, C)`` and the ``labels`` ``(N,)``
-    (``accuracy``, ``macro_f1`` by default).
+    (``accuracy``, ``macro_f1`` by default). Multi-label (``multi_label``: ``[data]
+    target`` a list of 0/1 columns): the logits ``(N, K)`` and the ``(N, K)`` 0/1
+    ``labels`` (``multilabel_accuracy``, ``multilabel_f1``), and no class report
+    (its confusion matrix is of single labels).
     """
 
     kind = "text_classification"
 
-    def __init__(self, metrics: tuple = ()):
+    def __init__(self, metrics: tuple = (), multi_label: bool = False):
         super().__init__(metrics)
-        self.report = ClassReport()
+        self.multi_label = bool(multi_label)
+        self.report = None if self.multi_label else ClassReport()
 
     def eval_step(self, model, batch):
+        if self.multi_label:
+            return self._multi_label_eval(model, batch)
         out = super().eval_step(model, batch)
         if isinstance(out.output, torch.Tensor) and isinstance(out.target, torch.Tensor) and out.output.dim() == 2:
             self.report.add(out.output, out.target)
         return out
+
+    def _multi_label_eval(self, model, batch):
+        out, loss = self.forward(model, batch)
+        logits = getattr(out, "logits", None)
+        labels = batch.get("labels") if isinstance(batch, Mapping) else None
+        if not isinstance(logits, torch.Tensor) or not isinstance(labels, torch.Tensor) or logits.dim() != 2 \
+                or labels.shape != logits.shape:
+            self._why_not = f"the logits {describe(logits)} and labels {describe(labels)} are not (N, K) label " \
+                            "scores and (N, K) 0/1 labels"
+            return StepOutput(loss, batch_size(batch))
+        return StepOutput(loss, batch_size(batch), _float(logits), labels)
 
     def after_validation(self, trainer: Any) -> None:
         """Say which metrics cannot be computed (once), and write the class report."""

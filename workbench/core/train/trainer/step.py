@@ -169,16 +169,21 @@ class StepRunner:
             tr.scaler.unscale_(opt)
         for cb in tr._after_backward:
             cb.on_after_backward(tr)
-        if value is not None and tr.scaler is None and not grads_finite(opt):
-            # A non-finite gradient never reaches the weights: the step is skipped and the
-            # trace can re-run it exactly. (Not on CUDA: the check would sync every step;
-            # with a GradScaler, overflowing fp16 gradients are its business: it skips the step.)
+        # A non-finite gradient never reaches the weights: the step is skipped and the
+        # trace can re-run it exactly. (Not on CUDA: the check would sync every step;
+        # with a GradScaler, overflowing fp16 gradients are its business: it skips the step.)
+        check = value is not None and tr.scaler is None
+        grads = [p for g in opt.param_groups for p in g["params"] if p.grad is not None] \
+            if tr.config.grad_clip else []
+        if check and not grads and not grads_finite(opt):
             tr.faults.nonfinite(tr.step + 1, value, what="gradient")
             return False
-        if tr.config.grad_clip:
-            grads = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
-            if grads:
-                torch.nn.utils.clip_grad_norm_(grads, float(tr.config.grad_clip))
+        if grads:
+            norm = torch.nn.utils.clip_grad_norm_(grads, float(tr.config.grad_clip))
+            # the total norm is finite exactly when every gradient is: one pass over the gradients, not two
+            if check and not bool(torch.isfinite(norm)):
+                tr.faults.nonfinite(tr.step + 1, value, what="gradient")
+                return False
         if tr.scaler is not None:
             tr.scaler.step(opt)
             tr.scaler.update()
