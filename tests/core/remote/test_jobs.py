@@ -32,25 +32,30 @@ def test_default_name_is_the_folder_and_the_time(tmp_path):
     assert jobs.default_name(tmp_path / "sweep.toml").startswith("sweep-")
 
 
-def test_the_launch_line_starts_a_detached_session_and_prints_its_pid(tmp_path):
-    """Run locally with a stand-in ``workbench`` on the PATH: the pid printed is the pid file's, in its own session."""
+@pytest.mark.parametrize("shell", ["sh", "bash"])  # a login shell runs it as given (bash keeps a subshell)
+def test_the_launch_line_starts_a_detached_session_and_prints_its_pid(tmp_path, shell):
+    """Run locally with a stand-in ``workbench`` on the PATH: the pid printed is the pid file's, in its own session
+    (not a subshell's that a hang-up would end), with its private discovery folder."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "workbench"
-    fake.write_text("#!/bin/sh\necho \"args: $*\"; ps -o sid= -p $$; exec sleep 30\n")
+    fake.write_text("#!/bin/sh\necho \"args: $*\"; ps -o sid= -p $$; echo \"attach: $WORKBENCH_ATTACH_DIR\"; "
+                    "exec sleep 30\n")
     fake.chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    out = subprocess.run(["sh", "-c", jobs.launch_line(trust=True)], cwd=tmp_path, env=env, capture_output=True,
+    out = subprocess.run([shell, "-c", jobs.launch_line(trust=True)], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=30)
     pid = int(out.stdout.strip())
     try:
         assert (tmp_path / jobs.PID_FILE).read_text().strip() == str(pid)
         log = tmp_path / jobs.LOG_FILE
         deadline = time.monotonic() + 10
-        while log.read_text().count("\n") < 2 and time.monotonic() < deadline:
+        while log.read_text().count("\n") < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        args, sid = log.read_text().splitlines()[:2]
+        args, sid, attach = log.read_text().splitlines()[:3]
         assert args == "args: train run.toml --trust" and int(sid) == pid  # a session of its own
+        assert attach == f"attach: {tmp_path / jobs.ATTACH_SUBDIR}"
+        assert (tmp_path / jobs.ATTACH_SUBDIR).stat().st_mode & 0o777 == 0o700
     finally:
         subprocess.run(["kill", str(pid)], check=False)
 

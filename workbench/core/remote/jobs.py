@@ -127,7 +127,8 @@ def launch_line(*, trust: bool = False, nproc_per_node: int = 0) -> str:
         argv += ["--nproc-per-node", str(int(nproc_per_node))]
     return (f"command -v workbench >/dev/null || {{ echo 'workbench is not on the PATH of the host; "
             f"pip install workbench there' >&2; exit 127; }}; "
-            f"mkdir -m 700 -p {ATTACH_SUBDIR} && WORKBENCH_ATTACH_DIR=\"$PWD/{ATTACH_SUBDIR}\" "
+            f"mkdir -m 700 -p {ATTACH_SUBDIR} || exit 1; "  # its own statement: `a && b &` would put the
+            f"WORKBENCH_ATTACH_DIR=\"$PWD/{ATTACH_SUBDIR}\" "  # mkdir and the run in one background subshell
             f"PYTHONUNBUFFERED=1 setsid nohup {shlex.join(argv)} > {LOG_FILE} 2>&1 < /dev/null & "
             f"echo $! > {PID_FILE}; echo $!")
 
