@@ -274,13 +274,29 @@ def append_jsonl(path: str | Path, rows: list[dict]) -> None:
         append_whole(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8"))
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    """The objects of a JSON Lines file, in order; a line that is not a JSON object is left out; [] when none."""
+def read_jsonl(path: str | Path, max_bytes: int | None = None) -> list[dict]:
+    """The objects of a JSON Lines file, in order; a line that is not a JSON object is left out; [] when none,
+    or when ``path`` is not a regular file (a FIFO, a device) or cannot be read.
+
+    With ``max_bytes``, at most the file's last ``max_bytes`` bytes are read (its first, partial line then
+    left out): a file that grows for a whole run is never read whole.
+    """
     path = Path(path)
-    if not path.is_file():
+    try:
+        if not path.is_file():
+            return []
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            cut = max_bytes is not None and size > max_bytes
+            if cut:
+                f.seek(size - max_bytes)
+            data = f.read(max_bytes if cut else -1)
+    except OSError:
         return []
+    if cut:
+        data = data.split(b"\n", 1)[-1]
     rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in data.decode("utf-8", errors="replace").splitlines():
         try:
             row = json.loads(line)
         except ValueError:

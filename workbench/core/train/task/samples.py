@@ -25,7 +25,6 @@ another run's samples can be compared with (:func:`~workbench.core.train.task.sa
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import time
@@ -211,31 +210,7 @@ def read_samples(run_dir: str | Path) -> list[dict]:
     At most the last :data:`MAX_SAMPLES_BYTES` of the file are read (its first, partial line then left out);
     a file that is not a regular file (a FIFO, a device) or cannot be read gives [].
     """
-    path = Path(run_dir) / SAMPLES_FILE
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return []
-        if st.st_size <= MAX_SAMPLES_BYTES:
-            return read_jsonl(path)
-        with open(path, "rb") as f:
-            f.seek(st.st_size - MAX_SAMPLES_BYTES)
-            tail = f.read(MAX_SAMPLES_BYTES)
-    except OSError:
-        return []
-    return _json_objects(tail.split(b"\n", 1)[-1].decode("utf-8", errors="replace"))
-
-
-def _json_objects(text: str) -> list[dict]:
-    out = []
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict):
-            out.append(row)
-    return out
+    return read_jsonl(Path(run_dir) / SAMPLES_FILE, max_bytes=MAX_SAMPLES_BYTES)
 
 
 def runs_with_samples(roots: list[str | Path], exclude: str | Path | None = None) -> list[Path]:
