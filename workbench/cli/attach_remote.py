@@ -43,13 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _target(args: argparse.Namespace, ssh):
     """The run named ``args.name`` on the host, else the script of that name waiting there."""
     from workbench.core.remote import listing, waiting
-    from workbench.core.remote.handle import RemoteRun
-    from workbench.core.remote.jobs import RUN_SUBDIR
+    from workbench.core.remote.handle import from_probe
     from workbench.core.remote.ssh import RemoteError
 
     try:
         p = listing.probe(ssh, args.host, args.remote_dir, args.name)[0]
-        return RemoteRun(p.name, args.host, f"{p.folder}/{RUN_SUBDIR}", p.folder, p.job, args.remote_dir, ssh)
+        return from_probe(p, args.host, args.remote_dir, ssh)
     except RemoteError as e:
         if "no run" not in str(e):
             raise

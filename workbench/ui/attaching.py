@@ -157,8 +157,7 @@ def _follow(window, handle) -> None:
         if isinstance(event, FitStarted) and state_line:  # after the panel's own line on the run's start
             session.show_status(state_line, NOTICE_MS)
         if not isinstance(event, Notice):
-            return
-        session.show_status(f"{name}: {event.text}", NOTICE_MS)
+            return  # its line is in the status bar already (the panel's Steering.on_notice)
         if event.kind in (LOST, BACK):
             _show_connection(window, name, event.kind == LOST)
         if event.kind == "lease_lapsed" and info.get("pause_lease") != "hold":

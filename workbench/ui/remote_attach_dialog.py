@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 
 from workbench.core.remote.jobs import DEFAULT_REMOTE_DIR
 from workbench.ui.qsettings import make_settings
-from workbench.ui.remote_hosts import HostEntry, load_hosts, remember_host
+from workbench.ui.remote_hosts import HostEntry, load_hosts, one_line, remember_host
 from workbench.ui.threading import run_in_background
 
 __all__ = ["RemoteAttachDialog", "ask_remote_target", "list_host"]
@@ -120,7 +120,7 @@ class RemoteAttachDialog(QDialog):
         try:
             rows = run_in_background(lambda: list_host(host, folder), f"Listing the runs on {host}…", self)
         except Exception as exc:  # noqa: BLE001 - ssh's own reason, one line in the dialog
-            self.note.setText(f"Not listed: {exc}")
+            self.note.setText(f"Not listed: {one_line(exc)}")
             self._update_ok()
             return False
         for text, target, attachable in rows:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from workbench.core.remote.jobs import DEFAULT_REMOTE_DIR
 
-__all__ = ["HostEntry", "HOSTS_KEY", "MAX_HOSTS", "load_hosts", "save_hosts", "remember_host", "destination_problem"]
+__all__ = ["one_line", "HostEntry", "HOSTS_KEY", "MAX_HOSTS", "load_hosts", "save_hosts", "remember_host", "destination_problem"]
 
 #: QSettings key: the remembered hosts, a JSON list of :class:`HostEntry` fields (INI keeps a string whole).
 HOSTS_KEY = "remote/hosts"
@@ -53,6 +53,11 @@ class HostEntry:
             options.update(slurm=True, nodes=max(1, int(self.nodes)), gpus_per_node=int(self.gpus_per_node) or None,
                            partition=self.partition.strip() or None, time=self.time.strip() or None)
         return options
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line for the window (ssh's reasons come over several lines); its type when it says nothing."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def destination_problem(text: str) -> str | None:

@@ -12,7 +12,8 @@ from torch import nn
 import workbench
 from tests.attach_scripts.common import until
 from tests.disk import fill_disk as _fill
-from workbench.core.attach.notice import Notice, ReportingEditLog, WriteReporter
+from workbench.core.attach.notice import Notice, WriteReporter
+from workbench.core.train.trainer.edit_log import EditLog
 from workbench.core.attach.schema import SchemaError, check_event, check_steering
 from workbench.core.train.events import CommandApplied
 from workbench.core.train.trainer.edit_log import EDITS_FILE, read_edits
@@ -36,7 +37,7 @@ def test_a_failing_file_is_said_once_and_its_recovery_once(tmp_path):
 
 def test_an_edit_log_that_cannot_be_written_reports_instead_of_raising(tmp_path):
     told: list[Notice] = []
-    log = ReportingEditLog(tmp_path / "gone", WriteReporter(told.append))  # its folder does not exist
+    log = EditLog(tmp_path / "gone", WriteReporter(told.append))  # its folder does not exist
     log.write(3, {"op": "pause"})
     assert told[0].kind == "write_failed" and "the pause at step 3 is not recorded" in told[0].text
     (tmp_path / "gone").mkdir()

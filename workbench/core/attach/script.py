@@ -40,11 +40,12 @@ from workbench.core.attach.ddp_guard import DDPGuard
 from workbench.core.attach.discovery import remove_discovery, write_discovery
 from workbench.core.attach.lease import PAUSE_LEASE_S, PauseLease, check_lease
 from workbench.core.attach.probe_hooks import call_probes
-from workbench.core.attach.notice import Notice, ReportingEditLog, WriteReporter
+from workbench.core.attach.notice import Notice, WriteReporter
 from workbench.core.attach.server import AttachServer
 from workbench.core.attach.script_run import ScriptRun
 from workbench.core.attach.script_values import distributed, output_sum, read_tensors, unwrap_optimizer
 from workbench.core.attach.wire import register
+from workbench.core.train.trainer.edit_log import EditLog
 from workbench.core.model.skeleton import describe_structure
 from workbench.core.probe import activations, cadence, callback, gradients, health, layer_stats, stats
 from workbench.core.train.events import (CommandApplied, EpochEnded, Finished, FitStarted, Metrics, NonFinite,
@@ -181,7 +182,7 @@ class Attached:
         self.sync = RankSync(self.state) if world > 1 else None
         self.writes = WriteReporter(self._publish)
         if self.state.edit_log is not None:  # a full disk never ends the script from a freeze or a pause
-            self.state.edit_log = ReportingEditLog(self.run_dir, self.writes)
+            self.state.edit_log = EditLog(self.run_dir, self.writes)  # a full disk: reported, never raised
         self.lease = PauseLease(lease_s, self._lease_lapsed, lambda: self.control.is_paused)
         self._lapsed: str | None = None  # the line of a lease that lapsed, for the resume's edit log entry
         try:

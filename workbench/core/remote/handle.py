@@ -18,7 +18,7 @@ from pathlib import Path
 from workbench.core.remote import jobs, listing, slurm, waiting
 from workbench.core.remote.ssh import RemoteError, Ssh
 
-__all__ = ["RemoteRun", "submit", "runs", "runs_with_states", "STATES"]
+__all__ = ["RemoteRun", "submit", "runs", "runs_with_states", "from_probe", "STATES"]
 
 #: What :meth:`RemoteRun.state` answers.
 STATES = ("queued", "running", "completed", "stopped", "crashed", "cancelled")
@@ -156,7 +156,8 @@ class RemoteRun:
         return self.state()
 
 
-def _from_probe(p: listing.Probe, host: str, remote_dir: str, ssh: Ssh) -> RemoteRun:
+def from_probe(p: listing.Probe, host: str, remote_dir: str, ssh: Ssh) -> RemoteRun:
+    """The :class:`RemoteRun` of a run :func:`.listing.probe` found under ``remote_dir`` on ``host``."""
     return RemoteRun(p.name, host, f"{p.folder}/{jobs.RUN_SUBDIR}", p.folder, p.job, remote_dir, ssh)
 
 
@@ -170,7 +171,7 @@ def runs(host: str, *, remote_dir: str = jobs.DEFAULT_REMOTE_DIR, ssh_config: st
         ssh failed.
     """
     ssh = Ssh.from_env(ssh_config)
-    return [_from_probe(p, host, remote_dir, ssh) for p in listing.probe(ssh, host, remote_dir)]
+    return [from_probe(p, host, remote_dir, ssh) for p in listing.probe(ssh, host, remote_dir)]
 
 
 def runs_with_states(host: str, *, remote_dir: str = jobs.DEFAULT_REMOTE_DIR, ssh_config: str | Path | None = None
@@ -183,7 +184,7 @@ def runs_with_states(host: str, *, remote_dir: str = jobs.DEFAULT_REMOTE_DIR, ss
         ssh failed.
     """
     ssh = Ssh.from_env(ssh_config)
-    return [(_from_probe(p, host, remote_dir, ssh), p.state) for p in listing.probe(ssh, host, remote_dir)]
+    return [(from_probe(p, host, remote_dir, ssh), p.state) for p in listing.probe(ssh, host, remote_dir)]
 
 
 def submit(run_toml: str | Path, host: str, *, slurm: bool = False, nodes: int = 1,

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.run_folder.printable import printable
 from workbench.ui.qsettings import make_settings
-from workbench.ui.remote_hosts import HostEntry, load_hosts
+from workbench.ui.remote_hosts import HostEntry, load_hosts, one_line
 from workbench.ui.threading import run_in_background, start_in_thread
 
 __all__ = ["RemoteRunsView", "RemoteRunsModel", "REFRESH_MS", "COLUMNS"]
@@ -98,7 +98,7 @@ class _Lister(QObject):
                 try:  # one ssh command a host: its runs and their states
                     rows += runs_with_states(entry.host, remote_dir=entry.submit_options()["remote_dir"])
                 except Exception as exc:  # noqa: BLE001 - a host that cannot be reached is said, never raised
-                    problems[entry.host] = " ".join(str(exc).split()) or type(exc).__name__
+                    problems[entry.host] = one_line(exc)
             self.listed.emit((rows, problems))
         finally:
             self.finished.emit()
@@ -297,7 +297,7 @@ class RemoteRunsView(QWidget):
             try:
                 path = run_in_background(lambda run=run: run.pull(root), f"Pulling {run.id} from {run.host}…", self)
             except Exception as exc:  # noqa: BLE001 - ssh's or rsync's reason: one line
-                self.prompts.error(f"Pull {run.id} from {run.host}: {' '.join(str(exc).split())}")
+                self.prompts.error(f"Pull {run.id} from {run.host}: {one_line(exc)}")
                 continue
             done.append(path.name)
             self.pulled.emit(path.name)
@@ -312,7 +312,7 @@ class RemoteRunsView(QWidget):
             try:
                 state = run_in_background(run.cancel, f"Ending {run.id} on {run.host} (it saves last.pt)…", self)
             except Exception as exc:  # noqa: BLE001 - not running, ssh failed, still stopping: one line
-                self.prompts.error(f"Cancel {run.id} on {run.host}: {' '.join(str(exc).split())}")
+                self.prompts.error(f"Cancel {run.id} on {run.host}: {one_line(exc)}")
                 continue
             done.append(run.id)
             self.table_model.set_rows([(r, state if r == run else s) for r, s in self.table_model.rows])

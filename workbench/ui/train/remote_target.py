@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.remote.jobs import DEFAULT_REMOTE_DIR
-from workbench.ui.remote_hosts import HostEntry, destination_problem, load_hosts, remember_host, save_hosts
+from workbench.ui.remote_hosts import (HostEntry, destination_problem, load_hosts, one_line, remember_host,
+                                       save_hosts)
 from workbench.ui.threading import run_in_background
 
 __all__ = ["RunTarget", "submit_from_window", "ADD_HOST", "SUBMITTED_MS"]
@@ -216,10 +217,6 @@ def _form(widget: QWidget) -> QFormLayout:
     return form
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 def submit_from_window(panel, config, entry: HostEntry):
     """Start ``config`` (the form's settings, filled as for a local Start) on ``entry``'s host.
 
@@ -250,11 +247,11 @@ def submit_from_window(panel, config, entry: HostEntry):
     from workbench.core.model.names import frozen_names
 
     mc.frozen = frozen_names(session.model)
-    payload = None
-    if not mc.resume:  # a fresh run starts from the window's weights, as a local run's init.pt records them
-        arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
-        payload = checkpoint_payload(session.model, arch=arch, include_rng=False)  # cloned: safe on a thread
+    fresh = not mc.resume  # a fresh run starts from the window's weights, as a local run's init.pt records them
+    arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
+    if fresh:
         mc.init, mc.source, mc.checkpoint = "init.pt", mc.source or mc.checkpoint, ""
+    model = session.model
     slug = Path(config.run_dir).name if config.run_dir else (mc.arch.rpartition(":")[2] or "run")
     options = entry.submit_options()
 
@@ -268,8 +265,8 @@ def submit_from_window(panel, config, entry: HostEntry):
         try:
             folder = stage / (slug.strip(".-") or "run")
             folder.mkdir()
-            if payload is not None:
-                save_checkpoint(folder / "init.pt", payload)
+            if fresh:  # the weights copied here, off the GUI thread (the busy dialog is modal: nothing trains)
+                save_checkpoint(folder / "init.pt", checkpoint_payload(model, arch=arch, include_rng=False))
             run_toml = folder / "run.toml"
             config.run_dir = None
             config.to_toml(run_toml)
@@ -286,7 +283,7 @@ def submit_from_window(panel, config, entry: HostEntry):
     try:
         run = run_in_background(work, f"Copying the run to {where} and starting it…", panel)
     except Exception as exc:  # noqa: BLE001 - a refusal, ssh's own reason, a file that cannot be written: one line
-        panel.prompts.error(f"Run on {entry.host}: {_one_line(exc)}")
+        panel.prompts.error(f"Run on {entry.host}: {one_line(exc)}")
         return None
     how = f"SLURM job {run.job}" if run.job else "started detached"
     panel.session.show_status(f"{run.id} on {run.host}: {how}. Runs › On hosts shows its state, Attach steers "

@@ -132,10 +132,13 @@ class SamplesView(QWidget):
             self.refresh(follow_last=not event.command.error)
             if event.command.error:
                 self.note.setText(f"Sample now: {event.command.error}")
-        elif isinstance(event, (EpochEnded, Finished)) and self.run_dir is not None:
-            self.refresh()
-        if isinstance(event, Finished):
-            self._can_sample = self._asked = False
+        elif isinstance(event, (EpochEnded, Finished)):
+            if self.run_dir is not None:
+                self.refresh()
+            if isinstance(event, Finished):
+                self._can_sample = self._asked = False
+        else:
+            return  # a metrics batch, a step's event: nothing here changes (not redone at every batch)
         self._update_button()
 
     def sample_now(self) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from workbench.core.files import append_jsonl
+
 from workbench.core.train.trainer.commands import SaveNow, SetLR, SetTrainable
 from workbench.core.train.trainer.hooks import Callback
 
@@ -75,19 +77,7 @@ class EditLog:
             self.writes.ok(self.path)
 
     def _append(self, step: int, entry: dict) -> None:
-        line = (json.dumps({"step": int(step), **entry}) + "\n").encode("utf-8")
-        with open(self.path, "ab", buffering=0) as f:
-            start = f.seek(0, 2)
-            try:
-                done = 0
-                while done < len(line):
-                    done += f.write(line[done:])
-            except OSError:
-                try:
-                    f.truncate(start)
-                except OSError:
-                    pass
-                raise
+        append_jsonl(self.path, [{"step": int(step), **entry}])  # whole or not at all
 
     def command(self, step: int, cmd) -> None:
         """Record an applied command (those without an effect on the run, e.g. ``EmptyCudaCache``, are skipped)."""
