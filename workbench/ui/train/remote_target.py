@@ -234,21 +234,12 @@ def submit_from_window(panel, config, entry: HostEntry):
         The submitted run; None after one line said why not (nothing is left here, nor on the host).
     """
     from workbench.core.model.saving import checkpoint_payload
+    from workbench.core.train.trainer.run_record import record_model
 
     session = panel.session
     mc = config.model
-    if session.arch_spec is None and not mc.arch:
-        from workbench.core.model.demo import DigitsCNN
-
-        if type(session.model) is DigitsCNN:  # as a local run records the demo (run_record.record_start)
-            mc.arch = "digits_cnn"
-            mc.kwargs = {"num_classes": session.model.classifier.out_features,
-                         "in_channels": session.model.features[0].in_channels}
-    from workbench.core.model.names import frozen_names
-
-    mc.frozen = frozen_names(session.model)
+    arch = record_model(mc, session.model, session.arch_spec)  # as a local run records its model
     fresh = not mc.resume  # a fresh run starts from the window's weights, as a local run's init.pt records them
-    arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
     if fresh:
         mc.init, mc.source, mc.checkpoint = "init.pt", mc.source or mc.checkpoint, ""
     model = session.model

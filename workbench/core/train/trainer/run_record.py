@@ -18,7 +18,7 @@ from workbench.core.train.runs.folder import MetricsCSV, StepsCSV, write_status
 from workbench.core.train.runs.writes import ReportedMetricsCSV, ReportedStepsCSV
 from workbench.core.train.trainer.types import TrainerLike
 
-__all__ = ["record_start", "open_run_files", "status_info"]
+__all__ = ["record_model", "record_start", "open_run_files", "status_info"]
 
 
 def status_info(config: TrainConfig) -> dict:
@@ -31,18 +31,11 @@ def status_info(config: TrainConfig) -> dict:
     return {"model": model, "dataset": config.data.dataset, "epochs": int(config.epochs)}
 
 
-def record_start(trainer: TrainerLike) -> None:
-    """Write into ``config.model`` (and so run.toml) what this run starts from.
-
-    A fresh run (not resumed, step 0) also writes ``run_dir/init.pt``: the
-    exact starting weights, frozen set and architecture, which
-    ``workbench train run.toml`` replays from (``[model] init``), whatever
-    form the opened file had and whatever was edited in the window.
-    """
-    mc = trainer.config.model
-    model = trainer.model
-    if trainer.arch is not None:
-        arch = trainer.arch
+def record_model(mc, model, arch=None) -> dict | None:
+    """Write into ``mc`` (``[model]``) what builds ``model`` again: ``arch`` / ``kwargs`` (the spec given, the
+    demo's, or none without a file) and ``frozen``; the ``{"name", "kwargs"}`` an ``init.pt`` records, or None.
+    The one record of a run's model, for a run here and a run sent to a host alike."""
+    if arch is not None:
         d = arch.to_dict() if hasattr(arch, "to_dict") else {
             "name": getattr(arch, "name", str(arch)), "kwargs": getattr(arch, "kwargs", {})}
         mc.arch, mc.kwargs = d["name"], dict(d.get("kwargs") or {})
@@ -52,9 +45,21 @@ def record_start(trainer: TrainerLike) -> None:
     elif not mc.checkpoint:
         mc.arch = ""
     mc.frozen = frozen_names(model)
+    return {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
+
+
+def record_start(trainer: TrainerLike) -> None:
+    """Write into ``config.model`` (and so run.toml) what this run starts from.
+
+    A fresh run (not resumed, step 0) also writes ``run_dir/init.pt``: the
+    exact starting weights, frozen set and architecture, which
+    ``workbench train run.toml`` replays from (``[model] init``), whatever
+    form the opened file had and whatever was edited in the window.
+    """
+    mc = trainer.config.model
+    arch = record_model(mc, trainer.model, trainer.arch)
     if trainer.resumed or trainer.step > 0:
         return
-    arch = {"name": mc.arch, "kwargs": dict(mc.kwargs)} if mc.arch else None
     # FSDP: gathered from every rank's shards (on rank 0); else the model itself
     payload = checkpoint_payload(trainer.strategy.full_weights(), arch=arch, include_rng=False)
     if trainer.is_main:
