@@ -118,7 +118,11 @@ class RemoteRun:
         for node, infos in waiting.read_waiting_on_nodes(self.ssh, self.host, self.job).items():
             found = waiting.find_run(infos, self.run_dir, self.id)
             if found is not None:
-                return found, node
+                # a run that began listening between the two reads, on a node that is the login host itself
+                # (or shares its /tmp): reached through the host, as the first read would have
+                here = waiting.find_run(waiting.read_waiting(self.ssh, self.host, self.remote_dir), self.run_dir,
+                                        self.id)
+                return (here, None) if here is not None else (found, node)
         return None
 
     def pull(self, dest: str | Path | None = None) -> Path:
