@@ -7,9 +7,9 @@ import socket
 import pytest
 
 from workbench.core.attach import script as attach_script
-from workbench.core.attach.client import SCRIPT_EVENTS, AttachError, connect, parse_address
+from workbench.core.attach.client import SCRIPT_EVENTS, AttachError, connect, drive, parse_address
 from workbench.core.attach.server import AttachServer
-from workbench.core.train.events import Finished, FitStarted, Paused, ProgressText
+from workbench.core.train.events import Finished, FitStarted, Paused, ProgressText, RunError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -80,3 +80,32 @@ def test_a_refused_command_is_acked_and_said(server):
         assert server.acked == ["pause", "save_now"]
     finally:
         run.close()
+
+
+class _Listed:
+    """What :func:`drive` needs of a run: ``events()`` (an exception in the list is raised), ``close()``, ``reason``."""
+
+    def __init__(self, events, log):
+        self._events, self.log, self.reason = events, log, None
+
+    def events(self):
+        for event in self._events:
+            if isinstance(event, Exception):
+                raise event
+            yield event
+
+    def close(self):
+        self.log.append("closed")
+
+
+@pytest.mark.parametrize("events, unfinished, said, reason", [
+    ([Paused(1), Finished("completed"), Paused(2)], None, [Paused(1)], "completed"),
+    ([Paused(1)], ("crashed", RunError("lost")), [Paused(1), RunError("lost")], "crashed"),
+    ([Paused(1)], ("error", None), [Paused(1)], "error"),
+    ([Paused(1), ValueError("boom")], None, [Paused(1), RunError("Label: ValueError: boom")], "error"),
+])
+def test_drive_emits_until_finished_then_closes_and_finishes_last(events, unfinished, said, reason):
+    log: list = []
+    run = _Listed(events, log)
+    assert drive(run, log.append, unfinished=lambda: unfinished, label="Label") == reason
+    assert log == said + ["closed", Finished(reason)] and run.reason == reason

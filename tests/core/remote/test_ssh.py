@@ -62,3 +62,17 @@ def test_commands_to_one_host_share_a_private_connection_and_two_aliases_never_d
     folder = Path(path_a.partition("=")[2]).parent
     assert folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid()
     assert Ssh("cfg").ssh_argv("gpu-box")[-len(a):] == a and "ControlMaster=auto" not in Ssh("cfg").ssh_argv()
+
+
+def test_run_argv_gives_stdout_and_says_a_failure_or_a_missing_ssh_in_one_line(tmp_path, monkeypatch):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ssh").write_text('#!/bin/sh\n[ "$1" = ok ] && { echo out; exit 0; }\necho first >&2\necho boom >&2\nexit 3\n')
+    (fake / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake))
+    assert Ssh().run_argv("gpu-box", ["ssh", "ok"], what="say out") == "out\n"
+    with pytest.raises(RemoteError, match=r"^gpu-box: could not forward the port \(exit 3\): 'boom'$"):
+        Ssh().run_argv("gpu-box", ["ssh", "-O", "forward"], what="forward the port")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RemoteError, match=r"^ssh: the OpenSSH client is not installed here"):
+        Ssh().run_argv("gpu-box", ["ssh", "ok"], what="say out")

@@ -29,8 +29,8 @@ from workbench.core.attach.wire import MAX_MESSAGE_BYTES, UnknownType, WireError
 from workbench.core.train.events import Event, Finished, ProgressText, RunError, Sink
 from workbench.core.train.trainer.commands import SampleNow, SaveNow, SetLR, SetTrainable
 
-__all__ = ["connect", "AttachedRun", "AttachError", "ConnectCancel", "parse_address", "CONNECT_TIMEOUT_S",
-           "MAX_WELCOME_BYTES", "SCRIPT_EVENTS"]
+__all__ = ["connect", "drive", "AttachedRun", "AttachError", "ConnectCancel", "parse_address",
+           "CONNECT_TIMEOUT_S", "MAX_WELCOME_BYTES", "SCRIPT_EVENTS"]
 
 #: Seconds to connect and be welcomed, in all: one deadline for the whole welcome, not a timeout per read
 #: (a peer trickling a byte every few seconds would otherwise hold the window for ever).
@@ -239,6 +239,46 @@ def _hello(host: str, port: int, token: str, steer: bool | str, timeout: float, 
     raise last
 
 
+def drive(run, emit: Callable[[Event], Any], *, unfinished: Callable[[], tuple[str, Event | None]],
+          label: str) -> str:
+    """The top of an attached run's ``run(emit)``: hand each event to ``emit`` until ``Finished``; the end reason.
+
+    Never raises (an exception is a ``RunError`` line and the reason ``"error"``). However the events end,
+    ``run.reason`` is set and ``run.close()`` called, then ``emit(Finished(reason))`` comes last.
+
+    Parameters
+    ----------
+    run : AttachedRun or RemoteAttachedRun
+        Has ``events()`` (ends after ``Finished`` or when the connection is gone), ``close()`` and ``reason``.
+    emit : callable
+        Takes each event (the window's sink).
+    unfinished : callable
+        ``() -> (reason, line)`` when the events ended without a ``Finished``: the end reason, and an event
+        emitted first (None: nothing to say).
+    label : str
+        Names the run in the ``RunError`` of an exception (``"Attached script"``).
+    """
+    reason = "detached"
+    try:
+        for event in run.events():
+            if isinstance(event, Finished):
+                reason = event.reason
+                return reason
+            emit(event)
+        ending, line = unfinished()
+        if line is not None:
+            emit(line)
+        reason = ending
+    except Exception as exc:  # noqa: BLE001 - the run's top: report, end cleanly
+        emit(RunError(f"{label}: {type(exc).__name__}: {exc}"))
+        reason = "error"
+    finally:
+        run.reason = reason
+        run.close()  # the socket and the listeners on the window's probe callbacks go with the run
+        emit(Finished(reason))
+    return reason
+
+
 class AttachedRun:
     """A script's run seen from a window: a :class:`~workbench.core.train.handle.RunHandle` (see the module docstring).
 
@@ -417,32 +457,18 @@ class AttachedRun:
     def run(self, emit: Callable[[Event], Any]) -> str:
         """Hand every event to ``emit`` until the script finishes or this side detaches; the end reason.
 
-        Never raises: a lost connection is a ``RunError`` and the reason ``"crashed"``.
+        Never raises: a lost connection is a ``RunError`` and the reason ``"crashed"`` (:func:`drive`).
         """
-        reason = "detached"
-        try:
-            for event in self.events():
-                if isinstance(event, Finished):
-                    reason = event.reason
-                    return reason
-                emit(event)
-            if self.bad_peer is not None:
-                reason = "error"  # its RunError line was the last event
-            elif not (self._closed or self._detaching):
-                emit(RunError(f"The connection to the script at {self.address} was lost "
-                              f"(the script ended or the network went away)."))
-                reason = "crashed"
-            else:
-                emit(ProgressText("detached; the script trains on"))
-            return reason
-        except Exception as exc:  # noqa: BLE001 - the run's top: report, end cleanly
-            emit(RunError(f"Attached script: {type(exc).__name__}: {exc}"))
-            reason = "error"
-            return reason
-        finally:
-            self.reason = reason
-            self.close()  # the socket and the listeners on the window's probe callbacks go with the run
-            emit(Finished(reason))
+        return drive(self, emit, unfinished=self._unfinished, label="Attached script")
+
+    def _unfinished(self) -> tuple[str, Event | None]:
+        """The end reason, and the line said, when the events ended without a ``Finished``."""
+        if self.bad_peer is not None:
+            return "error", None  # its RunError line was the last event
+        if not (self._closed or self._detaching):
+            return "crashed", RunError(f"The connection to the script at {self.address} was lost "
+                                       f"(the script ended or the network went away).")
+        return "detached", ProgressText("detached; the script trains on")
 
     # ------------------------------------------------------------------ internals
     def _renew_loop(self, every: float) -> None:

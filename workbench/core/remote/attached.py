@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workbench.core.attach.client import AttachError, connect
+from workbench.core.attach.client import AttachError, connect, drive
 from workbench.core.attach.notice import Notice
 from workbench.core.remote.ssh import RemoteError, Ssh
 from workbench.core.remote.tunnel import Tunnel
-from workbench.core.train.events import EpochEnded, Finished, FitStarted, Metrics, ProgressText, RunError
+from workbench.core.train.events import EpochEnded, Event, Finished, FitStarted, Metrics, ProgressText
 
 __all__ = ["RemoteAttachedRun", "LOST", "BACK", "RETRY_S"]
 
@@ -240,27 +240,14 @@ class RemoteAttachedRun:
 
     def run(self, emit: Callable[[Any], Any]) -> str:
         """Hand every event to ``emit`` until the run finishes or this side detaches; the end reason. Never raises:
-        a lost connection is a :data:`LOST` notice and a reconnection, never a crash."""
-        reason = "detached"
-        try:
-            for event in self.events():
-                if isinstance(event, Finished):
-                    reason = event.reason
-                    return reason
-                emit(event)
-            if self._inner is not None and self._inner.bad_peer is not None:
-                reason = "error"
-            else:
-                emit(ProgressText("detached; the run trains on"))
-            return reason
-        except Exception as exc:  # noqa: BLE001 - the run's top: report, end cleanly
-            emit(RunError(f"Remote run: {type(exc).__name__}: {exc}"))
-            reason = "error"
-            return reason
-        finally:
-            self.reason = reason
-            self.close()
-            emit(Finished(reason))
+        a lost connection is a :data:`LOST` notice and a reconnection, never a crash (:func:`drive`)."""
+        return drive(self, emit, unfinished=self._unfinished, label="Remote run")
+
+    def _unfinished(self) -> tuple[str, Event | None]:
+        """The end reason, and the line said, when the events ended without a ``Finished``."""
+        if self._inner is not None and self._inner.bad_peer is not None:
+            return "error", None
+        return "detached", ProgressText("detached; the run trains on")
 
     def _pump(self) -> None:
         """Move the events of each connection into this handle's queue; on a loss, reconnect (its own thread)."""

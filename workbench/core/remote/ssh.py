@@ -148,7 +148,28 @@ class Ssh:
         RemoteError
             ssh could not connect (its own last line quoted), or the command exited non-zero.
         """
-        argv = self.ssh_argv(host) + ["--", host, script]
+        return self.run_argv(host, self.ssh_argv(host) + ["--", host, script], what=what, timeout=timeout)
+
+    def run_argv(self, host: str, argv: list[str], *, what: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
+        """Run ``argv``, an ssh command line to ``host`` (:meth:`ssh_argv` and more: ``-O forward``...); its stdout.
+
+        Parameters
+        ----------
+        host : str
+            The destination ``argv`` reaches, for the error.
+        argv : list of str
+            The whole command line, ``ssh`` first.
+        what : str
+            What is being done, for the error (``"open the shared connection"``).
+        timeout : float
+            Seconds before it is abandoned.
+
+        Raises
+        ------
+        RemoteError
+            ssh is not installed, did not answer within ``timeout``, could not connect (its own last line quoted),
+            or the command exited non-zero.
+        """
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except FileNotFoundError:

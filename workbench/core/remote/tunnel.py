@@ -89,9 +89,9 @@ class Tunnel:
         if self.node is None and control:
             # the master, if none yet; its keepalives (Ssh.ssh_argv) notice a dead network (a sleeping
             # laptop) and end it, which closes the forwarded connection and lets the handle reconnect
-            self._run(self.ssh.ssh_argv(self.host) + ["--", self.host, "true"], "open the shared connection")
-            self._run(self.ssh.ssh_argv(self.host) + ["-O", "forward", "-L", spec, "--", self.host],
-                      f"forward the run's port {self.port}")
+            self.ssh.run(self.host, "true", what="open the shared connection", timeout=OPEN_TIMEOUT_S)
+            self.ssh.run_argv(self.host, self.ssh.ssh_argv(self.host) + ["-O", "forward", "-L", spec, "--", self.host],
+                              what=f"forward the run's port {self.port}", timeout=OPEN_TIMEOUT_S)
             self._forward, self.local_port = spec, local
         else:
             self._child = subprocess.Popen(self._child_argv(spec), stdin=subprocess.DEVNULL,
@@ -99,17 +99,6 @@ class Tunnel:
             self.local_port = local
         self._wait_open()
         return self.address
-
-    def _run(self, argv: list[str], what: str) -> None:
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                  timeout=OPEN_TIMEOUT_S)
-        except FileNotFoundError:
-            raise RemoteError("ssh: the OpenSSH client is not installed here; install it (openssh-client)") from None
-        except subprocess.TimeoutExpired:
-            raise RemoteError(f"{self.host}: no answer within {OPEN_TIMEOUT_S} s while trying to {what}") from None
-        if done.returncode != 0:
-            raise self.ssh.error(self.host, what, done.returncode, done.stderr)
 
     def _child_argv(self, spec: str) -> list[str]:
         """``ssh -N -L SPEC`` to the host, or to the node through the host's shared connection."""

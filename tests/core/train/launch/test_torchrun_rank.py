@@ -5,10 +5,16 @@ The ranks as real processes started by torchrun are ``test_torchrun.py`` and ``t
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 import torch
 
+from workbench.core.errors import TrainingError
 from workbench.core.train.launch import torchrun_rank as rank_mod
+from workbench.core.train.runs import folder
 
 
 class _Log:
@@ -76,3 +82,30 @@ def test_the_state_digest_is_the_same_for_equal_weights_and_differs_otherwise():
     with torch.no_grad():
         b.bias.add_(1.0)
     assert rank_mod.state_digest(a) != rank_mod.state_digest(b)
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A Gloo process group of this process alone (rank 0 of 1), destroyed after the test."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_share_run_dir_sends_rank_0_s_new_folder_or_says_why_there_is_none(one_rank_group, monkeypatch):
+    cfg = SimpleNamespace(run_dir=None)
+    rank_mod.share_run_dir(cfg)
+    made = Path(cfg.run_dir)
+    assert made.is_dir() and made.parent == Path(os.environ["WORKBENCH_DATA_DIR"]) / "runs"
+    rank_mod.share_run_dir(cfg)
+    assert cfg.run_dir == str(made)  # a folder named already stays
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(folder, "new_run_dir", full_disk)
+    with pytest.raises(TrainingError, match=r"^the run folder could not be made \(.*No space left on device\); set "
+                                            r"run_dir in the run file$"):
+        rank_mod.share_run_dir(SimpleNamespace(run_dir=None))

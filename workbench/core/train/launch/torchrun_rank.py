@@ -29,8 +29,7 @@ import torch
 from workbench.core.train.trainer.hooks import Callback
 
 __all__ = ["RankReporter", "RankLife", "state_digest", "final_barrier", "share_run_dir", "gather_digests",
-           "weights_verdict", "main", "REPORT_ENV", "KEY_ENV", "RUN_DIR_ENV", "FAULT_DIR_ENV", "FINAL_BARRIER_S",
-           "RUN_DIR_BYTES"]
+           "weights_verdict", "main", "REPORT_ENV", "KEY_ENV", "RUN_DIR_ENV", "FAULT_DIR_ENV", "FINAL_BARRIER_S"]
 
 #: ``host:port`` of the launcher's ``multiprocessing.connection.Listener``.
 REPORT_ENV = "WORKBENCH_REPORT"
@@ -46,8 +45,6 @@ FINAL_BARRIER_S = 300.0
 ORPHAN_BARRIER_S = 2.0
 #: Folder where each rank's native crash report goes (``rank{RANK}.txt``), set by the launcher.
 FAULT_DIR_ENV = "WORKBENCH_FAULT_DIR"
-#: Bytes of the run folder's path that the global rank 0 sends the other ranks (UTF-8; Linux's PATH_MAX).
-RUN_DIR_BYTES = 4096
 #: Bytes of a SHA-256 digest (:func:`state_digest`), all-gathered from every rank at the end.
 DIGEST_BYTES = 32
 
@@ -186,20 +183,14 @@ def share_run_dir(cfg) -> None:
 
     if cfg.run_dir or not dist.is_initialized():
         return
-    buf = torch.zeros(RUN_DIR_BYTES, dtype=torch.uint8)
-    problem = ""
+    box, problem = [""], ""
     if dist.get_rank() == 0:
         try:
-            raw = str(new_run_dir()).encode("utf-8")
+            box = [str(new_run_dir())]
         except OSError as exc:
-            raw, problem = b"", f"the run folder could not be made ({exc}); set run_dir in the run file"
-        if len(raw) > RUN_DIR_BYTES:
-            raw, problem = b"", f"the run folder's path is longer than {RUN_DIR_BYTES} bytes; set run_dir"
-        if raw:
-            buf[:len(raw)] = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
-    buf = buf.to(_device())
-    dist.broadcast(buf, src=0)
-    path = bytes(buf.cpu().numpy()).rstrip(b"\0").decode("utf-8", "replace")
+            problem = f"the run folder could not be made ({exc}); set run_dir in the run file"
+    dist.broadcast_object_list(box, src=0, device=_device())  # NCCL: the GPU torch.cuda.set_device chose (_join)
+    path = box[0]
     if not path:
         raise TrainingError(problem or "rank 0 could not make the run folder (its output says why)")
     cfg.run_dir = path
