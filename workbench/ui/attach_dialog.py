@@ -11,13 +11,12 @@ token typed in. "Take over steering" takes the run from a window that steers it
 
 from __future__ import annotations
 
-import time
-
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QListWidget,
-                               QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QPushButton, QVBoxLayout, QWidget)
 
 from workbench.core.attach.discovery import scan_waiting
+from workbench.ui.attach_parts import started_ago, take_over_check
 
 __all__ = ["AttachDialog", "SSH_HINT", "ask_attach_target"]
 
@@ -30,10 +29,8 @@ SSH_HINT = ("A script on another machine listens on its own 127.0.0.1. Forward i
 
 
 def _row_text(info: dict) -> str:
-    age = max(0.0, time.time() - float(info.get("started") or time.time()))
-    since = f"{age / 60:.0f} min" if age >= 60 else f"{age:.0f} s"
     return (f"{info.get('name', '?')}  ·  {info.get('model', '?')}  ·  pid {info.get('pid', '?')}  ·  "
-            f"{info.get('address', '?')}  ·  started {since} ago")
+            f"{info.get('address', '?')}  ·  {started_ago(info.get('started') or None)}")
 
 
 class AttachDialog(QDialog):
@@ -62,8 +59,7 @@ class AttachDialog(QDialog):
         hint = QLabel(SSH_HINT, self)
         hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         hint.setWordWrap(True)
-        self.take = QCheckBox("Take over steering if another window steers it (that window becomes read-only)", self)
-        self.take.setObjectName("takeCheck")
+        self.take = take_over_check(self)
         form = QFormLayout()
         form.addRow("Address", self.address)
         form.addRow("Token", self.token)

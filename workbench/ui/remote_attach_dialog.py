@@ -10,14 +10,14 @@ line in it.
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
 
 from workbench.core.remote.jobs import DEFAULT_REMOTE_DIR
+from workbench.ui.attach_parts import started_ago, take_over_check
 from workbench.ui.qsettings import make_settings
 from workbench.ui.remote_hosts import HostEntry, load_hosts, one_line, remember_host
 from workbench.ui.threading import run_in_background
@@ -47,9 +47,8 @@ def list_host(host: str, remote_dir: str) -> list[tuple[str, object, bool]]:
     for s in scripts(host, remote_dir=remote_dir):
         if any(s.run_dir == r.run_dir or s.run_dir.endswith(f"/{r.id}/run") for r, _ in runs):
             continue  # a listed run's own listener
-        age = max(0.0, time.time() - s.started)
-        since = f"{age / 60:.0f} min" if age >= 60 else f"{age:.0f} s"
-        rows.append((f"{s.name}  ·  script  ·  {s.model or '?'}  ·  pid {s.pid}  ·  started {since} ago", s, True))
+        text = f"{s.name}  ·  script  ·  {s.model or '?'}  ·  pid {s.pid}  ·  {started_ago(s.started)}"
+        rows.append((text, s, True))
     return rows
 
 
@@ -80,8 +79,7 @@ class RemoteAttachDialog(QDialog):
         self.note = QLabel(_NOTE, self)
         self.note.setObjectName("remoteNote")
         self.note.setWordWrap(True)
-        self.take = QCheckBox("Take over steering if another window steers it (that window becomes read-only)", self)
-        self.take.setObjectName("takeCheck")
+        self.take = take_over_check(self)
         form = QFormLayout()
         form.addRow("Host", self.host)
         form.addRow("Runs folder there", self.remote_dir)

@@ -83,6 +83,41 @@ def test_the_best_epoch_label_lies_inside_the_accuracy_view(plots, qtbot):
     assert view.contains(plots.best_line.label.sceneBoundingRect())
 
 
+def test_the_best_label_fits_the_narrowest_view_wherever_the_best_epoch_is(qtbot):
+    """At the panel's least width the view (~120 px) is hardly wider than the label: a best epoch near the
+    middle has room on neither side, and the label straddles its line instead of being cut."""
+    w = TrainingPlots()
+    qtbot.addWidget(w)
+    w.resize(700, 330)
+    w.show()
+    qtbot.waitExposed(w)
+    vb = w.accuracy_plot.getPlotItem().getViewBox()
+    label = w.best_line.label
+
+    def show_best(epochs, best):
+        w.clear()
+        w.expect_extent(23 * epochs, epochs)
+        for e in range(epochs):
+            w.add_epoch(e + 1, (e + 1) * 23, val_loss=0.5 if e == best else 1.0 + 0.1 * e, val_acc=0.5)
+        w.refresh(force=True)
+        _settle(qtbot)
+        assert label.toPlainText() == f"best: epoch {best + 1}"
+
+    show_best(3, 1)
+    assert vb.sceneBoundingRect().contains(label.sceneBoundingRect())
+    w.resize(w.minimumSizeHint().width(), 330)  # narrower, same data: the label moves on the resize alone
+    _settle(qtbot)
+    view = vb.sceneBoundingRect()
+    assert view.width() < 1.5 * label.sceneBoundingRect().width(), view  # truly narrow: no side has room
+    assert view.contains(label.sceneBoundingRect()), (label.sceneBoundingRect(), view)
+    for epochs, best in [(2, 0), (3, 0), (3, 1), (5, 2), (3, 2)]:
+        show_best(epochs, best)
+        box = label.sceneBoundingRect()
+        assert view.contains(box), (epochs, best, box, view)
+        line_x = vb.mapViewToScene(QPointF(w.best_line.value(), 0.0)).x()
+        assert box.left() <= line_x + 1 and line_x - 1 <= box.right()  # it still touches its line
+
+
 def test_the_grad_norm_axis_is_wide_enough_for_its_tick_labels(plots, qtbot):
     _run_like(plots)
     _settle(qtbot)

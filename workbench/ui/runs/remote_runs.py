@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView, QHBoxLayout, QLabel, QMessageBox, QPushButton, QSizePolicy, QTableView, QToolButton, QVBoxLayout,
     QWidget,
@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from workbench.core.run_folder.printable import printable
 from workbench.ui.qsettings import make_settings
 from workbench.ui.remote_hosts import HostEntry, load_hosts, one_line
+from workbench.ui.runs.row_table import RowTableModel
 from workbench.ui.threading import run_in_background, start_in_thread
 
 __all__ = ["RemoteRunsView", "RemoteRunsModel", "REFRESH_MS", "COLUMNS"]
@@ -42,39 +43,19 @@ COLUMNS = ("host", "run", "state", "job")
 ROWS = 3
 
 
-class RemoteRunsModel(QAbstractTableModel):
-    """Rows: ``(RemoteRun, state)``; columns: :data:`COLUMNS`."""
+class RemoteRunsModel(RowTableModel):
+    """Rows: ``(RemoteRun, state)``; columns: :data:`COLUMNS`; :meth:`set_rows` shows new ones."""
 
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.rows: list[tuple] = []
+    columns = COLUMNS
 
-    def set_rows(self, rows: list[tuple]) -> None:
-        """Show ``rows`` (``(RemoteRun, state)`` each)."""
-        self.beginResetModel()
-        self.rows = list(rows)
-        self.endResetModel()
-
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 (Qt override)
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):  # noqa: D102
-        if not index.isValid() or role not in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
-            return None
-        run, state = self.rows[index.row()]
+    def cell(self, row: tuple, column: str, role: Qt.ItemDataRole):  # noqa: D102
+        run, state = row
         if role == Qt.ItemDataRole.ToolTipRole:
             return printable(f"{run.host}:{run.folder}")
-        col = COLUMNS[index.column()]
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
         value = {"host": run.host, "run": run.id, "state": state,
-                 "job": f"SLURM {run.job}" if run.job else "process"}[col]
+                 "job": f"SLURM {run.job}" if run.job else "process"}[column]
         return printable(value)
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import (
     QAbstractItemView, QApplication, QComboBox, QFileDialog, QHBoxLayout, QInputDialog, QLabel, QLineEdit,
@@ -78,6 +78,7 @@ from workbench.core.train.runs.trash import TrashedRun, restore_run, trash_run
 from workbench.ui.plot_legend import fit_legend_row, legend_above
 from workbench.ui.prompts import Prompts
 from workbench.ui.runs.remote_runs import RemoteRunsView
+from workbench.ui.runs.row_table import RowTableModel
 from workbench.ui.threading import run_in_background
 
 COLUMNS = TABLE_COLUMNS
@@ -120,44 +121,34 @@ def _curve_style(i: int, n: int) -> dict:
     return style
 
 
-class RunsTableModel(QAbstractTableModel):
+class RunsTableModel(RowTableModel):
     """Rows: :class:`RunSummary`; columns: :data:`COLUMNS`."""
+
+    columns = COLUMNS
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.runs: list[RunSummary] = []
         self._icon = None  # the warning icon of a run whose files cannot all be read (made when first shown)
+
+    @property
+    def runs(self) -> list[RunSummary]:
+        """The runs shown, in the table's order (:attr:`rows`)."""
+        return self.rows
 
     def set_runs(self, runs: list[RunSummary]) -> None:
         """Show ``runs`` (a model reset)."""
-        self.beginResetModel()
-        self.runs = list(runs)
-        self.endResetModel()
+        self.set_rows(runs)
 
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 (Qt override)
-        return 0 if parent.isValid() else len(self.runs)
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):  # noqa: D102
-        if not index.isValid():
-            return None
-        r = self.runs[index.row()]
+    def cell(self, r: RunSummary, column: str, role: Qt.ItemDataRole):  # noqa: D102
         if role == Qt.ItemDataRole.ToolTipRole:
             return printable(r.path) + (f"\nunreadable: {printable(r.problem)}" if r.problem else "")
         if role == Qt.ItemDataRole.DecorationRole:
-            if r.problem and index.column() == 0:
+            if r.problem and column == COLUMNS[0]:
                 return self._warning_icon()
             return None
         if role != Qt.ItemDataRole.DisplayRole:
             return None
-        return printable(self._text(r, COLUMNS[index.column()]))
+        return printable(self._text(r, column))
 
     def _warning_icon(self):
         if self._icon is None:

@@ -63,6 +63,9 @@ EPOCH_COLUMNS = ("step", "epoch", "time", "val_loss", "val_acc", "train_loss")
 #: Room above the small plots' views, pixels: their top tick label ("1.0", "0.0015") is centred on the
 #: view's top edge, and half of it was cut off by the widget's edge.
 TOP_PAD_PX = 8
+#: The best-epoch label keeps this many pixels from the edges of its view: a box flush with an edge came out
+#: a rounding error outside it (and was clipped by a hair).
+LABEL_INSET_PX = 1.0
 
 
 def _forward_fill(y: np.ndarray, start: float) -> np.ndarray:
@@ -74,6 +77,15 @@ def _forward_fill(y: np.ndarray, start: float) -> np.ndarray:
     np.maximum.accumulate(idx, out=idx)
     filled = np.where(idx >= 0, y[np.maximum(idx, 0)], start)
     return filled
+
+
+def _fit_anchor(preferred: float, at: float, low: float, high: float, size: float) -> float:
+    """The anchor nearest ``preferred`` (0: a box of ``size`` px starts at ``at``; 1: it ends there) that keeps
+    the box within ``low..high`` (pixels along one axis); a box larger than that room starts at ``low``."""
+    if size <= 0:
+        return preferred
+    most, least = (at - low) / size, 1.0 - (high - at) / size  # the box starting at low, ending at high
+    return max(min(preferred, most), min(least, most))
 
 
 class EmaFilter:
@@ -220,7 +232,9 @@ class TrainingPlots(QWidget):
         )
         self.best_line.setVisible(False)
         self.accuracy_plot.addItem(self.best_line, ignoreBounds=True)
-        self.accuracy_plot.getPlotItem().getViewBox().sigXRangeChanged.connect(self._anchor_best_label)
+        view = self.accuracy_plot.getPlotItem().getViewBox()
+        view.sigXRangeChanged.connect(self._anchor_best_label)
+        view.sigResized.connect(self._anchor_best_label)  # same range, fewer pixels: the label may no longer fit
 
         self.grad_norm = GradNormOverlay(self.loss_plot)
 
@@ -564,22 +578,32 @@ class TrainingPlots(QWidget):
                 self.best_line.setVisible(False)
             else:
                 self.best_line.setPos(xe[best])
-                self.best_line.label.setText(f"best: epoch {self.best_epoch_number()}")
+                text = f"best: epoch {self.best_epoch_number()}"
+                self.best_line.label.format = text  # the label resets its text to this when the line moves
+                self.best_line.label.setText(text)
                 self.best_line.setVisible(bool(np.isfinite(xe[best])))
                 self._anchor_best_label()
 
     def _anchor_best_label(self, *_args) -> None:
         """Turn the "best: epoch N" label to the wider side of its line, standing near the bottom (where the
-        accuracy of the best epoch seldom is).
+        accuracy of the best epoch seldom is), and shift it along so its whole box lies inside the view.
 
         pyqtgraph centres it on the line, so a best epoch at the view's right edge (the last
-        one, the usual case) had half its label cut off.
+        one, the usual case) had half its label cut off; and in the narrow panel (a view of ~120 px for a
+        ~90 px label) neither side of a line near the middle has room for it: it then straddles the line.
         """
         if not self.best_line.isVisible():
             return
-        (x0, x1), _ = self.accuracy_plot.getPlotItem().getViewBox().viewRange()
-        anchor = (1.0, 1.0) if self.best_line.value() > (x0 + x1) / 2 else (0.0, 1.0)
+        vb = self.accuracy_plot.getPlotItem().getViewBox()
+        (x0, x1), _ = vb.viewRange()
         label = self.best_line.label
+        box = label.textItem.boundingRect()  # pixels: the label does not scale with the view
+        view = vb.sceneBoundingRect().adjusted(LABEL_INSET_PX, LABEL_INSET_PX, -LABEL_INSET_PX, -LABEL_INSET_PX)
+        at_x = vb.mapViewToScene(pg.Point(self.best_line.value(), 0.0)).x()
+        at_y = view.bottom() - label.orthoPos * view.height()  # position 0 is the view's bottom
+        wider = 1.0 if self.best_line.value() > (x0 + x1) / 2 else 0.0
+        anchor = (_fit_anchor(wider, at_x, view.left(), view.right(), box.width()),
+                  _fit_anchor(1.0, at_y, view.top(), view.bottom(), box.height()))
         if label.anchors != [anchor, anchor]:
             label.anchors = [anchor, anchor]
             label.updatePosition()
