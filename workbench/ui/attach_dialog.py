@@ -30,7 +30,7 @@ SSH_HINT = ("A script on another machine listens on its own 127.0.0.1. Forward i
 
 def _row_text(info: dict) -> str:
     return (f"{info.get('name', '?')}  ·  {info.get('model', '?')}  ·  pid {info.get('pid', '?')}  ·  "
-            f"{info.get('address', '?')}  ·  {started_ago(info.get('started') or None)}")
+            f"{info.get('address', '?')}  ·  {started_ago(info.get('started'))}")
 
 
 class AttachDialog(QDialog):

@@ -22,17 +22,20 @@ def started_ago(started: float | None, now: float | None = None) -> str:
     Parameters
     ----------
     started : float or None
-        When the script started listening, seconds since the epoch; None: unknown, read as ``now``.
+        When the script started listening, seconds since the epoch; None or 0: unknown (a discovery file
+        without the time), said so rather than as an age.
     now : float, optional
         The time it is, seconds since the epoch (default ``time.time()``). A ``started`` after it reads 0 s.
 
     Returns
     -------
     str
-        Whole minutes from 60 s on, whole seconds below.
+        Whole minutes from 60 s on, whole seconds below; ``"start time unknown"`` without a time.
     """
+    if not started:
+        return "start time unknown"
     now = time.time() if now is None else now
-    age = max(0.0, now - (now if started is None else float(started)))
+    age = max(0.0, now - float(started))
     return f"started {age / 60:.0f} min ago" if age >= 60 else f"started {age:.0f} s ago"
 
 
