@@ -29,14 +29,20 @@ venv: $(STAMP) $(PLUGIN_STAMP)
 run: venv
 	$(VENV)/bin/workbench $(ARGS)
 
-# Two pytest-xdist workers: much of the suite waits on processes it starts (training processes, torchrun ranks,
-# sshd, SLURM), so two workers take ~15 min where one took ~25 on 2 cores. The tests of the one ssh host and
-# SLURM cluster (tests/remote) run on one worker, in order (tests/conftest.py). PYTEST_WORKERS= runs serially.
-PYTEST_WORKERS ?= -n 2 --dist loadgroup
+# Two pytest-xdist workers: much of the suite waits on processes it starts (training processes, torchrun ranks),
+# so two workers take ~13 min where one took ~25 on 2 cores. The tests of the one ssh host and SLURM cluster
+# (tests/remote) share one test user and run after, in one process. PYTEST_WORKERS= runs the first part on one
+# process; PYTEST_ARGS="tests/ui -k layout" runs only what it names.
+PYTEST_WORKERS ?= -n 2
 
 test: venv
 	$(VENV)/bin/lint-imports
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+ifeq ($(strip $(PYTEST_ARGS)),)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_WORKERS) --ignore=tests/remote
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/remote
+else
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
+endif
 
 bench: venv
 	QT_QPA_PLATFORM=offscreen $(PY) -m benchmarks

@@ -123,10 +123,3 @@ def example_plugin():
 
 from tests.disk import small_disk  # noqa: E402,F401 - a fixture every test directory may use
 
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test`` runs two workers), the tests of the real ssh host and SLURM cluster
-    (``tests/remote``) run on one worker, in order: they share one sshd, one cluster and the test user's processes."""
-    for item in items:
-        if "/tests/remote/" in str(item.path):
-            item.add_marker(pytest.mark.xdist_group("remote"))

@@ -8,6 +8,7 @@ when this is not root and slurm-wlm / munge are missing.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,10 @@ def slurm_folder() -> Path:
 @pytest.fixture(scope="session")
 def ssh_host(tmp_path_factory, slurm_folder) -> SshHost:
     """The running test host (started once per session, stopped by its pid at the end)."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        # each worker's host would rewrite the one test user's authorized_keys and end its processes
+        pytest.fail("tests/remote share one test user: run them in one process (`make test` runs "
+                    "`pytest tests/remote` after the rest)", pytrace=False)
     try:
         host = start_host(tmp_path_factory.mktemp("sshd"), Path(sys.executable).parent,
                           env={"SLURM_CONF": str(slurm_folder / "slurm.conf")})

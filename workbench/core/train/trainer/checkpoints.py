@@ -82,8 +82,6 @@ class CheckpointConnector:
         self._pending: Future | None = None
         self._pending_paths: list[Path] = []
         self._stage: PinnedStage | None = None
-        #: one line per failed background write of this trainer (also logged and said through ``on_notice``)
-        self.failures: list[str] = []
         #: the run's failed writes of the moment, said once each through the trainer's ``on_notice``
         self.writes = WriteWatch(self._notice)
         #: the step of the state last written (or being written) to ``run_dir/last.pt``, None before any
@@ -293,8 +291,8 @@ class CheckpointConnector:
     def wait_for_saves(self) -> None:
         """Block until the background write (if any) is done; a failure is reported, not raised.
 
-        The report (:attr:`failures`, the log, ``on_progress``) names the files and the
-        error; the files keep their previous content (atomic writes). ``last_step`` is
+        The report (:attr:`writes`: the log and ``on_notice``, once per file while it fails) names the files
+        and the error; the files keep their previous content (atomic writes). ``last_step`` is
         forgotten so a later stop writes ``last.pt`` again.
         """
         future, self._pending = self._pending, None
@@ -303,9 +301,6 @@ class CheckpointConnector:
         try:
             future.result()
         except Exception as e:  # noqa: BLE001 - a failed write never ends the run
-            names = ", ".join(p.name for p in self._pending_paths)
-            self.failures.append(f"checkpoint {names} not written ({type(e).__name__}: {e}); the previous file is "
-                                 "kept; training goes on")
             self.last_step = None
             for path in self._pending_paths:  # each file once while it fails (logged there)
                 self.writes.failed(path, e, "not written (the previous file is kept)")
