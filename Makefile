@@ -31,15 +31,15 @@ run: venv
 
 # Two pytest-xdist workers: much of the suite waits on processes it starts (training processes, torchrun ranks),
 # so two workers take ~13 min where one took ~25 on 2 cores. The tests of the one ssh host and SLURM cluster
-# (tests/remote) share one test user and run after, in one process. PYTEST_WORKERS= runs the first part on one
-# process; PYTEST_ARGS="tests/ui -k layout" runs only what it names.
+# (tests/remote) share one test user and run after, in one process (also when the first part fails).
+# PYTEST_WORKERS= runs the first part on one process; PYTEST_ARGS="tests/ui -k layout" runs only what it names.
 PYTEST_WORKERS ?= -n 2
 
 test: venv
 	$(VENV)/bin/lint-imports
 ifeq ($(strip $(PYTEST_ARGS)),)
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_WORKERS) --ignore=tests/remote
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/remote
+	rc=0; QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_WORKERS) --ignore=tests/remote || rc=$$?; \
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest tests/remote || rc=$$?; exit $$rc
 else
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
 endif

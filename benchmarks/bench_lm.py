@@ -16,7 +16,7 @@ Figures (issue 42):
     The same job in ``transformers.Trainer`` (``save_strategy="epoch"``, which saves model,
     optimizer, scheduler and RNG states; ``eval_strategy="epoch"``) over Workbench: its time
     divided by the Workbench side of the same pair (> 1: Workbench is faster), median of
-    ``hf_runs`` runs (after the first and the last pair). Target >= 1.0 (report).
+    ``hf_runs`` runs (one: after the first pair; two: after the first and the last). Target >= 1.0 (report).
 ``gpu_lm_train_ratio`` / ``gpu_lm_peak_memory_ratio`` (CUDA only, instead of the CPU figures)
     The issue's GPU configuration (:data:`GPU`): GPT-2 124M (12 layers, 768 wide, 50,257
     tokens), 512-token sequences, batch 16, bf16 autocast, AdamW (fused on both sides), 3
@@ -67,8 +67,8 @@ class Setup:
     read_every: int
 
 
-#: CPU: the issue's configuration (batch 8, 3 epochs of 100 steps). On this 2-core machine, quiet, a step takes
-#: ~0.3 s, so a side takes ~1.5-2 min: 3 interleaved pairs and one transformers.Trainer run fit in ~12 min. (The
+#: CPU: the issue's configuration (batch 8, 3 epochs of 100 steps). On this 2-core machine, quiet, a step took
+#: ~0.25 s and a side 73-80 s: 3 interleaved pairs and one transformers.Trainer run fit in ~12 min. (The
 #: module once ran 6-step epochs at batch 4, sized for a loaded machine: there the fixed costs of a run, its
 #: init.pt and epoch checkpoints, weighed ~10 % of a 3.4 s side and the ratio read 0.91; they are the same
 #: seconds in a 100-step epoch.)

@@ -122,4 +122,3 @@ def example_plugin():
 
 
 from tests.disk import small_disk  # noqa: E402,F401 - a fixture every test directory may use
-

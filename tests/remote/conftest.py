@@ -1,7 +1,8 @@
 """The hosts of the remote-run tests, each started once per session: a real sshd on 127.0.0.1
 (tests/hosts/sshd.py) and, for the SLURM tests, a one-node SLURM cluster on 127.0.0.1 (tests/hosts/slurm.py).
 
-These tests run in ``make test`` like the others. A machine without the server fails them (never skips):
+These tests run in ``make test`` after the others, in one process of their own (the rest run on two
+pytest-xdist workers; two hosts would share one test user). A machine without the server fails them (never skips):
 ``tests/hosts/install.sh`` installs it, and ``.ci/run`` runs that script as root. The SLURM tests skip only
 when this is not root and slurm-wlm / munge are missing.
 """

@@ -14,7 +14,8 @@ from workbench.ui.remote_attach_dialog import RemoteAttachDialog
 def test_started_ago_says_seconds_then_whole_minutes():
     now = 1_800_000_000.0
     assert started_ago(now - 40, now) == "started 40 s ago"
-    assert started_ago(now - 59.6, now) == "started 60 s ago"  # below a minute: seconds, rounded
+    assert started_ago(now - 59.4, now) == "started 59 s ago"  # below a minute: seconds, rounded
+    assert started_ago(now - 59.6, now) == "started 1 min ago"  # never "60 s"
     assert started_ago(now - 60, now) == "started 1 min ago"
     assert started_ago(now - 12 * 60 - 20, now) == "started 12 min ago"
     assert started_ago(now + 30, now) == "started 0 s ago"  # a clock ahead of this one

@@ -36,7 +36,7 @@ def started_ago(started: float | None, now: float | None = None) -> str:
         return "start time unknown"
     now = time.time() if now is None else now
     age = max(0.0, now - float(started))
-    return f"started {age / 60:.0f} min ago" if age >= 60 else f"started {age:.0f} s ago"
+    return f"started {age / 60:.0f} min ago" if round(age) >= 60 else f"started {age:.0f} s ago"
 
 
 def take_over_check(parent: QWidget | None = None) -> QCheckBox:

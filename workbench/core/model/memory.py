@@ -57,8 +57,9 @@ Every estimate also carries that figure (``activations_checkpointed_bytes``), so
 What is not counted: the allocator's caching and fragmentation, the CUDA
 context (a few hundred MB), the temporaries of backward and of the optimizer
 step (cuDNN's convolution workspace among them: on an H200 the demo CNN at batch
-4096 peaked at 609 MiB against 138 MiB estimated, ~370 MiB of it workspace), and the output of the forward when nothing saves it (a loss on top of the
-logits saves them). :data:`FIT_HEADROOM` in :func:`fit_summary` keeps a margin
+4096 peaked at 609 MiB against 138 MiB estimated, ~370 MiB of it workspace), and
+the output of the forward when nothing saves it (a loss on top of the logits saves
+them). :data:`FIT_HEADROOM` in :func:`fit_summary` keeps a margin
 for them.
 
 This module never imports Qt, and nothing of training or probes.
