@@ -235,7 +235,8 @@ class _Metrics(Callback):
 
 def _meter_run(tmp_path, delay):
     settings = LoaderSettings(0, False, False)
-    loaders = tuple(EpochLoader(_SlowSamples(delay), 16, 0, True, False, settings) for _ in range(2))
+    # the training loader loads slowly; validation (not metered) at once
+    loaders = tuple(EpochLoader(_SlowSamples(d), 16, 0, True, False, settings) for d in (delay, 0.0))
     rec = _Metrics()
     cfg = TrainConfig(epochs=1, emit_every_ms=0, run_dir=str(tmp_path / f"run{delay}"), tensorboard=False)
     t = Trainer(torchvision.models.squeezenet1_1(num_classes=2), cfg, [rec], data=loaders)
@@ -244,13 +245,15 @@ def _meter_run(tmp_path, delay):
 
 
 def test_the_input_bound_meter_tells_a_data_bound_run_from_a_compute_bound_one(tmp_path):
-    slow, rows = _meter_run(tmp_path, 0.04)  # 16 x 40 ms of loading per step
+    # 16 x 100 ms of loading per step: a squeezenet step on 2 busy cores (two test workers) took ~1 s, and
+    # 16 x 40 ms then read as 37 % waiting
+    slow, rows = _meter_run(tmp_path, 0.1)
     assert all(0.0 <= r["input_wait"] <= 1.0 for r in rows) and len(rows) == 3
     assert rows[-1]["input_wait"] > 0.5  # past the first step (which also warms up the compute)
     assert input_wait_text(rows[-1]["input_wait"]).startswith("input-bound")
     fast, _ = _meter_run(tmp_path, 0.0)
     assert fast.history[0]["input_wait"] < slow.history[0]["input_wait"] / 2
-    text = (tmp_path / "run0.04" / "metrics.csv").read_text().splitlines()
+    text = (tmp_path / "run0.1" / "metrics.csv").read_text().splitlines()
     column = text[0].split(",").index("input_wait")
     assert float(text[1].split(",")[column]) == pytest.approx(slow.history[0]["input_wait"])
 
