@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.remote.fake_ssh import fake_ssh
 from workbench.core.remote.ssh import RemoteError, Ssh, _rsync_reason, home_relative
 
 
@@ -65,12 +66,8 @@ def test_commands_to_one_host_share_a_private_connection_and_two_aliases_never_d
 
 
 def test_run_argv_gives_stdout_and_says_a_failure_or_a_missing_ssh_in_one_line(tmp_path, monkeypatch):
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "ssh").write_text('#!/bin/sh\n[ "$1" = ok ] && { echo out; exit 0; }\n'
-                              'echo first >&2\necho boom >&2\nexit 3\n')
-    (fake / "ssh").chmod(0o755)
-    monkeypatch.setenv("PATH", str(fake))
+    fake_ssh(tmp_path, monkeypatch, '[ "$1" = ok ] && { echo out; exit 0; }\necho first >&2\necho boom >&2\nexit 3\n',
+             only=True)
     assert Ssh().run_argv("gpu-box", ["ssh", "ok"], what="say out") == "out\n"
     with pytest.raises(RemoteError, match=r"^gpu-box: could not forward the port \(exit 3\): 'boom'$"):
         Ssh().run_argv("gpu-box", ["ssh", "-O", "forward"], what="forward the port")

@@ -3,11 +3,11 @@ the shared connection, closed with the handle) are in tests/remote/test_attach_r
 
 from __future__ import annotations
 
-import os
 import shlex
 
 import pytest
 
+from tests.core.remote.fake_ssh import fake_ssh
 from workbench.core.remote.ssh import RemoteError, Ssh
 from workbench.core.remote.tunnel import Tunnel
 
@@ -24,12 +24,7 @@ def test_a_compute_node_is_reached_through_the_login_node_s_shared_connection(tm
 
 
 def test_a_failed_ssh_is_one_line_naming_the_node_and_the_local_port_stays_closed(tmp_path, monkeypatch):
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "ssh").write_text("#!/bin/sh\necho 'ssh: connect to host node07 port 22: Connection refused' >&2\n"
-                              "exit 255\n")
-    (fake / "ssh").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    fake_ssh(tmp_path, monkeypatch, "echo 'ssh: connect to host node07 port 22: Connection refused' >&2\nexit 255\n")
     tunnel = Tunnel(Ssh(), "login", 4321, node="node07")
     with pytest.raises(RemoteError, match=r"^node07: could not connect to forward the run's port 4321: ssh said "
                                           r"'ssh: connect to host node07 port 22: Connection refused'"):
