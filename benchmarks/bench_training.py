@@ -2,8 +2,8 @@
 
 Figures (see issues 4 and 9):
 
-``train_throughput_ratio``
-    Training samples per second of a run started with the real
+``window_train_ratio``
+    (Named ``train_throughput_ratio`` before 2026-11-28; issue 44 names it so.) Training samples per second of a run started with the real
     :class:`~workbench.ui.train.panel.TrainingPanel`'s Start (by default in a
     training process started ahead, :mod:`workbench.core.train.launch.training_process`), with the
     live loss plot of the shown panel drawing, divided by the same for a plain loop written the
@@ -180,10 +180,15 @@ def run_with_gui_timer(panel) -> tuple[list[float], float]:
     from workbench.core.train.events import Metrics
 
     # the first metrics as the window receives them (the run's events reach the GUI thread queued)
-    panel.run.event.connect(lambda e: isinstance(e, Metrics) and (first or first.append(time.perf_counter() - t_start)))
+    def on_event(e) -> None:
+        if isinstance(e, Metrics) and not first:
+            first.append(time.perf_counter() - t_start)
+
+    panel.run.event.connect(on_event)
     loop.exec()  # a real GUI event loop while the run goes on
     timer.stop()
     panel.runningChanged.disconnect(on_running)
+    panel.run.event.disconnect(on_event)  # one listener per run, not one more each run
     if panel.last_reason() != "completed":
         raise RuntimeError(f"benchmark run ended with {panel.last_reason()}: {panel._last_error}")
     return intervals[1:], (first[0] if first else float("nan"))
@@ -285,7 +290,7 @@ def run() -> dict[str, float]:
     print(f"    ratio range {min(ratios):.3f}-{max(ratios):.3f}; probe ratio range "
           f"{min(probe_ratios):.3f}-{max(probe_ratios):.3f}", flush=True)
     return {
-        "train_throughput_ratio": statistics.median(ratios),
+        "window_train_ratio": statistics.median(ratios),
         "gui_latency_p99_ms": float(np.percentile(lat, 99)),
         "start_to_first_step_s": statistics.median(warm_starts),
         "start_to_first_step_cold_s": cold,

@@ -98,6 +98,21 @@ def test_lr_preview_follows_scheduler(host, qtbot):
     assert len(np.unique(np.round(y2, 12))) == s.epochs_spin.value()
 
 
+def test_start_draws_a_pending_lr_preview_before_the_run(host, qtbot):
+    """A setting changed just before Start: its planned LR is drawn at Start, and no preview is computed during
+    the run (the debounce timer would have built an optimizer and repainted 150 ms into the first epoch)."""
+    s = host.panel.settings
+    s.scheduler_combo.setCurrentIndex(s.scheduler_combo.findData("step"))
+    s.update_preview()
+    s.scheduler_combo.setCurrentIndex(s.scheduler_combo.findData("cosine"))  # starts the 150 ms debounce
+    assert s._preview_timer.isActive()
+    _start(qtbot, host.panel, epochs=2)
+    assert not s._preview_timer.isActive()
+    _, y = s.preview_curve.getData()
+    assert y[-1] < 0.1 * y[0]  # cosine's curve, not step's two flat levels
+    _wait_end(qtbot, host.panel)
+
+
 def test_demo_trains_with_falling_loss(host, qtbot):
     """Defaults: Start trains the demo on CPU; loss falls, val accuracy far above chance."""
     panel = host.panel
