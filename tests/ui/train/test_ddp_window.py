@@ -26,7 +26,8 @@ def test_the_window_trains_on_two_gloo_ranks_and_a_freeze_while_paused_applies_o
     window.open_demo()
     combo = panel.settings.device_combo
     assert combo.findText("CPU, 2 processes (DDP, Gloo)") >= 0
-    config = TrainConfig(data=DataConfig(dataset="digits", batch_size=32), epochs=3, lr=0.01, tensorboard=False)
+    # 6 epochs (270 steps): on a loaded machine 3 could end before the pause below reached rank 0
+    config = TrainConfig(data=DataConfig(dataset="digits", batch_size=32), epochs=6, lr=0.01, tensorboard=False)
     panel.settings.set_config(config)
     combo.setCurrentIndex(combo.findData("ddp:cpu:2"))
     assert panel.settings.config().device == "cpu"

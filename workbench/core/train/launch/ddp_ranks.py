@@ -41,6 +41,15 @@ RANKS_LINE_S = 0.5
 CONNECT_TIMEOUT_S = 180.0
 
 
+def _ended_by_signal(msg: Any) -> bool:
+    """``msg`` is rank 0's ``RunError`` for a signal torchrun's agent sent it (``SignalException``), which it
+    sends to every rank left when one rank has died."""
+    if not (isinstance(msg, tuple) and len(msg) == 3 and msg[:2] == ("event", "RunError")):
+        return False
+    text = msg[2].get("text", "") if isinstance(msg[2], dict) else ""
+    return "SignalException" in str(text)
+
+
 class DistributedTrainingProcess:
     """One data-parallel run from the window (see the module docstring).
 
@@ -157,10 +166,18 @@ class DistributedTrainingProcess:
         try:
             if not conn.poll(timeout):
                 return None
-            return conn.recv()
+            msg = conn.recv()
         except (OSError, EOFError) as exc:
             self._name_the_rank()
             raise EOFError(str(exc)) from exc
+        if _ended_by_signal(msg):
+            # rank 0's error is torchrun's SIGTERM: the cause is a rank that died first, whose socket's close
+            # this process's reader thread may not have seen yet (a loaded machine): name that rank instead
+            self._name_the_rank()
+            if self.problem is not None:
+                run.kill()
+                raise EOFError(self.problem)
+        return msg
 
     def _name_the_rank(self) -> None:
         """Rank 0 is gone: when another rank died first (torchrun then ended rank 0), name it."""
