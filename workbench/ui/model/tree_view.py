@@ -248,6 +248,9 @@ class ModelTreeWidget(QWidget):
         header.customContextMenuRequested.connect(self._on_header_menu_requested)
         self._wanted: dict[int, int] = {}  # the widths Type and Output shape would have with room (fit or dragged)
         self._sharing = False
+        self._type_fit = 0  # the Type width fit_number_columns set (capped), and the model's widest type name's
+        self._type_full = 0
+        self._name_need = 0  # the Name column's width for the deepest, longest name of the model, px
         header.sectionResized.connect(self._on_section_resized)
         view.viewport().installEventFilter(self)
         return view
@@ -267,6 +270,8 @@ class ModelTreeWidget(QWidget):
         :data:`SHRINK_FLOORS`) when the other columns would leave it less, and grow back when there is room.
 
         Every other column keeps its width, so no number is cut; the Name column stretches into what is left.
+        Room the Name column does not need for the model's names (:meth:`fit_number_columns`) lets a Type
+        column left at its fit width grow past :data:`_MAX_TYPE_WIDTH`, up to the widest type name.
         """
         view, header = self.view, self.view.header()
         shown = [c for c in range(header.count()) if c != COL_NAME and not view.isColumnHidden(c)]
@@ -280,8 +285,21 @@ class ModelTreeWidget(QWidget):
                 short -= give
                 if header.sectionSize(col) != width - give:
                     header.resizeSection(col, width - give)
+            self._grow_type(shown)
         finally:
             self._sharing = False
+
+    def _grow_type(self, shown: list[int]) -> None:
+        """A Type column at its fit width (not dragged) takes the Name column's spare room, up to the widest type."""
+        header = self.view.header()
+        if COL_TYPE not in shown or self._wanted.get(COL_TYPE) != self._type_fit:
+            return
+        width = header.sectionSize(COL_TYPE)
+        spare = self.view.viewport().width() - sum(header.sectionSize(c) for c in shown) \
+            - max(NAME_LEAST_WIDTH, self._name_need)
+        grow = min(spare, self._type_full - width)
+        if grow > 0:
+            header.resizeSection(COL_TYPE, width + grow)
 
     # -- the columns -------------------------------------------------------------
     def column_menu(self) -> QMenu:
@@ -346,16 +364,25 @@ class ModelTreeWidget(QWidget):
         shapes = {format_shape(n.output_shape) for n in nodes if isinstance(n.output_shape, (tuple, list))}
         widest_shape = max((metrics.horizontalAdvance(t) for t in shapes), default=0)
         widest_type = max((metrics.horizontalAdvance(t) for t in {n.type_name for n in nodes}), default=0)
+        # a name starts past a margin, the root's branch and one indentation a level; a module's parameter rows are a
+        # level deeper than it (counted with the module's own, longer, name)
+        self._name_need = max((TREE_INDENT * (n.depth + 2) + metrics.horizontalAdvance(n.short_name or n.name or "")
+                               for n in nodes), default=0) + 2 * _CELL_PAD
+        self._type_full = widest_type + _CELL_PAD
         for col, need in ((COL_PARAMS, _text_width(metrics, format_int(root.total_params))),
                           (COL_TRAINABLE, _text_width(metrics, format_int(root.trainable_params))),
                           (COL_FLOPS, _text_width(metrics, format_int(root.flops)) if root.flops is not None else 0),
                           (COL_SHAPE, min(widest_shape + _CELL_PAD, _MAX_SHAPE_WIDTH)),
                           (COL_TYPE, min(widest_type + _CELL_PAD, _MAX_TYPE_WIDTH))):
             need = max(need, _text_width(metrics, COLUMNS[col]))
+            if col == COL_TYPE:
+                self._type_fit = need
             has = self._wanted.get(col, header.sectionSize(col))
             if has != need or header.sectionSize(col) != need:
                 grew = grew or has < need
                 header.resizeSection(col, need)
+            if col in SHRINK_FLOORS:  # also when its width was already right (no resize, so no signal)
+                self._wanted[col] = need
         self.share_room()
         return grew
 
