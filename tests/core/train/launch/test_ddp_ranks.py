@@ -7,8 +7,11 @@ relies on without starting torchrun.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import stat
+
+import pytest
 
 from workbench.core.train.launch.ddp_ranks import DistributedTrainingProcess
 
@@ -60,10 +63,6 @@ def _error_from_rank_0(text: str) -> tuple:
 
 
 def test_rank_0_ended_by_torchruns_signal_names_the_rank_that_died_instead():
-    import multiprocessing
-
-    import pytest
-
     here, there = multiprocessing.Pipe()
     ranks = DistributedTrainingProcess(2)
     try:
@@ -79,8 +78,6 @@ def test_rank_0_ended_by_torchruns_signal_names_the_rank_that_died_instead():
 
 
 def test_rank_0_s_own_error_reaches_the_window_as_it_is():
-    import multiprocessing
-
     here, there = multiprocessing.Pipe()
     ranks = DistributedTrainingProcess(2)
     try:
